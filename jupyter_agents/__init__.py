@@ -1,0 +1,13 @@
+"""jupyter_agents: Jupyter terminals and AI coding agents that outlive the Jupyter server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+
+def _jupyter_server_extension_points() -> list[dict[str, Any]]:
+    from .app import AgentsApp
+
+    return [{"module": "jupyter_agents.app", "app": AgentsApp}]

@@ -1,0 +1,56 @@
+"""The exceptions of jupyter_agents.
+
+Each carries a message a person can act on. HTTP handlers map them to statuses with
+:func:`http_status`; nothing else in the package raises bare ``Exception``.
+"""
+
+from __future__ import annotations
+
+
+class AgentsError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+    status = 500
+
+
+class InvalidRequest(AgentsError):
+    """The caller sent something we refuse (bad name, bad size, bad cwd...)."""
+
+    status = 400
+
+
+class NotFound(AgentsError):
+    """No session or terminal by that name or id."""
+
+    status = 404
+
+
+class Conflict(AgentsError):
+    """The request clashes with the current state (e.g. a live name is taken)."""
+
+    status = 409
+
+
+class BackendUnavailable(AgentsError):
+    """The terminal backend (tmux, broker) cannot be started or reached."""
+
+    status = 503
+
+
+class StoreError(AgentsError):
+    """The session store cannot be opened or is not ours (corrupt, foreign, too new)."""
+
+    status = 500
+
+
+class UnsafeStateDir(AgentsError):
+    """The state directory is not private to the current user."""
+
+    status = 500
+
+
+def http_error(error: AgentsError) -> Exception:
+    """The tornado ``HTTPError`` a handler raises for ``error`` (message kept for the client)."""
+    from tornado.web import HTTPError
+
+    return HTTPError(error.status, str(error).replace("%", "%%"))

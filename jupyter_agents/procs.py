@@ -1,0 +1,75 @@
+"""Process identity and the one place that signals processes.
+
+A pid alone names nothing durable: pids are reused. A process is identified by its pid
+*and* its create time, and :func:`terminate_tree` refuses to signal a pid whose create
+time differs from the recorded one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+
+import psutil
+
+#: create times are floats from /proc; allow for rounding through the store
+_CREATE_TIME_TOLERANCE = 0.01
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessIdentity:
+    """A process as recorded: pid plus create time (seconds since the epoch)."""
+
+    pid: int
+    created: float
+
+
+def identify(pid: int) -> ProcessIdentity | None:
+    """The identity of the live process ``pid``, or None if there is none."""
+    try:
+        return ProcessIdentity(pid, psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return None
+
+
+def matches(identity: ProcessIdentity) -> psutil.Process | None:
+    """The live process if ``identity`` still names it (same pid *and* create time)."""
+    try:
+        proc = psutil.Process(identity.pid)
+        if abs(proc.create_time() - identity.created) > _CREATE_TIME_TOLERANCE:
+            return None
+        return proc
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return None
+
+
+def terminate_tree(identity: ProcessIdentity, grace: float = 3.0) -> bool:
+    """End the process ``identity`` names and all its descendants.
+
+    Sends SIGHUP and SIGTERM (a terminal closing: interactive shells ignore SIGTERM but
+    not SIGHUP), waits up to ``grace`` seconds, then SIGKILLs what is left. Does nothing
+    and returns False when the identity no longer matches a live process (exited, or the
+    pid was reused); returns True when it signalled the tree. Blocking: call it from a
+    thread in async code.
+    """
+    root = matches(identity)
+    if root is None:
+        return False
+    try:
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return False
+    for sig in (signal.SIGHUP, signal.SIGCONT, signal.SIGTERM):
+        for p in procs:
+            try:
+                p.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for p in alive:
+        try:
+            p.kill()  # psutil re-checks the process identity before signalling
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace)
+    return True

@@ -1,0 +1,243 @@
+"""SessionStore: the per-user record of every terminal and agent session.
+
+One SQLite file in the state dir, opened by the server, the CLI and kernels at once:
+WAL journal, a busy timeout, and ``BEGIN IMMEDIATE`` around every change so concurrent
+writers queue instead of failing. The schema version lives in ``PRAGMA user_version``
+and is migrated forward on open; a file written by a newer version, or one that is not a
+jupyter_agents store at all, is refused with :class:`~jupyter_agents.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from .errors import Conflict, NotFound, StoreError
+
+Status = Literal["running", "exited", "interrupted", "orphaned", "killed"]
+STATUSES: tuple[Status, ...] = ("running", "exited", "interrupted", "orphaned", "killed")
+
+#: Forward migrations; ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE sessions (
+        id              TEXT PRIMARY KEY,
+        name            TEXT NOT NULL,
+        kind            TEXT NOT NULL DEFAULT 'shell',
+        status          TEXT NOT NULL CHECK (status IN
+                            ('running', 'exited', 'interrupted', 'orphaned', 'killed')),
+        backend         TEXT NOT NULL,
+        cwd             TEXT,
+        argv            TEXT NOT NULL DEFAULT '[]',
+        pid             INTEGER,
+        pid_created     REAL,
+        created         TEXT NOT NULL,
+        last_activity   TEXT NOT NULL,
+        exit_code       INTEGER,
+        conversation_id TEXT,
+        rows            INTEGER,
+        cols            INTEGER
+    );
+    CREATE UNIQUE INDEX sessions_live_name ON sessions (name) WHERE status = 'running';
+    CREATE INDEX sessions_status ON sessions (status);
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def utcnow_iso() -> str:
+    """The current UTC time as the ISO 8601 string Jupyter's REST models use."""
+    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+@dataclasses.dataclass
+class Session:
+    """One session record; ``to_model()`` is the JSON model of the REST API."""
+
+    id: str
+    name: str
+    status: Status
+    backend: str
+    kind: str = "shell"
+    cwd: str | None = None
+    argv: list[str] = dataclasses.field(default_factory=list)
+    pid: int | None = None
+    pid_created: float | None = None
+    created: str = dataclasses.field(default_factory=utcnow_iso)
+    last_activity: str = dataclasses.field(default_factory=utcnow_iso)
+    exit_code: int | None = None
+    conversation_id: str | None = None
+    rows: int | None = None
+    cols: int | None = None
+
+    def to_model(self) -> dict[str, Any]:
+        """The session model of the REST API (everything but internal process identity)."""
+        model = dataclasses.asdict(self)
+        del model["pid_created"]
+        return model
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Session:
+        data = dict(row)
+        data["argv"] = json.loads(data["argv"])
+        return cls(**data)
+
+
+_COLUMNS = [f.name for f in dataclasses.fields(Session)]
+
+
+class SessionStore:
+    """The SQLite-backed session store of one state dir.
+
+    All methods are synchronous and short; they are safe to call from several processes
+    at once. Every write is one transaction.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA busy_timeout = 10000")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except sqlite3.DatabaseError as e:
+            raise StoreError(
+                f"{self.path} is not a usable jupyter_agents session store ({e}); "
+                "move it aside to start with an empty one"
+            ) from e
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._transaction() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} has schema version {version}, newer than this "
+                    f"jupyter_agents understands ({SCHEMA_VERSION}); upgrade jupyter_agents"
+                )
+            if version == 0:
+                tables = db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+                if tables:
+                    raise StoreError(f"{self.path} is an SQLite file of something else")
+            for target in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[target].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {target + 1}")
+
+    # -- reads -----------------------------------------------------------------------
+
+    def get(self, session_id: str) -> Session:
+        """The record with this id; :class:`NotFound` if there is none."""
+        row = self._db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no session with id {session_id!r}")
+        return Session.from_row(row)
+
+    def find_live(self, name: str) -> Session | None:
+        """The ``running`` session called ``name``, if any."""
+        row = self._db.execute(
+            "SELECT * FROM sessions WHERE name = ? AND status = 'running'", (name,)
+        ).fetchone()
+        return None if row is None else Session.from_row(row)
+
+    def list(self, statuses: Iterable[Status] | None = None) -> list[Session]:
+        """Records in creation order, optionally only those in ``statuses``."""
+        if statuses is None:
+            rows = self._db.execute("SELECT * FROM sessions ORDER BY created, rowid").fetchall()
+        else:
+            wanted = list(statuses)
+            marks = ",".join("?" * len(wanted))
+            rows = self._db.execute(
+                f"SELECT * FROM sessions WHERE status IN ({marks}) ORDER BY created, rowid",  # noqa: S608
+                wanted,
+            ).fetchall()
+        return [Session.from_row(r) for r in rows]
+
+    def get_many(self, ids: Iterable[str]) -> list[Session]:
+        """The records among ``ids`` that exist (any status)."""
+        wanted = list(ids)
+        found: list[Session] = []
+        for i in range(0, len(wanted), 500):  # SQLite's bound-parameter limit
+            part = wanted[i : i + 500]
+            rows = self._db.execute(
+                f"SELECT * FROM sessions WHERE id IN ({','.join('?' * len(part))})",  # noqa: S608
+                part,
+            ).fetchall()
+            found.extend(Session.from_row(r) for r in rows)
+        return found
+
+    def live_names(self) -> set[str]:
+        return {r[0] for r in self._db.execute("SELECT name FROM sessions WHERE status='running'")}
+
+    # -- writes ----------------------------------------------------------------------
+
+    def add(self, session: Session) -> None:
+        """Insert a new record. :class:`Conflict` if the id exists or a running session
+        already has this name."""
+        values = dataclasses.asdict(session)
+        values["argv"] = json.dumps(values["argv"])
+        marks = ",".join("?" * len(_COLUMNS))
+        try:
+            with self._transaction() as db:
+                db.execute(
+                    f"INSERT INTO sessions ({','.join(_COLUMNS)}) VALUES ({marks})",  # noqa: S608
+                    [values[c] for c in _COLUMNS],
+                )
+        except sqlite3.IntegrityError as e:
+            raise Conflict(f"a session with id {session.id!r} or live name "
+                           f"{session.name!r} already exists") from e
+
+    def update(self, session_id: str, *, expect: Sequence[Status] | None = None,
+               **fields: Any) -> bool:
+        """Set ``fields`` on one record, atomically.
+
+        With ``expect``, the change applies only while the record's status is one of them
+        (compare-and-set: a concurrent writer's newer decision is never overwritten).
+        Returns whether a row changed.
+        """
+        unknown = set(fields) - set(_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown session fields {sorted(unknown)}")
+        if "argv" in fields:
+            fields["argv"] = json.dumps(fields["argv"])
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        sql = f"UPDATE sessions SET {sets} WHERE id = ?"  # noqa: S608
+        params: list[Any] = [*fields.values(), session_id]
+        if expect is not None:
+            sql += f" AND status IN ({','.join('?' * len(expect))})"
+            params.extend(expect)
+        with self._transaction() as db:
+            return cast(int, db.execute(sql, params).rowcount) > 0
+
+    def touch(self, session_id: str) -> None:
+        """Record activity now (callers rate-limit this; it is a write)."""
+        self.update(session_id, last_activity=utcnow_iso())
+
+
+def new_session_id() -> str:
+    """A fresh session id: ``\\w+``, sortable by creation time, unique in practice."""
+    return f"{int(time.time() * 1000):x}{secrets.token_hex(4)}"

@@ -1,0 +1,524 @@
+"""The terminals front: a TerminalManager over the store and a backend, and the
+``/api/terminals`` + ``/terminals/websocket/<name>`` handlers that speak the terminado
+protocol the way JupyterLab expects (DESIGN.md section 4).
+
+Protocol, in one place: JSON text frames ``[type, ...]``. Server -> client:
+``["setup", {}]`` first, then ``["stdout", text]`` (the first one a replay that redraws
+the screen from a reset), ``["disconnect", 1]`` when the process ended. Client ->
+server: ``["stdin", text]``, ``["set_size", rows, cols, height_px, width_px]``; anything
+else is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, Protocol
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.auth.utils import warn_disabled_authorization
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
+from tornado import web
+from tornado.websocket import WebSocketClosedError, WebSocketHandler
+from traitlets import Dict, Float, List, Unicode
+from traitlets.config import LoggingConfigurable
+
+from .backends.base import Backend, SpawnRequest
+from .errors import AgentsError, InvalidRequest, NotFound, http_error
+from .paths import state_lock
+from .procs import ProcessIdentity, identify, terminate_tree
+from .reconcile import Action, plan
+from .store import Session, SessionStore, new_session_id, utcnow_iso
+
+AUTH_RESOURCE = "terminals"
+NAME_PATTERN = re.compile(r"\w{1,64}")
+MAX_ROWS, MAX_COLS = 1000, 2000
+
+
+# -- pure helpers -----------------------------------------------------------------------
+
+def validate_name(name: object) -> str:
+    """A terminal name as given by a client, or :class:`InvalidRequest`."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        shown = repr(name)[:80]
+        raise InvalidRequest(
+            f"invalid terminal name {shown}: use 1-64 letters, digits or underscores"
+        )
+    return name
+
+
+def next_free_name(taken: Iterable[str]) -> str:
+    """The smallest positive integer not in ``taken``, as a string ("1" first)."""
+    used = set(taken)
+    n = 1
+    while str(n) in used:
+        n += 1
+    return str(n)
+
+
+def parse_message(raw: str | bytes) -> tuple[str, Any, Any] | None:
+    """Validate one client frame -> ``("stdin", text, None)`` or ``("set_size", rows,
+    cols)``; None for anything malformed or unknown (which the socket ignores)."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        msg = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(msg, list) or not msg or not isinstance(msg[0], str):
+        return None
+    if msg[0] == "stdin" and len(msg) >= 2 and isinstance(msg[1], str):
+        return ("stdin", msg[1], None)
+    if msg[0] == "set_size" and len(msg) >= 3:
+        rows, cols = msg[1], msg[2]
+        if (type(rows) is int and type(cols) is int
+                and 0 < rows <= MAX_ROWS and 0 < cols <= MAX_COLS):
+            return ("set_size", rows, cols)
+    return None
+
+
+def scrubbed_env(environ: dict[str, str], patterns: Iterable[str]) -> dict[str, str]:
+    """``environ`` without the names matching any of ``patterns`` (fnmatch, case-sensitive)."""
+    pats = list(patterns)
+    return {k: v for k, v in environ.items() if not any(fnmatchcase(k, p) for p in pats)}
+
+
+# -- live terminals in this process ---------------------------------------------------
+
+class Viewer(Protocol):
+    """A connected client (the websocket handler)."""
+
+    def send(self, message: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Terminal:
+    """The streaming side of one session in this server process: its backend stream
+    and its connected viewers. Exists while at least one viewer is connected."""
+
+    def __init__(self, manager: TerminalManager, session: Session) -> None:
+        self.manager = manager
+        self.session = session
+        self.viewers: dict[Viewer, tuple[int, int] | None] = {}
+        self._active: list[Viewer] = []
+        self._size: tuple[int, int] | None = None
+        self.stream = manager.backend.attach(session.id, self)
+
+    def add_viewer(self, viewer: Viewer) -> None:
+        """Send ``setup``, then the replay in stream order, then live output."""
+        self.viewers[viewer] = None
+        viewer.send(json.dumps(["setup", {}]))
+
+        def replay(text: str) -> None:
+            if viewer in self.viewers:
+                viewer.send(json.dumps(["stdout", text]))
+                self._active.append(viewer)
+
+        self.stream.snapshot(replay)
+
+    def remove_viewer(self, viewer: Viewer) -> None:
+        if viewer not in self.viewers:
+            return
+        del self.viewers[viewer]
+        if viewer in self._active:
+            self._active.remove(viewer)
+        if self.viewers:
+            self._apply_size()
+        else:
+            self.manager.release(self)
+
+    def set_size(self, viewer: Viewer, rows: int, cols: int) -> None:
+        """Remember this viewer's size; the session gets the smallest of all viewers."""
+        if viewer in self.viewers:
+            self.viewers[viewer] = (rows, cols)
+            self._apply_size()
+
+    def _apply_size(self) -> None:
+        sizes = [s for s in self.viewers.values() if s is not None]
+        if not sizes:
+            return
+        size = (min(r for r, _ in sizes), min(c for _, c in sizes))
+        if size != self._size:
+            self._size = size
+            self.stream.resize(*size)
+            self.manager.store.update(self.session.id, rows=size[0], cols=size[1])
+
+    def write(self, data: str) -> None:
+        self.stream.write(data)
+        self.manager.touch(self.session)
+
+    def close(self, disconnect: bool) -> None:
+        """Stop streaming; tell viewers the process ended (``disconnect``) or just drop
+        them (they reconnect by themselves)."""
+        viewers = list(self.viewers)
+        self.viewers.clear()
+        self._active.clear()
+        self.stream.close()
+        for viewer in viewers:
+            if disconnect:
+                viewer.send(json.dumps(["disconnect", 1]))
+            viewer.close()
+
+    # StreamListener
+    def on_output(self, data: str) -> None:
+        if self._active:
+            message = json.dumps(["stdout", data])
+            for viewer in self._active:
+                viewer.send(message)
+        self.manager.touch(self.session)
+
+    def on_exit(self, exit_code: int | None) -> None:
+        self.manager.stream_ended(self, exit_code)
+
+
+# -- the manager ----------------------------------------------------------------------
+
+class TerminalManager(LoggingConfigurable):
+    """Terminals as records in the store plus sessions in a backend.
+
+    The store and the backend are the truth, shared with other processes on the same
+    state dir; this object holds only the streams of terminals that have viewers here.
+    """
+
+    shell_command = List(Unicode(), help="argv of a new terminal's shell.").tag(config=True)
+    extra_env = Dict(Unicode(), help="Variables added to every session's environment.").tag(
+        config=True)
+    scrub_env = List(Unicode(), help="Variable names (fnmatch patterns) removed from every "
+                     "session's environment.")
+    root_dir = Unicode(help="Default cwd of new terminals; relative cwds resolve against it.")
+    activity_interval = Float(
+        10.0, help="Seconds between writes of a session's last_activity to the store.")
+
+    def __init__(self, store: SessionStore, backend: Backend, state_dir: Path,
+                 on_activity: Callable[[], None] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.store = store
+        self.backend = backend
+        self.state_dir = state_dir
+        self.terminals: dict[str, Terminal] = {}
+        self.last_report: list[Action] = []
+        self.last_reconcile: str | None = None
+        self._on_activity = on_activity
+        self._flushed: dict[str, float] = {}
+
+    # -- reconcile ---------------------------------------------------------------------
+
+    def reconcile(self, boot: bool = False) -> list[Action]:
+        """Apply :func:`reconcile.plan` under the state lock; log and keep the report.
+
+        At boot every decision is logged; later only the changes.
+        """
+        with state_lock(self.state_dir):
+            live = self.backend.list_live()
+            records = self.store.list(["running", "orphaned"])
+            known = {r.id for r in records}
+            records += self.store.get_many(s.session_id for s in live
+                                           if s.session_id not in known)
+            actions = plan(records, live, datetime.now(timezone.utc))
+            for action in actions:
+                self._apply(action)
+        self.last_report = actions
+        self.last_reconcile = utcnow_iso()
+        for action in actions:
+            if boot or action.kind != "adopt":
+                self.log.info("jupyter_agents: %s", action.describe())
+        if boot:
+            counts = {k: sum(a.kind == k for a in actions)
+                      for k in ("adopt", "interrupt", "orphan", "exit")}
+            self.log.info("jupyter_agents: reconciled at start: %s", counts)
+        for action in actions:
+            term = self.terminals.get(action.session_id)
+            if term is not None and action.kind in ("exit", "interrupt", "orphan"):
+                self.terminals.pop(action.session_id, None)
+                term.close(disconnect=action.kind != "orphan")
+        return actions
+
+    def _apply(self, action: Action) -> None:
+        sid = action.session_id
+        if action.kind == "exit":
+            self.store.update(sid, status="exited", exit_code=action.exit_code,
+                              expect=("running", "orphaned"))
+            self.backend.remove(sid)
+        elif action.kind == "interrupt":
+            self.store.update(sid, status="interrupted", expect=("running", "orphaned"))
+        elif action.kind == "orphan":
+            ident = identify(action.pid) if action.pid else None
+            if action.was is None:
+                self.store.add(Session(
+                    id=sid, name=action.name, status="orphaned", backend=self.backend.name,
+                    pid=action.pid, pid_created=ident.created if ident else None,
+                ))
+            else:
+                self.store.update(sid, status="orphaned", expect=(action.was,))
+
+    # -- terminals API -----------------------------------------------------------------
+
+    def list(self) -> list[Session]:
+        """Running terminals, after a quick reconcile so ended ones drop out."""
+        self.reconcile()
+        return self.store.list(["running"])
+
+    def get(self, name: str) -> Session:
+        """The running terminal called ``name``; :class:`NotFound` otherwise."""
+        session = self.store.find_live(name)
+        if session is None:
+            raise NotFound(f"no terminal named {name!r}")
+        return session
+
+    def model(self, session: Session) -> dict[str, Any]:
+        """The stock terminals REST model."""
+        return {"name": session.name, "last_activity": session.last_activity}
+
+    def resolve_cwd(self, cwd: object) -> str:
+        """Like jupyter_server_terminals: absolute, or relative to the server root; a
+        path that does not exist (or is not a string) falls back to the root."""
+        root = Path(self.root_dir or os.getcwd()).expanduser()
+        if isinstance(cwd, str) and cwd and "\0" not in cwd:
+            for candidate in (Path(cwd).expanduser(), root / cwd):
+                if candidate.is_absolute() and candidate.is_dir():
+                    return str(candidate.resolve())
+            self.log.info("jupyter_agents: requested cwd %r does not exist; using %s",
+                          cwd, root)
+        return str(root.resolve())
+
+    def session_env(self) -> dict[str, str]:
+        env = scrubbed_env(dict(os.environ), self.scrub_env)
+        env.update(self.extra_env)
+        return env
+
+    def create(self, name: str | None = None, cwd: object = None,
+               argv: list[str] | None = None, kind: str = "shell") -> tuple[Session, bool]:
+        """Start a terminal, or return the running one already called ``name``.
+
+        Returns ``(session, created)``. The process is started and recorded under the
+        state lock, so a concurrent reconcile never sees one without the other.
+        """
+        if name is not None:
+            validate_name(name)
+        workdir = self.resolve_cwd(cwd)
+        command = list(argv or self.shell_command)
+        with state_lock(self.state_dir):
+            if name is not None:
+                existing = self.store.find_live(name)
+                if existing is not None:
+                    return existing, False
+            else:
+                name = next_free_name(self.store.live_names())
+            sid = new_session_id()
+            live = self.backend.spawn(SpawnRequest(sid, command, workdir, self.session_env()))
+            try:
+                ident = identify(live.pid) if live.pid else None
+                session = Session(
+                    id=sid, name=name, kind=kind, status="running", backend=self.backend.name,
+                    cwd=workdir, argv=command, pid=live.pid,
+                    pid_created=ident.created if ident else None, rows=24, cols=80,
+                )
+                self.store.add(session)
+            except BaseException:
+                self.backend.remove(sid)
+                raise
+        self.log.info("jupyter_agents: spawned session %s (terminal %r, pid %s) in %s",
+                      sid, name, live.pid, workdir)
+        return session, True
+
+    async def terminate(self, name: str) -> None:
+        """End a terminal: record ``killed``, end its process tree, release it."""
+        with state_lock(self.state_dir):
+            session = self.get(name)
+            self.store.update(session.id, status="killed", last_activity=utcnow_iso(),
+                              expect=("running",))
+        term = self.terminals.pop(session.id, None)
+        if term is not None:
+            term.close(disconnect=True)
+        if session.pid and session.pid_created:
+            await asyncio.to_thread(terminate_tree,
+                                    ProcessIdentity(session.pid, session.pid_created))
+        self.backend.remove(session.id)
+        self.log.info("jupyter_agents: killed session %s (terminal %r, pid %s)",
+                      session.id, name, session.pid)
+
+    # -- streaming ---------------------------------------------------------------------
+
+    def connect(self, name: str, viewer: Viewer) -> Terminal:
+        """Add a viewer to the terminal ``name`` (setup, replay, then live output)."""
+        session = self.get(name)
+        term = self.terminals.get(session.id)
+        if term is None:
+            term = self.terminals[session.id] = Terminal(self, session)
+        term.add_viewer(viewer)
+        return term
+
+    def release(self, term: Terminal) -> None:
+        """The last viewer left: stop streaming (the session keeps running)."""
+        if self.terminals.get(term.session.id) is term:
+            del self.terminals[term.session.id]
+        term.close(disconnect=False)
+
+    def stream_ended(self, term: Terminal, exit_code: int | None) -> None:
+        """The backend stream of ``term`` ended: the process exited, or we lost it."""
+        if self.terminals.get(term.session.id) is term:
+            del self.terminals[term.session.id]
+        if exit_code is not None:
+            with state_lock(self.state_dir):
+                self.store.update(term.session.id, status="exited", exit_code=exit_code,
+                                  expect=("running",))
+                self.backend.remove(term.session.id)
+            self.log.info("jupyter_agents: session %s (terminal %r) exited (code %s)",
+                          term.session.id, term.session.name, exit_code)
+            term.close(disconnect=True)
+            return
+        self.reconcile()
+        still_running = self.store.find_live(term.session.name) is not None
+        term.close(disconnect=not still_running)
+
+    def touch(self, session: Session) -> None:
+        """Note activity (rate-limited write of ``last_activity``)."""
+        now = time.monotonic()
+        if now - self._flushed.get(session.id, 0.0) >= self.activity_interval:
+            self._flushed[session.id] = now
+            session.last_activity = utcnow_iso()
+            self.store.update(session.id, last_activity=session.last_activity)
+            if self._on_activity is not None:
+                self._on_activity()
+
+    async def shutdown(self, kill: bool) -> None:
+        """Server shutdown: detach from every session, or (``kill``) end them all."""
+        for term in list(self.terminals.values()):
+            term.close(disconnect=kill)
+        self.terminals.clear()
+        if kill:
+            for session in self.store.list(["running"]):
+                await self.terminate(session.name)
+
+
+# -- handlers -------------------------------------------------------------------------
+
+class TerminalsAPIHandler(APIHandler):
+    """Base of the REST handlers: authorized on the ``terminals`` resource."""
+
+    auth_resource = AUTH_RESOURCE
+
+    def initialize(self, manager: TerminalManager) -> None:
+        self.manager = manager
+
+
+class TerminalRootHandler(TerminalsAPIHandler):
+    """``/api/terminals``: list (GET) and create (POST)."""
+
+    @web.authenticated
+    @authorized
+    def get(self) -> None:
+        try:
+            sessions = self.manager.list()
+        except AgentsError as e:
+            raise http_error(e) from e
+        self.finish(json.dumps([self.manager.model(s) for s in sessions]))
+
+    @web.authenticated
+    @authorized
+    def post(self) -> None:
+        data = self.get_json_body() or {}
+        if not isinstance(data, dict):
+            raise web.HTTPError(400, "expected a JSON object")
+        try:
+            session, _ = self.manager.create(name=data.get("name"), cwd=data.get("cwd"))
+        except AgentsError as e:
+            raise http_error(e) from e
+        self.finish(json.dumps(self.manager.model(session)))
+
+
+class TerminalHandler(TerminalsAPIHandler):
+    """``/api/terminals/<name>``: GET and DELETE (ends the process tree, 204)."""
+
+    SUPPORTED_METHODS = ("GET", "DELETE", "OPTIONS")  # type: ignore[assignment]
+
+    @web.authenticated
+    @authorized
+    def get(self, name: str) -> None:
+        try:
+            self.finish(json.dumps(self.manager.model(self.manager.get(name))))
+        except AgentsError as e:
+            raise http_error(e) from e
+
+    @web.authenticated
+    @authorized
+    async def delete(self, name: str) -> None:
+        try:
+            await self.manager.terminate(name)
+        except AgentsError as e:
+            raise http_error(e) from e
+        self.set_status(204)
+        self.finish()
+
+
+class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ignore[misc]
+    """``/terminals/websocket/<name>``: the terminado protocol (module docstring)."""
+
+    auth_resource = AUTH_RESOURCE
+
+    def initialize(self, manager: TerminalManager) -> None:
+        self.manager = manager
+        self.terminal: Terminal | None = None
+
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        user = self.current_user
+        if not user:
+            raise web.HTTPError(403)
+        if self.authorizer is None:
+            warn_disabled_authorization()
+        elif not await ensure_async(
+            self.authorizer.is_authorized(self, user, "execute", self.auth_resource)
+        ):
+            raise web.HTTPError(403)
+        if self.manager.store.find_live(args[0]) is None:
+            raise web.HTTPError(404, f"no terminal named {args[0]!r}")
+        await ensure_async(super().get(*args, **kwargs))
+
+    def open(self, name: str) -> None:  # type: ignore[override]
+        super().open(name)
+        try:
+            self.terminal = self.manager.connect(name, self)
+        except AgentsError:
+            self.close(1011, "terminal is gone")
+
+    def on_message(self, message: str | bytes) -> None:
+        msg = parse_message(message)
+        if msg is None or self.terminal is None:
+            if msg is None:
+                self.log.debug("jupyter_agents: ignored malformed terminal frame")
+            return
+        if msg[0] == "stdin":
+            self.terminal.write(msg[1])
+        else:
+            self.terminal.set_size(self, msg[1], msg[2])
+
+    def on_close(self) -> None:
+        if self.terminal is not None:
+            self.terminal.remove_viewer(self)
+            self.terminal = None
+
+    def send(self, message: str) -> None:
+        try:
+            self.write_message(message)
+        except WebSocketClosedError:
+            pass
+
+
+def terminal_handlers(manager: TerminalManager) -> list[tuple[str, type, dict[str, Any]]]:
+    """The stock-compatible terminal routes, served by ``manager``."""
+    kwargs = {"manager": manager}
+    return [
+        (r"/api/terminals", TerminalRootHandler, kwargs),
+        (r"/api/terminals/(\w+)", TerminalHandler, kwargs),
+        (r"/terminals/websocket/(\w+)", TermSocket, kwargs),
+    ]
