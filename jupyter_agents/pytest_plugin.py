@@ -1,0 +1,200 @@
+"""pytest fixtures for testing against jupyter_agents with real parts.
+
+Enable with ``pytest_plugins = ["jupyter_agents.pytest_plugin"]``. Fixtures:
+
+- ``agents_state_dir``: a private state dir; at teardown the tmux server on its socket
+  is killed, so no test leaves processes behind.
+- ``agents_server``: a factory starting real ``jupyter server`` subprocesses on that
+  state dir (:class:`ServerProcess`); all are stopped at teardown.
+
+The websocket client (:class:`TermClient`) needs ``websocket-client``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TOKEN = "test-token-not-secret"  # noqa: S105
+#: a shell whose output tests can match: bash without rc files and a fixed prompt
+TEST_SHELL = ["/bin/bash", "--norc", "--noprofile", "-i"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """A ``jupyter server`` subprocess with jupyter_agents enabled by its shipped config."""
+
+    def __init__(self, state_dir: Path, workdir: Path, env: dict[str, str] | None = None,
+                 args: list[str] | None = None) -> None:
+        self.state_dir = state_dir
+        self.workdir = workdir
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.extra_env = env or {}
+        self.extra_args = args or []
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / f"server-{self.port}.log"
+
+    def start(self, timeout: float = 30) -> ServerProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+        for name in ("config", "data", "runtime"):
+            (self.workdir / name).mkdir(exist_ok=True)
+        env.update({
+            "JUPYTER_AGENTS_STATE_DIR": str(self.state_dir),
+            "JUPYTER_CONFIG_DIR": str(self.workdir / "config"),
+            "JUPYTER_DATA_DIR": str(self.workdir / "data"),
+            "JUPYTER_RUNTIME_DIR": str(self.workdir / "runtime"),
+        })
+        env.update(self.extra_env)
+        argv = [
+            sys.executable, "-m", "jupyter_server", "--allow-root", "--no-browser",
+            f"--port={self.port}", "--ServerApp.port_retries=0", "--ip=127.0.0.1",
+            f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={self.workdir}",
+            f"--ServerApp.terminado_settings={json.dumps({'shell_command': TEST_SHELL})}",
+            *self.extra_args,
+        ]
+        self.log = open(self.log_path, "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=self.workdir)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                self.request("GET", "/api/status")
+                return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"server did not start:\n{self.log_path.read_text()[-3000:]}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None:
+            self.log.close()
+        self.proc = None
+
+    def request(self, method: str, path: str, body: Any = None,
+                token: str | None = TOKEN) -> tuple[int, Any]:
+        """One HTTP call; returns (status, parsed JSON body or None). Never raises on 4xx/5xx."""
+        data = None if body is None else (body if isinstance(body, bytes) else
+                                          json.dumps(body).encode())
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        if token:
+            req.add_header("Authorization", f"token {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
+                raw = resp.read()
+                return resp.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                return e.code, json.loads(raw)
+            except ValueError:
+                return e.code, raw.decode(errors="replace")
+
+    def ws(self, name: str) -> TermClient:
+        return TermClient(f"ws://127.0.0.1:{self.port}/terminals/websocket/{name}")
+
+
+class TermClient:
+    """A websocket terminal client: collects frames, waits for text."""
+
+    def __init__(self, url: str, token: str = TOKEN) -> None:
+        import websocket
+
+        self.ws = websocket.create_connection(url, header=[f"Authorization: token {token}"],
+                                              timeout=10)
+        self.messages: list[list[Any]] = []
+        self.text = ""
+
+    def _recv(self, timeout: float) -> bool:
+        import websocket
+
+        self.ws.settimeout(timeout)
+        try:
+            raw = self.ws.recv()
+        except websocket.WebSocketTimeoutException:
+            return False
+        msg = json.loads(raw)
+        self.messages.append(msg)
+        if msg[0] == "stdout":
+            self.text += msg[1]
+        return True
+
+    def wait_for(self, predicate: str | Callable[[TermClient], bool],
+                 timeout: float = 15) -> None:
+        """Receive until ``predicate`` (a substring of the output, or a callable) holds."""
+        check = (lambda c: predicate in c.text) if isinstance(predicate, str) else predicate
+        deadline = time.monotonic() + timeout
+        while not check(self):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"timed out waiting for {predicate!r}; "
+                                     f"got {self.text[-2000:]!r} / {self.messages[-3:]!r}")
+            self._recv(min(left, 0.5))
+
+    def drain(self, quiet: float = 0.5) -> None:
+        """Receive until nothing arrives for ``quiet`` seconds."""
+        while self._recv(quiet):
+            pass
+
+    def send(self, *msg: Any) -> None:
+        self.ws.send(json.dumps(list(msg)))
+
+    def stdin(self, text: str) -> None:
+        self.send("stdin", text)
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+def kill_tmux_server(state_dir: Path) -> None:
+    sock = state_dir / "tmux" / "socket"
+    if sock.exists():
+        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True,
+                       check=False)
+
+
+@pytest.fixture
+def agents_state_dir(tmp_path: Path) -> Iterator[Path]:
+    # short path: unix socket paths are limited to ~100 bytes
+    state = tmp_path / "state"
+    yield state
+    kill_tmux_server(state)
+
+
+@pytest.fixture
+def agents_server(agents_state_dir: Path, tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    servers: list[ServerProcess] = []
+
+    def start(**kwargs: Any) -> ServerProcess:
+        server = ServerProcess(agents_state_dir, tmp_path, **kwargs).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop(signal.SIGKILL)

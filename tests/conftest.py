@@ -1,0 +1,1 @@
+pytest_plugins = ["jupyter_agents.pytest_plugin", "pytest_jupyter.jupyter_server"]
