@@ -153,7 +153,7 @@ class TermClient:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise AssertionError(f"timed out waiting for {predicate!r}; "
-                                     f"got {self.text[-2000:]!r} / {self.messages[-3:]!r}")
+                                     f"got ...{self.text[-1500:]!r}")
             self._recv(min(left, 0.5))
 
     def drain(self, quiet: float = 0.5) -> None:

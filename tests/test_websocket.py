@@ -1,0 +1,108 @@
+"""The terminado protocol under bad input, byte-exact stdin, and the replay/stream cut."""
+
+from __future__ import annotations
+
+import re
+
+import pyte
+
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient
+
+
+def open_terminal(server: ServerProcess) -> TermClient:
+    status, model = server.request("POST", "/api/terminals", {})
+    assert status == 200
+    client = server.ws(model["name"])
+    client.wait_for(lambda c: len(c.messages) >= 2)
+    return client
+
+
+def test_malformed_frames_are_ignored(agents_server):
+    server = agents_server()
+    c = open_terminal(server)
+    for frame in ["not json", "{}", "[]", "[1, 2]", '["stdin"]', '["stdin", 5]',
+                  '["set_size", 1e9, 80]', '["set_size", 100000000, 100000000, 0, 0]',
+                  '["set_size", 0, 80]', '["set_size", -5, -5]', '["set_size", "24", "80"]',
+                  '["set_size", true, true]', '["unknown", 1]', '["stdin", "' + "x" * 0 + '"]']:
+        c.ws.send(frame)
+    c.ws.send_binary(b"\x00\x01binary")
+    c.stdin("echo STILL-$((5*5))\r")
+    c.wait_for("STILL-25")
+    status, sessions = server.request("GET", "/api/agents/sessions")
+    assert status == 200 and sessions[0]["rows"] == 24 and sessions[0]["cols"] == 80
+    c.close()
+
+
+def test_stdin_bytes_arrive_unchanged(agents_server):
+    server = agents_server()
+    c = open_terminal(server)
+    payload = 'a;\\#{"}$(x)`\x01\x02\x1b[A\x7f\té漢字\x1bOA;'
+    size = len(payload.encode())
+    c.stdin(f"stty raw -echo; head -c {size} | od -An -tx1 -v | tr -d ' \\n'; "
+            "echo; echo ODDONE; stty sane\r")
+    c.wait_for("stty sane")
+    c.drain(0.3)
+    c.stdin(payload)
+    c.wait_for("ODDONE\n")
+    hexes = re.findall(r"([0-9a-f]{40,})", c.text)
+    assert hexes[-1] == payload.encode().hex()
+    c.close()
+
+
+def test_resize_applies_smallest_client(agents_server):
+    server = agents_server()
+    a = open_terminal(server)
+    name = server.request("GET", "/api/terminals")[1][0]["name"]
+    b = server.ws(name)
+    b.wait_for(lambda c: len(c.messages) >= 2)
+    a.send("set_size", 40, 120, 800, 1200)
+    b.send("set_size", 30, 150, 600, 1500)
+    a.drain(0.5)  # the two frames travel on two connections: let both land first
+    a.stdin("echo SIZE=$(tput lines)x$(tput cols)\r")
+    a.wait_for(lambda c: re.search(r"SIZE=\d+x\d+", c.text) is not None)
+    assert "SIZE=30x120" in a.text
+    b.close()
+    a.drain(0.5)
+    a.stdin("echo AFTER=$(tput lines)x$(tput cols)\r")
+    a.wait_for(lambda c: re.search(r"AFTER=\d+x\d+", c.text) is not None)
+    assert "AFTER=40x120" in a.text
+    a.close()
+
+
+def rendered_lines(text: str, rows: int = 24, cols: int = 80) -> list[str]:
+    screen = pyte.HistoryScreen(cols, rows, history=100000)
+    stream = pyte.Stream(screen)
+    stream.feed(text)
+    history = ["".join(ch.data for ch in line.values()).rstrip() if isinstance(line, dict)
+               else "".join(line[x].data for x in range(cols)).rstrip()
+               for line in screen.history.top]
+    return history + [line.rstrip() for line in screen.display]
+
+
+def test_second_viewer_joins_mid_stream_without_loss_or_duplication(agents_server):
+    server = agents_server()
+    first = open_terminal(server)
+    name = server.request("GET", "/api/terminals")[1][0]["name"]
+    first.stdin("for i in $(seq 1 4000); do echo N$i; [ $((i % 100)) = 0 ] && sleep 0.05; "
+                "done; echo LOOP-DONE\r")
+    first.wait_for("N500\r\n")
+    second = server.ws(name)  # joins while the loop is printing
+    second.wait_for("LOOP-DONE", timeout=60)
+    second.drain(0.5)
+    assert "N3999" not in second.messages[1][1]  # it did join mid-stream
+    assert second.messages[0] == ["setup", {}]
+    lines = rendered_lines(second.text)
+    numbers = [int(m.group(1)) for line in lines if (m := re.fullmatch(r"N(\d+)", line))]
+    assert numbers == list(range(1, 4001))
+    first.close()
+    second.close()
+
+
+def test_exit_sends_disconnect_and_records_exit_code(agents_server):
+    server = agents_server()
+    c = open_terminal(server)
+    c.stdin("exit 7\r")
+    c.wait_for(lambda c: ["disconnect", 1] in c.messages, timeout=20)
+    _, sessions = server.request("GET", "/api/agents/sessions")
+    assert sessions[0]["status"] == "exited" and sessions[0]["exit_code"] == 7
+    assert server.request("GET", "/api/terminals") == (200, [])
