@@ -25,17 +25,32 @@ from .terminals import TerminalManager, terminal_handlers
 #: removed from every session's environment unless configured otherwise (DESIGN.md 5, 10)
 DEFAULT_SCRUB_ENV = [
     # agent CLIs' markers for their own children: inherited, they break the agent inside
-    "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SESSION_ID",
-    "CLAUDE_CODE_CHILD_SESSION", "CLAUDE_CODE_SESSION_ATTENDED", "CLAUDE_PID",
-    "CLAUDE_PROJECT_DIR", "CLAUDE_ENV_FILE", "CLAUDE_CODE_CHILD_NOTES_DIR",
-    "CLAUDE_CODE_MESSAGING_SOCKET", "CLAUDE_CODE_MESSAGING_SOCKET_TOKEN", "AI_AGENT",
-    "CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS", "CLAUDE_CODE_BRIDGE_SESSION_ID",
-    "CLAUDE_CODE_HOST_WORKTREE", "CODEX_THREAD_ID",
+    "CLAUDECODE",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CLAUDE_CODE_SESSION_ID",
+    "CLAUDE_CODE_CHILD_SESSION",
+    "CLAUDE_CODE_SESSION_ATTENDED",
+    "CLAUDE_PID",
+    "CLAUDE_PROJECT_DIR",
+    "CLAUDE_ENV_FILE",
+    "CLAUDE_CODE_CHILD_NOTES_DIR",
+    "CLAUDE_CODE_MESSAGING_SOCKET",
+    "CLAUDE_CODE_MESSAGING_SOCKET_TOKEN",
+    "AI_AGENT",
+    "CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS",
+    "CLAUDE_CODE_BRIDGE_SESSION_ID",
+    "CLAUDE_CODE_HOST_WORKTREE",
+    "CODEX_THREAD_ID",
     # secrets of the server and the hub
-    "JUPYTER_TOKEN", "JPY_API_TOKEN", "JUPYTERHUB_API_TOKEN", "JUPYTERHUB_CLIENT_ID",
-    "JUPYTERHUB_OAUTH_*", "JUPYTERHUB_COOKIE_*",
+    "JUPYTER_TOKEN",
+    "JPY_API_TOKEN",
+    "JUPYTERHUB_API_TOKEN",
+    "JUPYTERHUB_CLIENT_ID",
+    "JUPYTERHUB_OAUTH_*",
+    "JUPYTERHUB_COOKIE_*",
     # the server's own tmux, if it runs inside one
-    "TMUX", "TMUX_PANE",
+    "TMUX",
+    "TMUX_PANE",
 ]
 
 
@@ -52,22 +67,30 @@ class AgentsApp(ExtensionApp):
         "Default: $JUPYTER_AGENTS_STATE_DIR, else <jupyter_data_dir>/agents.",
     )
     backend = Enum(
-        ["auto", "tmux", "broker"], default_value="auto", config=True,
+        ["auto", "tmux", "broker"],
+        default_value="auto",
+        config=True,
         help="Who owns the terminals: 'tmux' (>= 3.2), 'broker' (the pty broker daemon) or "
         "'auto' (tmux when a usable one is on PATH, else the broker).",
     )
     on_shutdown = Enum(
-        ["detach", "kill"], default_value="detach", config=True,
+        ["detach", "kill"],
+        default_value="detach",
+        config=True,
         help="On server shutdown, 'detach' leaves every session running for the next "
         "server; 'kill' ends them all.",
     )
     scrub_env = List(
-        Unicode(), default_value=DEFAULT_SCRUB_ENV, config=True,
+        Unicode(),
+        default_value=DEFAULT_SCRUB_ENV,
+        config=True,
         help="Environment variable names (fnmatch patterns allowed) removed from every "
         "session's environment.",
     )
     terminal_manager_class = Type(
-        TerminalManager, klass=TerminalManager, config=True,
+        TerminalManager,
+        klass=TerminalManager,
+        config=True,
         help="The TerminalManager class to use.",
     )
 
@@ -100,8 +123,11 @@ class AgentsApp(ExtensionApp):
             )
         backend = TmuxBackend(state_dir, parent=self, log=self.log)
         backend.start()
-        self.log.info("jupyter_agents: backend %s (debug: %s)", backend.name,
-                      " ".join(backend.debug_attach_command("<session id>")))
+        self.log.info(
+            "jupyter_agents: backend %s (debug: %s)",
+            backend.name,
+            " ".join(backend.debug_attach_command("<session id>")),
+        )
         return backend
 
     def shell_command(self) -> list[str]:
@@ -136,9 +162,14 @@ class AgentsApp(ExtensionApp):
             activity[self.name] = utcnow()
 
         self.manager = self.terminal_manager_class(
-            store=store, backend=backend, state_dir=state_dir, on_activity=on_activity,
-            parent=self, log=self.log,
-            shell_command=self.shell_command(), scrub_env=list(self.scrub_env),
+            store=store,
+            backend=backend,
+            state_dir=state_dir,
+            on_activity=on_activity,
+            parent=self,
+            log=self.log,
+            shell_command=self.shell_command(),
+            scrub_env=list(self.scrub_env),
             root_dir=self.serverapp.root_dir,
             extra_env={
                 "JUPYTER_SERVER_ROOT": self.serverapp.root_dir,
@@ -165,6 +196,8 @@ class AgentsApp(ExtensionApp):
     async def stop_extension(self) -> None:
         if self.manager is not None:
             kill = self.on_shutdown == "kill"
-            self.log.info("jupyter_agents: shutting down (%s sessions)",
-                          "killing" if kill else "detaching from")
+            self.log.info(
+                "jupyter_agents: shutting down (%s sessions)",
+                "killing" if kill else "detaching from",
+            )
             await self.manager.shutdown(kill=kill)

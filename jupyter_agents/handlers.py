@@ -39,10 +39,12 @@ class ReconcileHandler(TerminalsAPIHandler):
     """``GET /api/agents/reconcile``: the last report; ``POST``: reconcile now."""
 
     def _report(self) -> str:
-        return json.dumps({
-            "time": self.manager.last_reconcile,
-            "actions": [dataclasses.asdict(a) for a in self.manager.last_report],
-        })
+        return json.dumps(
+            {
+                "time": self.manager.last_reconcile,
+                "actions": [dataclasses.asdict(a) for a in self.manager.last_report],
+            }
+        )
 
     @web.authenticated
     @authorized

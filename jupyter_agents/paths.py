@@ -14,7 +14,7 @@ import os
 import stat
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from jupyter_core.paths import jupyter_data_dir
@@ -39,10 +39,8 @@ def ensure_private_dir(path: str | os.PathLike[str]) -> Path:
     """
     p = Path(path).expanduser().absolute()
     p.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    with suppress(FileExistsError):
         p.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
     st = os.lstat(p)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise UnsafeStateDir(f"{p} is not a plain directory; refusing to keep sessions there")

@@ -7,6 +7,7 @@ time differs from the recorded one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
 
@@ -61,15 +62,11 @@ def terminate_tree(identity: ProcessIdentity, grace: float = 3.0) -> bool:
         return False
     for sig in (signal.SIGHUP, signal.SIGCONT, signal.SIGTERM):
         for p in procs:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 p.send_signal(sig)
-            except psutil.NoSuchProcess:
-                pass
     _, alive = psutil.wait_procs(procs, timeout=grace)
     for p in alive:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()  # psutil re-checks the process identity before signalling
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(alive, timeout=grace)
     return True

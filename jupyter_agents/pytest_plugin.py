@@ -41,8 +41,13 @@ def free_port() -> int:
 class ServerProcess:
     """A ``jupyter server`` subprocess with jupyter_agents enabled by its shipped config."""
 
-    def __init__(self, state_dir: Path, workdir: Path, env: dict[str, str] | None = None,
-                 args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        workdir: Path,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+    ) -> None:
         self.state_dir = state_dir
         self.workdir = workdir
         self.port = free_port()
@@ -56,23 +61,38 @@ class ServerProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
         for name in ("config", "data", "runtime"):
             (self.workdir / name).mkdir(exist_ok=True)
-        env.update({
-            "JUPYTER_AGENTS_STATE_DIR": str(self.state_dir),
-            "JUPYTER_CONFIG_DIR": str(self.workdir / "config"),
-            "JUPYTER_DATA_DIR": str(self.workdir / "data"),
-            "JUPYTER_RUNTIME_DIR": str(self.workdir / "runtime"),
-        })
+        env.update(
+            {
+                "JUPYTER_AGENTS_STATE_DIR": str(self.state_dir),
+                "JUPYTER_CONFIG_DIR": str(self.workdir / "config"),
+                "JUPYTER_DATA_DIR": str(self.workdir / "data"),
+                "JUPYTER_RUNTIME_DIR": str(self.workdir / "runtime"),
+            }
+        )
         env.update(self.extra_env)
         argv = [
-            sys.executable, "-m", "jupyter_server", "--allow-root", "--no-browser",
-            f"--port={self.port}", "--ServerApp.port_retries=0", "--ip=127.0.0.1",
-            f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={self.workdir}",
+            sys.executable,
+            "-m",
+            "jupyter_server",
+            "--allow-root",
+            "--no-browser",
+            f"--port={self.port}",
+            "--ServerApp.port_retries=0",
+            "--ip=127.0.0.1",
+            f"--IdentityProvider.token={TOKEN}",
+            f"--ServerApp.root_dir={self.workdir}",
             f"--ServerApp.terminado_settings={json.dumps({'shell_command': TEST_SHELL})}",
             *self.extra_args,
         ]
         self.log = open(self.log_path, "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=self.workdir)
+        self.proc = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -96,12 +116,16 @@ class ServerProcess:
             self.log.close()
         self.proc = None
 
-    def request(self, method: str, path: str, body: Any = None,
-                token: str | None = TOKEN) -> tuple[int, Any]:
+    def request(
+        self, method: str, path: str, body: Any = None, token: str | None = TOKEN
+    ) -> tuple[int, Any]:
         """One HTTP call; returns (status, parsed JSON body or None). Never raises on 4xx/5xx."""
-        data = None if body is None else (body if isinstance(body, bytes) else
-                                          json.dumps(body).encode())
-        req = urllib.request.Request(self.base + path, data=data, method=method)
+        data = (
+            None
+            if body is None
+            else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        )
+        req = urllib.request.Request(self.base + path, data=data, method=method)  # noqa: S310
         if token:
             req.add_header("Authorization", f"token {token}")
         try:
@@ -125,8 +149,9 @@ class TermClient:
     def __init__(self, url: str, token: str = TOKEN) -> None:
         import websocket
 
-        self.ws = websocket.create_connection(url, header=[f"Authorization: token {token}"],
-                                              timeout=10)
+        self.ws = websocket.create_connection(
+            url, header=[f"Authorization: token {token}"], timeout=10
+        )
         self.messages: list[list[Any]] = []
         self.text = ""
 
@@ -144,16 +169,16 @@ class TermClient:
             self.text += msg[1]
         return True
 
-    def wait_for(self, predicate: str | Callable[[TermClient], bool],
-                 timeout: float = 15) -> None:
+    def wait_for(self, predicate: str | Callable[[TermClient], bool], timeout: float = 15) -> None:
         """Receive until ``predicate`` (a substring of the output, or a callable) holds."""
         check = (lambda c: predicate in c.text) if isinstance(predicate, str) else predicate
         deadline = time.monotonic() + timeout
         while not check(self):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AssertionError(f"timed out waiting for {predicate!r}; "
-                                     f"got ...{self.text[-1500:]!r}")
+                raise AssertionError(
+                    f"timed out waiting for {predicate!r}; got ...{self.text[-1500:]!r}"
+                )
             self._recv(min(left, 0.5))
 
     def drain(self, quiet: float = 0.5) -> None:
@@ -174,8 +199,7 @@ class TermClient:
 def kill_tmux_server(state_dir: Path) -> None:
     sock = state_dir / "tmux" / "socket"
     if sock.exists():
-        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True,
-                       check=False)
+        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Literal
 
 from .backends.base import LiveSession
-from .store import Session
+from .store import Session, Status
 
 ActionKind = Literal["adopt", "exit", "interrupt", "orphan"]
 
@@ -41,7 +41,7 @@ class Action:
     pid: int | None = None
     exit_code: int | None = None
     #: status of the record before (None: no record)
-    was: str | None = None
+    was: Status | None = None
 
     def describe(self) -> str:
         """One log line for this decision."""
@@ -62,8 +62,11 @@ def _age(iso: str, now: datetime) -> float:
     return (now - then).total_seconds()
 
 
-def plan(records: Sequence[Session], live: Sequence[LiveSession], now: datetime,
-         ) -> list[Action]:
+def plan(
+    records: Sequence[Session],
+    live: Sequence[LiveSession],
+    now: datetime,
+) -> list[Action]:
     """Decide what each record and each live session becomes (see module docstring).
 
     ``now`` must be timezone-aware (UTC). Live sessions that are dead but whose exit
@@ -80,8 +83,9 @@ def plan(records: Sequence[Session], live: Sequence[LiveSession], now: datetime,
                 actions.append(Action("interrupt", rec.id, rec.name, rec.pid, was=rec.status))
             elif cur.dead:
                 if cur.exit_code is not None:
-                    actions.append(Action("exit", rec.id, rec.name, cur.pid, cur.exit_code,
-                                          was=rec.status))
+                    actions.append(
+                        Action("exit", rec.id, rec.name, cur.pid, cur.exit_code, was=rec.status)
+                    )
             elif rec.status == "running":
                 actions.append(Action("adopt", rec.id, rec.name, cur.pid, was=rec.status))
         elif cur is not None and not cur.dead:
@@ -90,6 +94,5 @@ def plan(records: Sequence[Session], live: Sequence[LiveSession], now: datetime,
             actions.append(Action("orphan", rec.id, rec.name, cur.pid, was=rec.status))
     for cur in live:
         if cur.session_id not in recorded:
-            actions.append(Action("orphan", cur.session_id, cur.session_id, cur.pid,
-                                  cur.exit_code))
+            actions.append(Action("orphan", cur.session_id, cur.session_id, cur.pid, cur.exit_code))
     return actions

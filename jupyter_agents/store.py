@@ -9,6 +9,7 @@ jupyter_agents store at all, is refused with :class:`~jupyter_agents.errors.Stor
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import json
 import secrets
@@ -18,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from .errors import Conflict, NotFound, StoreError
 
@@ -164,7 +165,7 @@ class SessionStore:
         ).fetchone()
         return None if row is None else Session.from_row(row)
 
-    def list(self, statuses: Iterable[Status] | None = None) -> list[Session]:
+    def list(self, statuses: Iterable[Status] | None = None) -> builtins.list[Session]:
         """Records in creation order, optionally only those in ``statuses``."""
         if statuses is None:
             rows = self._db.execute("SELECT * FROM sessions ORDER BY created, rowid").fetchall()
@@ -177,7 +178,7 @@ class SessionStore:
             ).fetchall()
         return [Session.from_row(r) for r in rows]
 
-    def get_many(self, ids: Iterable[str]) -> list[Session]:
+    def get_many(self, ids: Iterable[str]) -> builtins.list[Session]:
         """The records among ``ids`` that exist (any status)."""
         wanted = list(ids)
         found: list[Session] = []
@@ -208,11 +209,13 @@ class SessionStore:
                     [values[c] for c in _COLUMNS],
                 )
         except sqlite3.IntegrityError as e:
-            raise Conflict(f"a session with id {session.id!r} or live name "
-                           f"{session.name!r} already exists") from e
+            raise Conflict(
+                f"a session with id {session.id!r} or live name {session.name!r} already exists"
+            ) from e
 
-    def update(self, session_id: str, *, expect: Sequence[Status] | None = None,
-               **fields: Any) -> bool:
+    def update(
+        self, session_id: str, *, expect: Sequence[Status] | None = None, **fields: Any
+    ) -> bool:
         """Set ``fields`` on one record, atomically.
 
         With ``expect``, the change applies only while the record's status is one of them
@@ -231,7 +234,7 @@ class SessionStore:
             sql += f" AND status IN ({','.join('?' * len(expect))})"
             params.extend(expect)
         with self._transaction() as db:
-            return cast(int, db.execute(sql, params).rowcount) > 0
+            return db.execute(sql, params).rowcount > 0
 
     def touch(self, session_id: str) -> None:
         """Record activity now (callers rate-limit this; it is a write)."""

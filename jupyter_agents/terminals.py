@@ -12,6 +12,8 @@ else is ignored.
 from __future__ import annotations
 
 import asyncio
+import builtins
+import contextlib
 import json
 import os
 import re
@@ -45,6 +47,7 @@ MAX_ROWS, MAX_COLS = 1000, 2000
 
 
 # -- pure helpers -----------------------------------------------------------------------
+
 
 def validate_name(name: object) -> str:
     """A terminal name as given by a client, or :class:`InvalidRequest`."""
@@ -80,8 +83,12 @@ def parse_message(raw: str | bytes) -> tuple[str, Any, Any] | None:
         return ("stdin", msg[1], None)
     if msg[0] == "set_size" and len(msg) >= 3:
         rows, cols = msg[1], msg[2]
-        if (type(rows) is int and type(cols) is int
-                and 0 < rows <= MAX_ROWS and 0 < cols <= MAX_COLS):
+        if (
+            type(rows) is int
+            and type(cols) is int
+            and 0 < rows <= MAX_ROWS
+            and 0 < cols <= MAX_COLS
+        ):
             return ("set_size", rows, cols)
     return None
 
@@ -93,6 +100,7 @@ def scrubbed_env(environ: dict[str, str], patterns: Iterable[str]) -> dict[str, 
 
 
 # -- live terminals in this process ---------------------------------------------------
+
 
 class Viewer(Protocol):
     """A connected client (the websocket handler)."""
@@ -183,6 +191,7 @@ class Terminal:
 
 # -- the manager ----------------------------------------------------------------------
 
+
 class TerminalManager(LoggingConfigurable):
     """Terminals as records in the store plus sessions in a backend.
 
@@ -192,15 +201,25 @@ class TerminalManager(LoggingConfigurable):
 
     shell_command = List(Unicode(), help="argv of a new terminal's shell.").tag(config=True)
     extra_env = Dict(Unicode(), help="Variables added to every session's environment.").tag(
-        config=True)
-    scrub_env = List(Unicode(), help="Variable names (fnmatch patterns) removed from every "
-                     "session's environment.")
+        config=True
+    )
+    scrub_env = List(
+        Unicode(),
+        help="Variable names (fnmatch patterns) removed from every session's environment.",
+    )
     root_dir = Unicode(help="Default cwd of new terminals; relative cwds resolve against it.")
     activity_interval = Float(
-        10.0, help="Seconds between writes of a session's last_activity to the store.")
+        10.0, help="Seconds between writes of a session's last_activity to the store."
+    )
 
-    def __init__(self, store: SessionStore, backend: Backend, state_dir: Path,
-                 on_activity: Callable[[], None] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        backend: Backend,
+        state_dir: Path,
+        on_activity: Callable[[], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.store = store
         self.backend = backend
@@ -222,8 +241,7 @@ class TerminalManager(LoggingConfigurable):
             live = self.backend.list_live()
             records = self.store.list(["running", "orphaned"])
             known = {r.id for r in records}
-            records += self.store.get_many(s.session_id for s in live
-                                           if s.session_id not in known)
+            records += self.store.get_many(s.session_id for s in live if s.session_id not in known)
             actions = plan(records, live, datetime.now(timezone.utc))
             for action in actions:
                 self._apply(action)
@@ -233,8 +251,10 @@ class TerminalManager(LoggingConfigurable):
             if boot or action.kind != "adopt":
                 self.log.info("jupyter_agents: %s", action.describe())
         if boot:
-            counts = {k: sum(a.kind == k for a in actions)
-                      for k in ("adopt", "interrupt", "orphan", "exit")}
+            counts = {
+                k: sum(a.kind == k for a in actions)
+                for k in ("adopt", "interrupt", "orphan", "exit")
+            }
             self.log.info("jupyter_agents: reconciled at start: %s", counts)
         for action in actions:
             term = self.terminals.get(action.session_id)
@@ -246,24 +266,31 @@ class TerminalManager(LoggingConfigurable):
     def _apply(self, action: Action) -> None:
         sid = action.session_id
         if action.kind == "exit":
-            self.store.update(sid, status="exited", exit_code=action.exit_code,
-                              expect=("running", "orphaned"))
+            self.store.update(
+                sid, status="exited", exit_code=action.exit_code, expect=("running", "orphaned")
+            )
             self.backend.remove(sid)
         elif action.kind == "interrupt":
             self.store.update(sid, status="interrupted", expect=("running", "orphaned"))
         elif action.kind == "orphan":
             ident = identify(action.pid) if action.pid else None
             if action.was is None:
-                self.store.add(Session(
-                    id=sid, name=action.name, status="orphaned", backend=self.backend.name,
-                    pid=action.pid, pid_created=ident.created if ident else None,
-                ))
+                self.store.add(
+                    Session(
+                        id=sid,
+                        name=action.name,
+                        status="orphaned",
+                        backend=self.backend.name,
+                        pid=action.pid,
+                        pid_created=ident.created if ident else None,
+                    )
+                )
             else:
                 self.store.update(sid, status="orphaned", expect=(action.was,))
 
     # -- terminals API -----------------------------------------------------------------
 
-    def list(self) -> list[Session]:
+    def list(self) -> builtins.list[Session]:
         """Running terminals, after a quick reconcile so ended ones drop out."""
         self.reconcile()
         return self.store.list(["running"])
@@ -287,8 +314,7 @@ class TerminalManager(LoggingConfigurable):
             for candidate in (Path(cwd).expanduser(), root / cwd):
                 if candidate.is_absolute() and candidate.is_dir():
                     return str(candidate.resolve())
-            self.log.info("jupyter_agents: requested cwd %r does not exist; using %s",
-                          cwd, root)
+            self.log.info("jupyter_agents: requested cwd %r does not exist; using %s", cwd, root)
         return str(root.resolve())
 
     def session_env(self) -> dict[str, str]:
@@ -296,8 +322,7 @@ class TerminalManager(LoggingConfigurable):
         env.update(self.extra_env)
         return env
 
-    def create(self, name: str | None = None, cwd: object = None,
-               argv: list[str] | None = None, kind: str = "shell") -> tuple[Session, bool]:
+    def create(self, name: str | None = None, cwd: object = None) -> tuple[Session, bool]:
         """Start a terminal, or return the running one already called ``name``.
 
         Returns ``(session, created)``. The process is started and recorded under the
@@ -306,7 +331,7 @@ class TerminalManager(LoggingConfigurable):
         if name is not None:
             validate_name(name)
         workdir = self.resolve_cwd(cwd)
-        command = list(argv or self.shell_command)
+        command = list(self.shell_command)
         with state_lock(self.state_dir):
             if name is not None:
                 existing = self.store.find_live(name)
@@ -319,33 +344,48 @@ class TerminalManager(LoggingConfigurable):
             try:
                 ident = identify(live.pid) if live.pid else None
                 session = Session(
-                    id=sid, name=name, kind=kind, status="running", backend=self.backend.name,
-                    cwd=workdir, argv=command, pid=live.pid,
-                    pid_created=ident.created if ident else None, rows=24, cols=80,
+                    id=sid,
+                    name=name,
+                    status="running",
+                    backend=self.backend.name,
+                    cwd=workdir,
+                    argv=command,
+                    pid=live.pid,
+                    pid_created=ident.created if ident else None,
+                    rows=24,
+                    cols=80,
                 )
                 self.store.add(session)
             except BaseException:
                 self.backend.remove(sid)
                 raise
-        self.log.info("jupyter_agents: spawned session %s (terminal %r, pid %s) in %s",
-                      sid, name, live.pid, workdir)
+        self.log.info(
+            "jupyter_agents: spawned session %s (terminal %r, pid %s) in %s",
+            sid,
+            name,
+            live.pid,
+            workdir,
+        )
         return session, True
 
     async def terminate(self, name: str) -> None:
         """End a terminal: record ``killed``, end its process tree, release it."""
         with state_lock(self.state_dir):
             session = self.get(name)
-            self.store.update(session.id, status="killed", last_activity=utcnow_iso(),
-                              expect=("running",))
+            self.store.update(
+                session.id, status="killed", last_activity=utcnow_iso(), expect=("running",)
+            )
         term = self.terminals.pop(session.id, None)
         if term is not None:
             term.close(disconnect=True)
         if session.pid and session.pid_created:
-            await asyncio.to_thread(terminate_tree,
-                                    ProcessIdentity(session.pid, session.pid_created))
+            await asyncio.to_thread(
+                terminate_tree, ProcessIdentity(session.pid, session.pid_created)
+            )
         self.backend.remove(session.id)
-        self.log.info("jupyter_agents: killed session %s (terminal %r, pid %s)",
-                      session.id, name, session.pid)
+        self.log.info(
+            "jupyter_agents: killed session %s (terminal %r, pid %s)", session.id, name, session.pid
+        )
 
     # -- streaming ---------------------------------------------------------------------
 
@@ -370,11 +410,16 @@ class TerminalManager(LoggingConfigurable):
             del self.terminals[term.session.id]
         if exit_code is not None:
             with state_lock(self.state_dir):
-                self.store.update(term.session.id, status="exited", exit_code=exit_code,
-                                  expect=("running",))
+                self.store.update(
+                    term.session.id, status="exited", exit_code=exit_code, expect=("running",)
+                )
                 self.backend.remove(term.session.id)
-            self.log.info("jupyter_agents: session %s (terminal %r) exited (code %s)",
-                          term.session.id, term.session.name, exit_code)
+            self.log.info(
+                "jupyter_agents: session %s (terminal %r) exited (code %s)",
+                term.session.id,
+                term.session.name,
+                exit_code,
+            )
             term.close(disconnect=True)
             return
         self.reconcile()
@@ -402,6 +447,7 @@ class TerminalManager(LoggingConfigurable):
 
 
 # -- handlers -------------------------------------------------------------------------
+
 
 class TerminalsAPIHandler(APIHandler):
     """Base of the REST handlers: authorized on the ``terminals`` resource."""
@@ -482,7 +528,7 @@ class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ign
             raise web.HTTPError(403)
         if self.manager.store.find_live(args[0]) is None:
             raise web.HTTPError(404, f"no terminal named {args[0]!r}")
-        await ensure_async(super().get(*args, **kwargs))
+        await super().get(*args, **kwargs)
 
     def open(self, name: str) -> None:  # type: ignore[override]
         super().open(name)
@@ -508,10 +554,8 @@ class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ign
             self.terminal = None
 
     def send(self, message: str) -> None:
-        try:
+        with contextlib.suppress(WebSocketClosedError):
             self.write_message(message)
-        except WebSocketClosedError:
-            pass
 
 
 def terminal_handlers(manager: TerminalManager) -> list[tuple[str, type, dict[str, Any]]]:

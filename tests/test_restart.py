@@ -77,9 +77,22 @@ def test_fifty_terminals_survive(agents_server):
     assert {s["status"] for s in after} == {"running"}
     _, report = server2.request("GET", "/api/agents/reconcile")
     assert sorted(a["kind"] for a in report["actions"]) == ["adopt"] * 50
-    live = set(subprocess.run(
-        ["tmux", "-S", str(server2.state_dir / "tmux" / "socket"), "list-panes", "-a", "-F",
-         "#{pane_pid}"], capture_output=True, text=True, check=True).stdout.split())
+    live = set(
+        subprocess.run(
+            [
+                "tmux",
+                "-S",
+                str(server2.state_dir / "tmux" / "socket"),
+                "list-panes",
+                "-a",
+                "-F",
+                "#{pane_pid}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+    )
     assert {str(p) for p in pids.values()} == live  # no phantom running record
     for name in names:
         c = server2.ws(name)
@@ -98,8 +111,9 @@ def test_tmux_server_killed_marks_interrupted(agents_server):
     _, sessions = server.request("GET", "/api/agents/sessions")
     sid = sessions[0]["id"]
     server.stop(signal.SIGKILL)
-    subprocess.run(["tmux", "-S", str(server.state_dir / "tmux" / "socket"), "kill-server"],
-                   check=True)
+    subprocess.run(
+        ["tmux", "-S", str(server.state_dir / "tmux" / "socket"), "kill-server"], check=True
+    )
 
     server2 = agents_server()
     assert server2.request("GET", "/api/terminals") == (200, [])
@@ -114,8 +128,9 @@ def test_hand_made_tmux_session_is_orphaned_not_killed(agents_server):
     server = agents_server()  # starts nothing in tmux yet; make one by hand on our socket
     new_terminal(server)
     sock = str(server.state_dir / "tmux" / "socket")
-    subprocess.run(["tmux", "-S", sock, "new-session", "-d", "-s", "handmade", "sleep 1000"],
-                   check=True)
+    subprocess.run(
+        ["tmux", "-S", sock, "new-session", "-d", "-s", "handmade", "sleep 1000"], check=True
+    )
     server.stop(signal.SIGKILL)
     server2 = agents_server()
     _, sessions = server2.request("GET", "/api/agents/sessions")
@@ -151,15 +166,25 @@ def test_output_while_server_down_is_in_transcript_and_replay(agents_server):
 
 
 def test_environment_is_scrubbed(agents_server):
-    server = agents_server(env={"CLAUDECODE": "1", "CLAUDE_CODE_CHILD_SESSION": "1",
-                                "JUPYTER_TOKEN": "leaked-secret", "KEEP_ME": "kept"})
+    server = agents_server(
+        env={
+            "CLAUDECODE": "1",
+            "CLAUDE_CODE_CHILD_SESSION": "1",
+            "JUPYTER_TOKEN": "leaked-secret",
+            "KEEP_ME": "kept",
+        }
+    )
     c = server.ws(new_terminal(server))
-    c.stdin('echo "ENV[${CLAUDECODE-unset}][${CLAUDE_CODE_CHILD_SESSION-unset}]'
-            '[${JUPYTER_TOKEN-unset}][$KEEP_ME][$TERM]"\r')
+    c.stdin(
+        'echo "ENV[${CLAUDECODE-unset}][${CLAUDE_CODE_CHILD_SESSION-unset}]'
+        '[${JUPYTER_TOKEN-unset}][$KEEP_ME][$TERM]"\r'
+    )
     c.wait_for(lambda c: re.search(r"ENV\[\w+\].*\]\r\n", c.text) is not None)
     line = re.search(r"ENV(\[.*\])\r\n", c.text).group(1)
-    assert line in ("[unset][unset][unset][kept][tmux-256color]",
-                    "[unset][unset][unset][kept][screen-256color]")
+    assert line in (
+        "[unset][unset][unset][kept][tmux-256color]",
+        "[unset][unset][unset][kept][screen-256color]",
+    )
     c.close()
 
 
@@ -170,8 +195,9 @@ def test_two_servers_share_one_state_dir(agents_server):
     assert [t["name"] for t in b.request("GET", "/api/terminals")[1]] == [name]
     name_b = new_terminal(b)
     assert name_b != name
-    assert sorted(t["name"] for t in a.request("GET", "/api/terminals")[1]) == \
-        sorted([name, name_b])
+    assert sorted(t["name"] for t in a.request("GET", "/api/terminals")[1]) == sorted(
+        [name, name_b]
+    )
     ca, cb = a.ws(name), b.ws(name)
     for c in (ca, cb):
         c.wait_for(replayed)
@@ -198,8 +224,9 @@ def test_two_servers_share_one_state_dir(agents_server):
                 if status != 200:
                     errors.append(body)
 
-    threads = [threading.Thread(target=hammer, args=(s, sp))
-               for s in (a, b) for sp in (True, False)]
+    threads = [
+        threading.Thread(target=hammer, args=(s, sp)) for s in (a, b) for sp in (True, False)
+    ]
     for t in threads:
         t.start()
     for t in threads:

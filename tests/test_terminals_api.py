@@ -44,8 +44,12 @@ async def test_ours_replaces_stock(jp_serverapp, jp_fetch, tmp_path):
     assert not jp_serverapp.extension_manager.extensions["jupyter_server_terminals"].enabled
     model = await post(jp_fetch, {})
     assert model["name"] == "1"
-    out = subprocess.run(["tmux", "-S", str(tmp_path / "st" / "tmux" / "socket"), "ls", "-F",
-                          "#{session_name}"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["tmux", "-S", str(tmp_path / "st" / "tmux" / "socket"), "ls", "-F", "#{session_name}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert len(out.stdout.split()) == 1  # the shell lives in our tmux, not in the server
 
 
@@ -102,8 +106,20 @@ async def test_unknown_names_404(jp_fetch, jp_ws_fetch):
     assert e.value.code == 404
 
 
-@pytest.mark.parametrize("name", ["a;kill-server", "$(touch x)", "../x", "a b", "x" * 10000,
-                                  "", 5, None.__class__.__name__ + ";", "é" * 65])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a;kill-server",
+        "$(touch x)",
+        "../x",
+        "a b",
+        "x" * 10000,
+        "",
+        5,
+        None.__class__.__name__ + ";",
+        "é" * 65,
+    ],
+)
 async def test_bad_names_rejected(jp_fetch, jp_root_dir, name):
     with pytest.raises(HTTPClientError) as e:
         await post(jp_fetch, {"name": name})

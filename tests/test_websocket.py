@@ -20,10 +20,22 @@ def open_terminal(server: ServerProcess) -> TermClient:
 def test_malformed_frames_are_ignored(agents_server):
     server = agents_server()
     c = open_terminal(server)
-    for frame in ["not json", "{}", "[]", "[1, 2]", '["stdin"]', '["stdin", 5]',
-                  '["set_size", 1e9, 80]', '["set_size", 100000000, 100000000, 0, 0]',
-                  '["set_size", 0, 80]', '["set_size", -5, -5]', '["set_size", "24", "80"]',
-                  '["set_size", true, true]', '["unknown", 1]', '["stdin", "' + "x" * 0 + '"]']:
+    for frame in [
+        "not json",
+        "{}",
+        "[]",
+        "[1, 2]",
+        '["stdin"]',
+        '["stdin", 5]',
+        '["set_size", 1e9, 80]',
+        '["set_size", 100000000, 100000000, 0, 0]',
+        '["set_size", 0, 80]',
+        '["set_size", -5, -5]',
+        '["set_size", "24", "80"]',
+        '["set_size", true, true]',
+        '["unknown", 1]',
+        '["stdin", "' + "x" * 0 + '"]',
+    ]:
         c.ws.send(frame)
     c.ws.send_binary(b"\x00\x01binary")
     c.stdin("echo STILL-$((5*5))\r")
@@ -38,8 +50,10 @@ def test_stdin_bytes_arrive_unchanged(agents_server):
     c = open_terminal(server)
     payload = 'a;\\#{"}$(x)`\x01\x02\x1b[A\x7f\té漢字\x1bOA;'
     size = len(payload.encode())
-    c.stdin(f"stty raw -echo; head -c {size} | od -An -tx1 -v | tr -d ' \\n'; "
-            "echo; echo ODDONE; stty sane\r")
+    c.stdin(
+        f"stty raw -echo; head -c {size} | od -An -tx1 -v | tr -d ' \\n'; "
+        "echo; echo ODDONE; stty sane\r"
+    )
     c.wait_for("stty sane")
     c.drain(0.3)
     c.stdin(payload)
@@ -73,9 +87,12 @@ def rendered_lines(text: str, rows: int = 24, cols: int = 80) -> list[str]:
     screen = pyte.HistoryScreen(cols, rows, history=100000)
     stream = pyte.Stream(screen)
     stream.feed(text)
-    history = ["".join(ch.data for ch in line.values()).rstrip() if isinstance(line, dict)
-               else "".join(line[x].data for x in range(cols)).rstrip()
-               for line in screen.history.top]
+    history = [
+        "".join(ch.data for ch in line.values()).rstrip()
+        if isinstance(line, dict)
+        else "".join(line[x].data for x in range(cols)).rstrip()
+        for line in screen.history.top
+    ]
     return history + [line.rstrip() for line in screen.display]
 
 
@@ -83,8 +100,10 @@ def test_second_viewer_joins_mid_stream_without_loss_or_duplication(agents_serve
     server = agents_server()
     first = open_terminal(server)
     name = server.request("GET", "/api/terminals")[1][0]["name"]
-    first.stdin("for i in $(seq 1 4000); do echo N$i; [ $((i % 100)) = 0 ] && sleep 0.05; "
-                "done; echo LOOP-DONE\r")
+    first.stdin(
+        "for i in $(seq 1 4000); do echo N$i; [ $((i % 100)) = 0 ] && sleep 0.05; "
+        "done; echo LOOP-DONE\r"
+    )
     first.wait_for("N500\r\n")
     second = server.ws(name)  # joins while the loop is printing
     second.wait_for("LOOP-DONE", timeout=60)

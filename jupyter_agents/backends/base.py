@@ -85,7 +85,7 @@ class _BackendMeta(ABCMeta, type(LoggingConfigurable)):  # type: ignore[misc]
     """Lets an ABC also be a traitlets configurable."""
 
 
-class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc]
+class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc,metaclass]
     """Owns sessions outside the Jupyter server process (see module docstring)."""
 
     #: the value stored in a session record's ``backend`` field

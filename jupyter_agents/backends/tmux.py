@@ -65,9 +65,19 @@ set -gw aggressive-resize off
 _META_FORMAT = " ".join(
     f"#{{{f}}}"
     for f in (
-        "history_size", "alternate_on", "cursor_x", "cursor_y", "cursor_flag",
-        "keypad_cursor_flag", "keypad_flag", "mouse_standard_flag", "mouse_button_flag",
-        "mouse_any_flag", "mouse_sgr_flag", "scroll_region_upper", "scroll_region_lower",
+        "history_size",
+        "alternate_on",
+        "cursor_x",
+        "cursor_y",
+        "cursor_flag",
+        "keypad_cursor_flag",
+        "keypad_flag",
+        "mouse_standard_flag",
+        "mouse_button_flag",
+        "mouse_any_flag",
+        "mouse_sgr_flag",
+        "scroll_region_upper",
+        "scroll_region_lower",
         "pane_height",
     )
 )
@@ -120,15 +130,20 @@ def parse_dead(value: str) -> tuple[bool, int | None]:
 
 
 def _default_terminal() -> str:
-    for base in ("/usr/share/terminfo", "/lib/terminfo", "/etc/terminfo",
-                 os.path.expanduser("~/.terminfo")):
+    for base in (
+        "/usr/share/terminfo",
+        "/lib/terminfo",
+        "/etc/terminfo",
+        os.path.expanduser("~/.terminfo"),
+    ):
         if os.path.exists(os.path.join(base, "t", "tmux-256color")):
             return "tmux-256color"
     return "screen-256color"
 
 
-def compose_replay(meta: list[str], history: list[str], screen: list[str],
-                   saved_screen: list[str] | None) -> str:
+def compose_replay(
+    meta: list[str], history: list[str], screen: list[str], saved_screen: list[str] | None
+) -> str:
     """Build the replay text from a snapshot's pieces (pure; see :meth:`Stream.snapshot`).
 
     ``meta`` is the fields of ``_META_FORMAT``; ``history`` and ``screen`` are captured
@@ -136,9 +151,22 @@ def compose_replay(meta: list[str], history: list[str], screen: list[str],
     program has the alternate screen active. The result starts with a full reset, so it
     can be written onto a terminal that already shows an older copy.
     """
-    (history_size, alternate_on, cursor_x, cursor_y, cursor_flag, keypad_cursor,
-     keypad, mouse_standard, mouse_button, mouse_any, mouse_sgr, region_upper,
-     region_lower, height) = (int(v or 0) for v in meta)
+    (
+        history_size,
+        alternate_on,
+        cursor_x,
+        cursor_y,
+        cursor_flag,
+        keypad_cursor,
+        keypad,
+        mouse_standard,
+        mouse_button,
+        mouse_any,
+        mouse_sgr,
+        region_upper,
+        region_lower,
+        height,
+    ) = (int(v or 0) for v in meta)
 
     def lines(block: list[str]) -> str:
         return "\x1b[0m\r\n".join(block) + "\x1b[0m"
@@ -156,8 +184,12 @@ def compose_replay(meta: list[str], history: list[str], screen: list[str],
         out.append("\x1b[?1h")
     if keypad:
         out.append("\x1b=")
-    for flag, mode in ((mouse_standard, 1000), (mouse_button, 1002), (mouse_any, 1003),
-                       (mouse_sgr, 1006)):
+    for flag, mode in (
+        (mouse_standard, 1000),
+        (mouse_button, 1002),
+        (mouse_any, 1003),
+        (mouse_sgr, 1006),
+    ):
         if flag:
             out.append(f"\x1b[?{mode}h")
     if (region_upper, region_lower) != (0, height - 1) and region_lower > region_upper:
@@ -173,7 +205,8 @@ class TmuxBackend(Backend):
 
     tmux_command = Unicode("tmux", config=True, help="The tmux executable to use.")
     history_limit = Int(
-        20000, config=True,
+        20000,
+        config=True,
         help="Lines of history tmux keeps per session (replayed to reconnecting clients).",
     )
     default_terminal = Unicode(
@@ -192,20 +225,37 @@ class TmuxBackend(Backend):
         self.socket_path = self.tmux_dir / "socket"
         self.config_path = self.tmux_dir / "tmux.conf"
         # tmux itself runs with a minimal environment; each session gets its own (-e)
-        self._env = {k: v for k, v in os.environ.items()
-                     if k in ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR")}
+        self._env = {
+            k: v
+            for k, v in os.environ.items()
+            if k in ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR")
+        }
         self._env["LC_ALL"] = "C.UTF-8"
 
     # -- control plane ---------------------------------------------------------------
 
     def _argv(self, *args: str) -> list[str]:
-        return [self.tmux_command, "-u", "-S", str(self.socket_path),
-                "-f", str(self.config_path), *args]
+        return [
+            self.tmux_command,
+            "-u",
+            "-S",
+            str(self.socket_path),
+            "-f",
+            str(self.config_path),
+            *args,
+        ]
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         try:
-            proc = subprocess.run(self._argv(*args), env=self._env, capture_output=True,
-                                  text=True, errors="replace", timeout=30, check=False)
+            proc = subprocess.run(
+                self._argv(*args),
+                env=self._env,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=30,
+                check=False,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise BackendUnavailable(f"cannot run tmux ({self.tmux_command}): {e}") from e
         if check and proc.returncode:
@@ -219,8 +269,7 @@ class TmuxBackend(Backend):
                 f"tmux ({self.tmux_command!r}) is not on PATH; install tmux >= 3.2 "
                 "or use AgentsApp.backend='broker'"
             )
-        version = subprocess.run([exe, "-V"], capture_output=True, text=True,
-                                 check=False).stdout
+        version = subprocess.run([exe, "-V"], capture_output=True, text=True, check=False).stdout
         if parse_version(version) < MIN_TMUX_VERSION:
             raise BackendUnavailable(f"{version.strip() or exe} is too old; need tmux >= 3.2")
         if len(str(self.socket_path)) > _MAX_SOCKET_PATH:
@@ -230,8 +279,9 @@ class TmuxBackend(Backend):
             )
         ensure_private_dir(self.tmux_dir)
         ensure_private_dir(self.transcript_dir)
-        self.config_path.write_text(_CONFIG.format(history_limit=self.history_limit,
-                                                   default_terminal=self.default_terminal))
+        self.config_path.write_text(
+            _CONFIG.format(history_limit=self.history_limit, default_terminal=self.default_terminal)
+        )
 
     def spawn(self, request: SpawnRequest) -> LiveSession:
         sid = request.session_id
@@ -245,19 +295,44 @@ class TmuxBackend(Backend):
         command = "exec " + shlex.join(request.argv)
         pipe = "exec cat >> " + shlex.quote(str(log))
         proc = self._run(
-            "new-session", "-d", "-s", sid, "-x", str(request.cols), "-y", str(request.rows),
-            "-c", tmux_format_arg(request.cwd), *env_args, "--", tmux_arg(command), ";",
-            "pipe-pane", "-O", "-t", f"={sid}:", tmux_format_arg(pipe), ";",
-            "display-message", "-p", "-t", f"={sid}:", "#{pane_pid}",
+            "new-session",
+            "-d",
+            "-s",
+            sid,
+            "-x",
+            str(request.cols),
+            "-y",
+            str(request.rows),
+            "-c",
+            tmux_format_arg(request.cwd),
+            *env_args,
+            "--",
+            tmux_arg(command),
+            ";",
+            "pipe-pane",
+            "-O",
+            "-t",
+            f"={sid}:",
+            tmux_format_arg(pipe),
+            ";",
+            "display-message",
+            "-p",
+            "-t",
+            f"={sid}:",
+            "#{pane_pid}",
         )
         return LiveSession(sid, int(proc.stdout.strip().splitlines()[-1]))
 
     def list_live(self) -> list[LiveSession]:
         if not self.socket_path.exists():
             return []
-        proc = self._run("list-panes", "-a", "-F",
-                         f"#{{pane_pid}}\t{_DEAD_FORMAT}\t#{{session_name}}",
-                         check=False)
+        proc = self._run(
+            "list-panes",
+            "-a",
+            "-F",
+            f"#{{pane_pid}}\t{_DEAD_FORMAT}\t#{{session_name}}",
+            check=False,
+        )
         if proc.returncode:
             if "no server running" in proc.stderr or "error connecting" in proc.stderr:
                 return []
@@ -267,8 +342,7 @@ class TmuxBackend(Backend):
             pid, dead_value, name = line.split("\t", 2)
             if name not in seen:  # first pane of a session is the one we started
                 dead, exit_code = parse_dead(dead_value)
-                seen[name] = LiveSession(name, int(pid) if pid.isdigit() else None, dead,
-                                         exit_code)
+                seen[name] = LiveSession(name, int(pid) if pid.isdigit() else None, dead, exit_code)
         return list(seen.values())
 
     def remove(self, session_id: str) -> None:
@@ -284,8 +358,7 @@ class TmuxBackend(Backend):
         return TmuxStream(self, session_id, listener)
 
     def debug_attach_command(self, session_id: str) -> list[str]:
-        return [self.tmux_command, "-S", str(self.socket_path), "attach", "-t",
-                f"={session_id}"]
+        return [self.tmux_command, "-S", str(self.socket_path), "attach", "-t", f"={session_id}"]
 
 
 _Reply = Callable[[bool, list[bytes]], None]
@@ -294,8 +367,7 @@ _Reply = Callable[[bool, list[bytes]], None]
 class TmuxStream(Stream):
     """One control-mode client attached to one session (see module docstring)."""
 
-    def __init__(self, backend: TmuxBackend, session_id: str,
-                 listener: StreamListener) -> None:
+    def __init__(self, backend: TmuxBackend, session_id: str, listener: StreamListener) -> None:
         self._target = f"={session_id}:"
         self._listener = listener
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -304,8 +376,7 @@ class TmuxStream(Stream):
         self._proc: asyncio.subprocess.Process | None = None
         self._closed = False
         self._exit_reported = False
-        argv = backend._argv("-C", "attach-session", "-f", "ignore-size", "-t",
-                             f"={session_id}")
+        argv = backend._argv("-C", "attach-session", "-f", "ignore-size", "-t", f"={session_id}")
         # subscribe to pane death first thing: reported within a second by tmux
         self._command(f"refresh-client -B 'dead:%*:{_DEAD_FORMAT}'")
         self._task = asyncio.ensure_future(self._run(argv, backend._env))
@@ -320,7 +391,8 @@ class TmuxStream(Stream):
             if len(parts) < 4:
                 return
             meta, history, screen, saved = (
-                [line.decode("utf-8", "replace") for line in p] for p in parts)
+                [line.decode("utf-8", "replace") for line in p] for p in parts
+            )
             fields = meta[0].split(" ") if meta else []
             if len(fields) != _META_FORMAT.count("#{"):
                 return  # session vanished between request and reply; on_exit follows
@@ -332,7 +404,8 @@ class TmuxStream(Stream):
             f"capture-pane -p -e -J -S - -E -1 -t {t} ; "
             f"capture-pane -p -e -J -S 0 -E - -t {t} ; "
             f"capture-pane -a -p -e -J -t {t}",
-            collect, replies=4,
+            collect,
+            replies=4,
         )
 
     def write(self, data: str) -> None:
@@ -369,8 +442,13 @@ class TmuxStream(Stream):
     async def _run(self, argv: list[str], env: dict[str, str]) -> None:
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, limit=64 * 1024 * 1024, start_new_session=True,
+                *argv,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                limit=64 * 1024 * 1024,
+                start_new_session=True,
             )
             assert self._proc.stdin is not None and self._proc.stdout is not None
             if self._closed:

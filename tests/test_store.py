@@ -1,0 +1,102 @@
+"""SessionStore: schema, migrations, refusal of foreign files, concurrent writers."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+
+import pytest
+
+from jupyter_agents.errors import Conflict, NotFound, StoreError
+from jupyter_agents.store import SCHEMA_VERSION, Session, SessionStore, new_session_id
+
+
+def make(sid: str, name: str = "1", status: str = "running") -> Session:
+    return Session(id=sid, name=name, status=status, backend="tmux", argv=["bash", "-l"])
+
+
+def test_round_trip_and_model(tmp_path):
+    store = SessionStore(tmp_path / "s.db")
+    store.add(make("a"))
+    got = store.get("a")
+    assert got.argv == ["bash", "-l"] and got.status == "running"
+    model = got.to_model()
+    assert set(model) == {
+        "id",
+        "name",
+        "kind",
+        "status",
+        "backend",
+        "cwd",
+        "argv",
+        "pid",
+        "created",
+        "last_activity",
+        "exit_code",
+        "conversation_id",
+        "rows",
+        "cols",
+    }
+    with pytest.raises(NotFound):
+        store.get("nope")
+    assert sqlite3.connect(tmp_path / "s.db").execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_live_names_are_unique_only_among_running(tmp_path):
+    store = SessionStore(tmp_path / "s.db")
+    store.add(make("a", "1"))
+    with pytest.raises(Conflict):
+        store.add(make("b", "1"))
+    assert store.update("a", status="exited", expect=("running",))
+    store.add(make("b", "1"))
+    assert not store.update("a", status="interrupted", expect=("running",))  # compare-and-set
+    assert store.get("a").status == "exited"
+
+
+def test_schema_version_and_refusals(tmp_path):
+    path = tmp_path / "s.db"
+    SessionStore(path).close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="newer"):
+        SessionStore(path)
+
+    foreign = tmp_path / "foreign.db"
+    db = sqlite3.connect(foreign)
+    db.execute("CREATE TABLE other (x)")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="something else"):
+        SessionStore(foreign)
+
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="not a usable"):
+        SessionStore(garbage)
+
+
+def _writer(path: str, prefix: str, n: int) -> None:
+    store = SessionStore(path)
+    for i in range(n):
+        store.add(make(f"{prefix}{i}", f"{prefix}{i}"))
+
+
+def test_concurrent_writers_from_processes(tmp_path):
+    path = str(tmp_path / "s.db")
+    SessionStore(path).close()
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, p, 100)) for p in ("a", "b", "c")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert len(SessionStore(path).list()) == 300
+
+
+def test_ids_are_word_characters_and_distinct():
+    ids = {new_session_id() for _ in range(1000)}
+    assert len(ids) == 1000 and all(i.isalnum() for i in ids)

@@ -1,0 +1,91 @@
+"""The tmux backend's quoting and replay pieces, against a real tmux."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from jupyter_agents.backends.base import SpawnRequest
+from jupyter_agents.backends.tmux import (
+    TmuxBackend,
+    compose_replay,
+    parse_version,
+    tmux_arg,
+    tmux_format_arg,
+    unescape_output,
+)
+from jupyter_agents.errors import BackendUnavailable, InvalidRequest
+
+
+@pytest.fixture
+def backend(tmp_path):
+    b = TmuxBackend(tmp_path / "st")
+    b.start()
+    yield b
+    b.kill_server()
+
+
+def test_escaping_helpers():
+    assert tmux_arg("x;") == "x\\;"
+    assert tmux_arg("x\\;") == "x\\\\;"
+    assert tmux_format_arg("#{a};") == "##{a}\\;"
+    assert parse_version("tmux 3.3a") == (3, 3) and parse_version("tmux next-3.5") == (3, 5)
+    assert unescape_output(b"a\\033[1mb\\134c\xc3\xa9") == b"a\x1b[1mb\\c\xc3\xa9"
+
+
+@pytest.mark.parametrize(
+    "weird", ["semi;", "hash #{session_name}", "$(touch pwned)", "back\\slash;", "quote\"'"]
+)
+def test_user_strings_reach_the_process_literally(backend, tmp_path, weird):
+    cwd = tmp_path / f"dir {weird}"
+    cwd.mkdir()
+    out = tmp_path / "out"
+    script = f'printf "%s|%s" "$PWD" "$WEIRD" > {out}; sleep 30'
+    backend.spawn(
+        SpawnRequest(
+            "s1", ["sh", "-c", script], str(cwd), {"WEIRD": weird, "PATH": os.environ["PATH"]}
+        )
+    )
+    deadline = time.monotonic() + 10
+    while not out.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert out.read_text() == f"{cwd}|{weird}"
+    assert not (tmp_path / "pwned").exists()
+    assert [s.session_id for s in backend.list_live()] == ["s1"]
+
+
+def test_invalid_ids_refused(backend):
+    with pytest.raises(InvalidRequest):
+        backend.spawn(SpawnRequest("a;kill-server", ["true"], "/", {}))
+
+
+def test_private_socket_and_config(backend):
+    backend.spawn(SpawnRequest("s1", ["sleep", "30"], "/", {}))
+    assert oct(backend.tmux_dir.stat().st_mode & 0o777) == "0o700"
+    assert oct(backend.transcript_path("s1").stat().st_mode & 0o777) == "0o600"
+    sock = str(backend.socket_path)
+    opts = subprocess.run(["tmux", "-S", sock, "show", "-g"], capture_output=True, text=True).stdout
+    assert "status off" in opts and "prefix None" in opts
+    assert (
+        "remain-on-exit on"
+        in subprocess.run(
+            ["tmux", "-S", sock, "show", "-gw"], capture_output=True, text=True
+        ).stdout
+    )
+
+
+def test_missing_tmux_is_a_clear_error(tmp_path):
+    b = TmuxBackend(tmp_path / "st", tmux_command="no-such-tmux-binary")
+    with pytest.raises(BackendUnavailable, match="not on PATH"):
+        b.start()
+
+
+def test_compose_replay_alternate_screen():
+    meta = ["2", "1", "3", "1", "1", "0", "0", "0", "0", "0", "0", "0", "4", "5"]
+    replay = compose_replay(meta, ["h1", "h2"], ["alt"] + [""] * 4, ["normal"] + [""] * 4)
+    assert replay.startswith("\x1bc\x1b[3Jh1")
+    assert replay.index("normal") < replay.index("\x1b[?1049h") < replay.index("alt")
+    assert replay.endswith("\x1b[2;4H")
