@@ -375,6 +375,7 @@ class TmuxStream(Stream):
         self._outbox: list[bytes] = []
         self._proc: asyncio.subprocess.Process | None = None
         self._closed = False
+        self._attached = False
         self._exit_reported = False
         argv = backend._argv("-C", "attach-session", "-f", "ignore-size", "-t", f"={session_id}")
         # subscribe to pane death first thing: reported within a second by tmux
@@ -434,10 +435,12 @@ class TmuxStream(Stream):
         for _ in range(replies):
             self._pending.append(reply or _ignore_reply)
         data = line.encode() + b"\n"
-        if self._proc is None or self._proc.stdin is None:
-            self._outbox.append(data)
-        else:
+        if self._attached and self._proc is not None and self._proc.stdin is not None:
             self._proc.stdin.write(data)
+        else:
+            # commands sent before the attach completes would run before it, and output
+            # between a snapshot and the attach would reach nobody: hold them until then
+            self._outbox.append(data)
 
     async def _run(self, argv: list[str], env: dict[str, str]) -> None:
         try:
@@ -453,9 +456,6 @@ class TmuxStream(Stream):
             assert self._proc.stdin is not None and self._proc.stdout is not None
             if self._closed:
                 self._proc.stdin.close()
-            else:
-                self._proc.stdin.writelines(self._outbox)
-            self._outbox.clear()
             await self._read(self._proc.stdout)
             await self._proc.wait()
         except (OSError, ConnectionError):
@@ -492,6 +492,11 @@ class TmuxStream(Stream):
                 dead, exit_code = parse_dead(line.rpartition(b" : ")[2].decode())
                 if dead and exit_code is not None:
                     self._report_exit(exit_code)
+            elif line.startswith(b"%session-changed") and not self._attached:
+                self._attached = True  # attached: output from here on reaches us
+                assert self._proc is not None and self._proc.stdin is not None
+                self._proc.stdin.writelines(self._outbox)
+                self._outbox.clear()
             elif line.startswith(b"%exit"):
                 return
 
