@@ -236,3 +236,55 @@ def test_two_servers_share_one_state_dir(agents_server):
     assert len(sessions) == 32
     assert {s["status"] for s in sessions} == {"running"}
     assert len({s["name"] for s in sessions}) == 32
+
+
+def pid_alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_delete_ends_the_process_tree(agents_server):
+    server = agents_server()
+    name = new_terminal(server)
+    c = server.ws(name)
+    c.stdin("sleep 1000 & echo CHILD=$!\r")
+    c.wait_for(lambda c: re.search(r"CHILD=(\d+)", c.text) is not None)
+    child = int(re.search(r"CHILD=(\d+)", c.text).group(1))
+    shell = shell_pid(c, "SHELL")
+    status, _ = server.request("DELETE", f"/api/terminals/{name}")
+    assert status == 204
+    c.wait_for(lambda c: ["disconnect", 1] in c.messages)
+    deadline = time.monotonic() + 10
+    while (pid_alive(shell) or pid_alive(child)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not pid_alive(shell) and not pid_alive(child)
+    _, sessions = server.request("GET", "/api/agents/sessions")
+    assert sessions[0]["status"] == "killed"
+
+
+@pytest.mark.parametrize("mode", ["detach", "kill"])
+def test_on_shutdown(agents_server, mode):
+    server = agents_server(args=[f"--AgentsApp.on_shutdown={mode}"])
+    c = server.ws(new_terminal(server))
+    pid = shell_pid(c, "P")
+    c.close()
+    server.stop(signal.SIGTERM)
+    time.sleep(0.5)
+    assert pid_alive(pid) == (mode == "detach")
+
+
+def test_session_environment_never_appears_on_a_command_line(agents_server):
+    import psutil
+
+    server = agents_server(env={"SOME_API_KEY": "value-only-in-the-env-4711"})
+    c = server.ws(new_terminal(server))
+    c.stdin('echo "KEY=$SOME_API_KEY"\r')
+    c.wait_for("KEY=value-only-in-the-env-4711")
+    for proc in psutil.process_iter(["cmdline"]):
+        assert "value-only-in-the-env-4711" not in " ".join(proc.info["cmdline"] or [])
+    assert not list((server.state_dir / "tmux").glob("env-*"))  # read and deleted
+    c.close()

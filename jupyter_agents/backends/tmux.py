@@ -28,7 +28,7 @@ import shlex
 import shutil
 import subprocess
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from traitlets import Int, Unicode, default
@@ -127,6 +127,22 @@ def parse_dead(value: str) -> tuple[bool, int | None]:
     if signal.isdigit():
         return dead == "1", 128 + int(signal)
     return dead == "1", None
+
+
+#: variables tmux sets for each pane itself; a session's environment never overrides them
+_TMUX_OWNED = frozenset({"TERM", "TMUX", "TMUX_PANE", "COLUMNS", "LINES"})
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def write_env_file(path: Path, env: Mapping[str, str]) -> None:
+    """Write ``env`` as POSIX shell assignments to a new file only we can read.
+
+    Names that are not shell identifiers (e.g. exported bash functions) are skipped.
+    """
+    lines = "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items() if _ENV_NAME.fullmatch(k))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(lines)
 
 
 def _default_terminal() -> str:
@@ -289,38 +305,29 @@ class TmuxBackend(Backend):
             raise InvalidRequest(f"invalid session id {sid!r}")
         log = self.transcript_path(sid)
         create_private_file(log)
-        env_args: list[str] = []
-        for key, value in request.env.items():
-            env_args += ["-e", tmux_arg(f"{key}={value}")]
-        command = "exec " + shlex.join(request.argv)
-        pipe = "exec cat >> " + shlex.quote(str(log))
-        proc = self._run(
-            "new-session",
-            "-d",
-            "-s",
-            sid,
-            "-x",
-            str(request.cols),
-            "-y",
-            str(request.rows),
-            "-c",
-            tmux_format_arg(request.cwd),
-            *env_args,
-            "--",
-            tmux_arg(command),
-            ";",
-            "pipe-pane",
-            "-O",
-            "-t",
-            f"={sid}:",
-            tmux_format_arg(pipe),
-            ";",
-            "display-message",
-            "-p",
-            "-t",
-            f"={sid}:",
-            "#{pane_pid}",
+        # The environment travels in a private file the session's first process reads
+        # and deletes: as ``-e`` arguments it would sit in the tmux server's command line,
+        # readable by every user of the machine (secrets included).
+        env_file = self.tmux_dir / f"env-{sid}"
+        write_env_file(env_file, {k: v for k, v in request.env.items() if k not in _TMUX_OWNED})
+        command = (
+            'exec env -i TERM="$TERM" TMUX="$TMUX" TMUX_PANE="$TMUX_PANE" /bin/sh -c '
+            + shlex.quote('set -a; . "$0"; rm -f "$0"; set +a; exec "$@"')
+            + " "
+            + shlex.join([str(env_file), *request.argv])
         )
+        pipe = "exec cat >> " + shlex.quote(str(log))
+        try:
+            proc = self._run(
+                "new-session", "-d", "-s", sid, "-x", str(request.cols), "-y",
+                str(request.rows), "-c", tmux_format_arg(request.cwd), "--",
+                tmux_arg(command), ";",
+                "pipe-pane", "-O", "-t", f"={sid}:", tmux_format_arg(pipe), ";",
+                "display-message", "-p", "-t", f"={sid}:", "#{pane_pid}",
+            )  # fmt: skip
+        except BackendUnavailable:
+            env_file.unlink(missing_ok=True)
+            raise
         return LiveSession(sid, int(proc.stdout.strip().splitlines()[-1]))
 
     def list_live(self) -> list[LiveSession]:
