@@ -31,6 +31,20 @@ def new_terminal(server: ServerProcess, body: dict | None = None) -> str:
     return str(model["name"])
 
 
+def type_then_kill_server(server: ServerProcess, keys: str, wait: str) -> tuple[str, str]:
+    """In a new terminal type ``keys``, wait for ``wait``, SIGKILL the server.
+    Returns the terminal's (name, session id)."""
+    name = new_terminal(server)
+    c = server.ws(name)
+    c.wait_for(replayed)
+    c.stdin(keys)
+    c.wait_for(wait)
+    c.close()
+    _, sessions = server.request("GET", "/api/agents/sessions")
+    server.stop(signal.SIGKILL)
+    return name, sessions[0]["id"]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_terminal_survives_server_restart(agents_server, sig):
     server = agents_server()
@@ -103,14 +117,7 @@ def test_fifty_terminals_survive(agents_server):
 
 def test_tmux_server_killed_marks_interrupted(agents_server):
     server = agents_server()
-    name = new_terminal(server)
-    c = server.ws(name)
-    c.stdin("echo BEFORE-$((2+3))\r")
-    c.wait_for("BEFORE-5")
-    c.close()
-    _, sessions = server.request("GET", "/api/agents/sessions")
-    sid = sessions[0]["id"]
-    server.stop(signal.SIGKILL)
+    name, sid = type_then_kill_server(server, "echo BEFORE-$((2+3))\r", "BEFORE-5")
     subprocess.run(
         ["tmux", "-S", str(server.state_dir / "tmux" / "socket"), "kill-server"], check=True
     )
@@ -144,15 +151,7 @@ def test_hand_made_tmux_session_is_orphaned_not_killed(agents_server):
 
 def test_output_while_server_down_is_in_transcript_and_replay(agents_server):
     server = agents_server()
-    name = new_terminal(server)
-    c = server.ws(name)
-    c.wait_for(replayed)
-    c.stdin("sleep 2; echo LATE-$((40+2))\r")
-    c.wait_for("sleep 2")
-    c.close()
-    _, sessions = server.request("GET", "/api/agents/sessions")
-    sid = sessions[0]["id"]
-    server.stop(signal.SIGKILL)
+    name, sid = type_then_kill_server(server, "sleep 2; echo LATE-$((40+2))\r", "sleep 2")
     transcript = server.state_dir / "transcripts" / f"{sid}.log"
     deadline = time.monotonic() + 10
     while b"LATE-42" not in transcript.read_bytes() and time.monotonic() < deadline:
