@@ -24,7 +24,6 @@ from typing import Any, Literal
 from .errors import Conflict, NotFound, StoreError
 
 Status = Literal["running", "exited", "interrupted", "orphaned", "killed"]
-STATUSES: tuple[Status, ...] = ("running", "exited", "interrupted", "orphaned", "killed")
 
 #: Forward migrations; ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[str, ...] = (
@@ -235,10 +234,6 @@ class SessionStore:
             params.extend(expect)
         with self._transaction() as db:
             return db.execute(sql, params).rowcount > 0
-
-    def touch(self, session_id: str) -> None:
-        """Record activity now (callers rate-limit this; it is a write)."""
-        self.update(session_id, last_activity=utcnow_iso())
 
 
 def new_session_id() -> str:
