@@ -526,8 +526,10 @@ class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ign
             self.authorizer.is_authorized(self, user, "execute", self.auth_resource)
         ):
             raise web.HTTPError(403)
-        if self.manager.store.find_live(args[0]) is None:
-            raise web.HTTPError(404, f"no terminal named {args[0]!r}")
+        try:
+            self.manager.get(args[0])  # 404 for unknown names: never creates one
+        except AgentsError as e:
+            raise http_error(e) from e
         await super().get(*args, **kwargs)
 
     def open(self, name: str) -> None:  # type: ignore[override]
