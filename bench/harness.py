@@ -1,0 +1,405 @@
+"""What every benchmark shares: the server flavors, a private work dir per run, real
+servers and websocket clients (from :mod:`jupyter_agents.pytest_plugin`), process
+measurements and statistics.
+
+A *flavor* is one way of serving ``/api/terminals``: ``stock`` (jupyter_server_terminals
++ terminado, in-process ptys) or one of our backends (``tmux`` now; a ``broker`` flavor
+is one more :class:`Flavor` in :data:`FLAVORS` once that backend exists). Benchmarks
+take flavors as parameters and never branch on a backend's internals except through
+:meth:`BenchServer.helper_processes`, which says which processes a flavor's terminals
+cost besides the Jupyter server.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient, kill_tmux_server
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: extensions that are not about terminals: off in every flavor, so server start-up and
+#: memory figures compare the terminal stacks and nothing else (jupyter_lsp spawns node)
+_QUIET_EXTENSIONS = ("jupyterlab", "jupyter_lsp", "notebook_shim")
+
+
+def _extensions(**enabled: bool) -> list[str]:
+    flags = {name: False for name in _QUIET_EXTENSIONS} | enabled
+    return [f"--ServerApp.jpserver_extensions={k}={v}" for k, v in flags.items()]
+
+
+@dataclasses.dataclass(frozen=True)
+class Flavor:
+    """One terminal stack to benchmark, as the server arguments that select it."""
+
+    name: str
+    description: str
+    #: True for jupyter_agents backends (terminals owned outside the server process)
+    ours: bool
+    args: tuple[str, ...]
+
+
+STOCK = Flavor(
+    "stock",
+    "jupyter_server_terminals + terminado (ptys in the server process)",
+    False,
+    tuple(_extensions(jupyter_agents=False, jupyter_server_terminals=True)),
+)
+TMUX = Flavor(
+    "tmux",
+    "jupyter_agents, tmux backend (private tmux server, one control client per viewed terminal)",
+    True,
+    (*_extensions(jupyter_agents=True), "--AgentsApp.backend=tmux"),
+)
+#: every flavor by name; add the broker here when it exists
+FLAVORS: dict[str, Flavor] = {f.name: f for f in (STOCK, TMUX)}
+
+
+# -- work dirs and servers --------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def workdir(tag: str) -> Iterator[Path]:
+    """A fresh short temp dir (unix socket paths must stay under ~100 bytes).
+
+    On exit: the tmux server of ``<dir>/st`` is killed, every process still running
+    with its cwd inside the dir (shells of a crashed stock server) is killed, and the dir
+    is removed. Nothing outside it is touched.
+    """
+    path = Path(tempfile.mkdtemp(prefix=f"jab-{tag}-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        kill_tmux_server(path / "st")
+        _kill_processes_in(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _kill_processes_in(path: Path) -> None:
+    me = os.getpid()
+    prefix = str(path)
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == me:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if proc.cwd().startswith(prefix):
+                proc.kill()
+
+
+class BenchServer:
+    """A real ``jupyter server`` of one flavor, with helpers the benchmarks share."""
+
+    def __init__(self, flavor: Flavor, work: Path, extra_args: tuple[str, ...] = ()) -> None:
+        self.flavor = flavor
+        self.work = work
+        self.state_dir = work / "st"
+        # the editable install may point elsewhere: make sure the server imports this tree
+        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        env = {"PYTHONPATH": path}
+        self.proc = ServerProcess(self.state_dir, work, env=env, args=[*flavor.args, *extra_args])
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> BenchServer:
+        self.proc.start(timeout=60)
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        self.proc.stop(sig)
+
+    def restart_process(self) -> None:
+        """A new server process on the same work and state dir (new port)."""
+        self.proc = ServerProcess(
+            self.state_dir, self.work, env=self.proc.extra_env, args=self.proc.extra_args
+        )
+
+    @property
+    def pid(self) -> int:
+        assert self.proc.proc is not None, "server not running"
+        return self.proc.proc.pid
+
+    # -- API ----------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """One API call; raises on any non-2xx status (benchmarks never expect errors)."""
+        status, data = self.proc.request(method, path, body)
+        if not 200 <= status < 300:
+            raise RuntimeError(f"{method} {path} -> {status}: {data}")
+        return data
+
+    def create_terminal(self) -> str:
+        return str(self.request("POST", "/api/terminals", {})["name"])
+
+    def delete_terminal(self, name: str) -> None:
+        self.request("DELETE", f"/api/terminals/{name}")
+
+    def ws(self, name: str) -> TermClient:
+        """A websocket client of terminal ``name`` (handshake done).
+
+        websocket-client checks UTF-8 of text frames in pure Python (~3 MB/s, slower than
+        any server); the bytes are decoded anyway, so that check is switched off to
+        measure the servers rather than the client.
+        """
+        client = self.proc.ws(name)
+        client.ws.frame_buffer.skip_utf8_validation = True
+        client.ws.cont_frame.skip_utf8_validation = True
+        return client
+
+    def connect(self, name: str, rows: int = 40, cols: int = 120) -> TermClient:
+        """A websocket client that got ``setup`` and the first output; sized like a tab."""
+        client = self.ws(name)
+        client.wait_for(lambda c: len(c.messages) >= 2, timeout=30)
+        client.send("set_size", rows, cols, rows * 17, cols * 8)
+        return client
+
+    def ready_shell(self, name: str) -> TermClient:
+        """Connect to ``name`` and wait until its shell answers (the prompt is drawn)."""
+        client = self.connect(name)
+        client.stdin("echo rdy$((6*7))\r")
+        client.wait_for("rdy42", timeout=30)
+        client.drain(0.2)
+        return client
+
+    # -- processes ----------------------------------------------------------------------
+
+    def server_process(self) -> psutil.Process:
+        return psutil.Process(self.pid)
+
+    def tmux_server_pid(self) -> int | None:
+        """The pid of this state dir's tmux server, if one runs."""
+        sock = self.state_dir / "tmux" / "socket"
+        if not sock.exists():
+            return None
+        out = subprocess.run(
+            ["tmux", "-S", str(sock), "display-message", "-p", "#{pid}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        return int(out) if out.isdigit() else None
+
+    def helper_processes(self) -> dict[str, list[psutil.Process]]:
+        """Processes the terminals cost besides the shells, grouped: ``server`` (the
+        Jupyter server), ``clients`` (its children that are not shells: our tmux control
+        clients) and ``owner`` (the tmux server, later the broker)."""
+        server = self.server_process()
+        shells = set(self.shell_pids())
+        clients = [p for p in server.children() if p.pid not in shells]
+        groups: dict[str, list[psutil.Process]] = {"server": [server], "clients": clients}
+        owner = self.tmux_server_pid()
+        groups["owner"] = [psutil.Process(owner)] if owner else []
+        return groups
+
+    def shell_pids(self) -> list[int]:
+        """Pids of the terminals' shells (children of the server or of the tmux server)."""
+        parents = [self.pid]
+        owner = self.tmux_server_pid()
+        if owner:
+            parents.append(owner)
+        pids = []
+        for parent in parents:
+            with contextlib.suppress(psutil.Error):
+                for child in psutil.Process(parent).children():
+                    with contextlib.suppress(psutil.Error):
+                        if "--norc" in child.cmdline():
+                            pids.append(child.pid)
+        return pids
+
+    def verify_flavor(self) -> None:
+        """Check that terminals are owned where the flavor says (call with >= 1 terminal).
+
+        Stock: shells are children of the server and no tmux socket exists. Ours: a tmux
+        server owns them and none is the server's child.
+        """
+        sock = self.state_dir / "tmux" / "socket"
+        direct = [c.pid for c in self.server_process().children() if "--norc" in _cmdline(c)]
+        if self.flavor.ours:
+            if not sock.exists() or direct or not self.shell_pids():
+                raise RuntimeError(f"{self.flavor.name}: terminals are not owned by tmux")
+        elif sock.exists() or not direct:
+            raise RuntimeError("stock: terminals are not children of the server (is it stock?)")
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
+
+
+@contextlib.contextmanager
+def server(flavor: Flavor, tag: str, extra_args: tuple[str, ...] = ()) -> Iterator[BenchServer]:
+    """A started server of ``flavor`` in its own work dir; everything is cleaned up."""
+    with workdir(tag) as work:
+        srv = BenchServer(flavor, work, extra_args)
+        try:
+            yield srv.start()
+        finally:
+            srv.stop(signal.SIGKILL)
+
+
+# -- raw websocket reading (no per-frame text accumulation) ------------------------------
+
+
+def recv_stdout(client: TermClient, timeout: float) -> str | None:
+    """The text of the next ``stdout`` frame; None on timeout. Other frames are skipped."""
+    import websocket
+
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        client.ws.settimeout(left)
+        try:
+            raw = client.ws.recv()
+        except websocket.WebSocketTimeoutException:
+            return None
+        msg = json.loads(raw)
+        if msg[0] == "stdout":
+            return str(msg[1])
+
+
+def read_until(client: TermClient, marker: str, timeout: float) -> int:
+    """Receive stdout until ``marker`` has appeared; returns the characters received."""
+    total = 0
+    tail = ""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = recv_stdout(client, deadline - time.monotonic())
+        if text is None:
+            raise TimeoutError(f"no {marker!r} within {timeout:.0f}s ({total} chars received)")
+        total += len(text)
+        tail = (tail + text)[-(len(marker) + 64) :]
+        if marker in tail:
+            return total
+
+
+# -- measurements -----------------------------------------------------------------------
+
+
+def cpu_seconds(procs: list[psutil.Process]) -> float:
+    """User + system CPU seconds of ``procs`` (vanished ones count 0)."""
+    total = 0.0
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    """Resident memory of a group of processes, bytes: RSS and PSS (shared pages split
+    among the processes sharing them, i.e. what the group really adds to the machine)."""
+
+    rss: int = 0
+    pss: int = 0
+
+    def __add__(self, other: Memory) -> Memory:
+        return Memory(self.rss + other.rss, self.pss + other.pss)
+
+    def __sub__(self, other: Memory) -> Memory:
+        return Memory(self.rss - other.rss, self.pss - other.pss)
+
+
+def memory(procs: list[psutil.Process]) -> Memory:
+    total = Memory()
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            info = p.memory_full_info()
+            total += Memory(info.rss, getattr(info, "pss", info.rss))
+    return total
+
+
+def median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``, nearest-rank."""
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds ``fn()`` took."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def make_base64_file(path: Path, size: int) -> Path:
+    """A file of ``size`` bytes of base64 text (76-column lines), made once per run."""
+    if not path.exists() or path.stat().st_size != size:
+        with open(path, "wb") as out:
+            left = size
+            while left > 0:
+                chunk = base64.encodebytes(os.urandom(57 * 20_000))[:left]
+                out.write(chunk)
+                left -= len(chunk)
+    return path
+
+
+@dataclasses.dataclass(frozen=True)
+class Mode:
+    """Workload sizes and repetitions of one run of the suite."""
+
+    name: str
+    runs: int  # repetitions of each timed measurement (medians are reported)
+    throughput_mb: int
+    keys: int
+    restart_terminals: int
+    reconcile_records: int
+    reconcile_live: int
+    idle_terminals: int
+    idle_seconds: float
+    noisy_terminals: int
+    noisy_mb: int
+    replay_lines: int
+
+
+FULL = Mode(
+    "full",
+    runs=5,
+    throughput_mb=100,
+    keys=1000,
+    restart_terminals=100,
+    reconcile_records=10_000,
+    reconcile_live=200,
+    idle_terminals=100,
+    idle_seconds=60,
+    noisy_terminals=5,
+    noisy_mb=10,
+    replay_lines=20_000,
+)
+QUICK = Mode(
+    "quick",
+    runs=1,
+    throughput_mb=5,
+    keys=100,
+    restart_terminals=10,
+    reconcile_records=2_000,
+    reconcile_live=20,
+    idle_terminals=10,
+    idle_seconds=5,
+    noisy_terminals=2,
+    noisy_mb=2,
+    replay_lines=5_000,
+)
