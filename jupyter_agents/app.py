@@ -3,6 +3,7 @@ backend and TerminalManager -> reconcile at start -> handlers."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 import shutil
@@ -12,14 +13,16 @@ from typing import Any
 
 from jupyter_server._tz import utcnow
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Enum, List, Type, Unicode, default
+from tornado.ioloop import PeriodicCallback
+from traitlets import Dict, Enum, Float, List, Type, Unicode, default
 
+from .agents import make_kinds
 from .backends.base import Backend
 from .backends.tmux import TmuxBackend
 from .errors import AgentsError, BackendUnavailable
 from .handlers import agents_handlers
 from .paths import default_state_dir, ensure_private_dir
-from .store import SessionStore
+from .store import Session, SessionStore
 from .terminals import TerminalManager, terminal_handlers
 
 #: removed from every session's environment unless configured otherwise (DESIGN.md 5, 10)
@@ -87,6 +90,27 @@ class AgentsApp(ExtensionApp):
         help="Environment variable names (fnmatch patterns allowed) removed from every "
         "session's environment.",
     )
+    restore_on_start = Enum(
+        ["none", "agents", "all"],
+        default_value="none",
+        config=True,
+        help="At start, after reconcile, restore the interrupted sessions: 'agents' "
+        "(every kind but shell), 'all' (shells too) or 'none'.",
+    )
+    agents = Dict(
+        config=True,
+        help="Extra agent kinds, or where the claude/codex CLIs are: "
+        '{"claude": {"command": ["/opt/bin/claude"]}, "aider": {"command": ["aider"], '
+        '"resume": ["aider", "--restore-chat-history"], "id": "none"}}. '
+        "id is 'none' or 'assign' (a UUID replaces '{conversation_id}' in command and "
+        "resume).",
+    )
+    refresh_interval = Float(
+        5.0,
+        config=True,
+        help="Seconds between checks of running agents' conversation ids (e.g. after "
+        "/clear); 0 turns the periodic check off (it still runs on every listing).",
+    )
     terminal_manager_class = Type(
         TerminalManager,
         klass=TerminalManager,
@@ -99,6 +123,7 @@ class AgentsApp(ExtensionApp):
         return default_state_dir()
 
     manager: TerminalManager | None = None
+    _restored: list[Session]
 
     def _link_jupyter_server_extension(self, serverapp: Any) -> None:
         """Take the terminal routes over from jupyter_server_terminals.
@@ -152,7 +177,9 @@ class AgentsApp(ExtensionApp):
             state_dir = ensure_private_dir(self.state_dir)
             store = SessionStore(state_dir / "sessions.db")
             backend = self.make_backend(state_dir)
-        except AgentsError as e:
+            shell = self.shell_command()
+            kinds = make_kinds(shell, self.agents)
+        except (AgentsError, ValueError) as e:
             self.log.error("jupyter_agents: terminals are unavailable: %s", e)
             self.settings["terminals_available"] = False
             return
@@ -168,7 +195,8 @@ class AgentsApp(ExtensionApp):
             on_activity=on_activity,
             parent=self,
             log=self.log,
-            shell_command=self.shell_command(),
+            kinds=kinds,
+            shell_command=shell,
             scrub_env=list(self.scrub_env),
             root_dir=self.serverapp.root_dir,
             extra_env={
@@ -178,7 +206,38 @@ class AgentsApp(ExtensionApp):
         )
         # before the first request: the first GET /api/terminals must list survivors
         self.manager.reconcile(boot=True)
+        self._restored = self._restore_on_start(self.manager)
         self.settings.update({"terminals_available": True, "terminal_manager": self.manager})
+
+    def _restore_on_start(self, manager: TerminalManager) -> list[Session]:
+        if self.restore_on_start == "none":
+            return []
+        kinds = None if self.restore_on_start == "all" else set(manager.kinds) - {"shell"}
+        restored = []
+        for session in manager.interrupted(kinds):
+            try:
+                restored.append(manager.restore(session.id))
+            except AgentsError as e:
+                self.log.warning("jupyter_agents: could not restore %s: %s", session.id, e)
+        self.log.info("jupyter_agents: restored %d interrupted sessions at start", len(restored))
+        return restored
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        """Once the loop runs: watch sessions restored at start; follow conversation ids."""
+        if self.manager is None:
+            return
+        manager = self.manager
+
+        def refresh() -> None:
+            try:
+                manager.refresh_conversations()
+            except AgentsError as e:
+                self.log.warning("jupyter_agents: conversation check failed: %s", e)
+
+        if self.refresh_interval > 0:
+            self._refresher = PeriodicCallback(refresh, self.refresh_interval * 1000)
+            self._refresher.start()
+        await asyncio.gather(*(manager.check_resumed(s) for s in self._restored))
 
     def initialize_handlers(self) -> None:
         if self.manager is None:
@@ -194,6 +253,9 @@ class AgentsApp(ExtensionApp):
         return {s.name: s.to_model() for s in running} or None
 
     async def stop_extension(self) -> None:
+        refresher = getattr(self, "_refresher", None)
+        if refresher is not None:
+            refresher.stop()
         if self.manager is not None:
             kill = self.on_shutdown == "kill"
             self.log.info(

@@ -31,6 +31,12 @@ class Conflict(AgentsError):
     status = 409
 
 
+class OutOfRange(AgentsError):
+    """A byte range outside a transcript."""
+
+    status = 416
+
+
 class BackendUnavailable(AgentsError):
     """The terminal backend (tmux, broker) cannot be started or reached."""
 

@@ -49,6 +49,16 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE UNIQUE INDEX sessions_live_name ON sessions (name) WHERE status = 'running';
     CREATE INDEX sessions_status ON sessions (status);
     """,
+    # agent sessions: launch args, the environment to restore with, resume flags; one
+    # conversation belongs to one session
+    """
+    ALTER TABLE sessions ADD COLUMN args TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE sessions ADD COLUMN env TEXT;
+    ALTER TABLE sessions ADD COLUMN ambiguous INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN reason TEXT;
+    CREATE UNIQUE INDEX sessions_conversation ON sessions (conversation_id)
+        WHERE conversation_id IS NOT NULL;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -77,21 +87,38 @@ class Session:
     conversation_id: str | None = None
     rows: int | None = None
     cols: int | None = None
+    #: extra arguments the session was launched with (kept on resume)
+    args: list[str] = dataclasses.field(default_factory=list)
+    #: the environment it was launched with (restored with it; never served)
+    env: dict[str, str] | None = None
+    #: the last launch resumed "the most recent conversation" instead of a known id
+    ambiguous: bool = False
+    #: why the session is in its state, when that needs saying (e.g. a failed resume)
+    reason: str | None = None
 
     def to_model(self) -> dict[str, Any]:
-        """The session model of the REST API (everything but internal process identity)."""
+        """The session model of the REST API (everything but process identity and env)."""
         model = dataclasses.asdict(self)
-        del model["pid_created"]
+        del model["pid_created"], model["env"]
         return model
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Session:
         data = dict(row)
-        data["argv"] = json.loads(data["argv"])
+        for key in _JSON_COLUMNS:
+            data[key] = None if data[key] is None else json.loads(data[key])
+        data["ambiguous"] = bool(data["ambiguous"])
         return cls(**data)
 
 
 _COLUMNS = [f.name for f in dataclasses.fields(Session)]
+_JSON_COLUMNS = ("argv", "args", "env")
+
+
+def _encode(values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: json.dumps(v) if k in _JSON_COLUMNS and v is not None else v for k, v in values.items()
+    }
 
 
 class SessionStore:
@@ -198,8 +225,7 @@ class SessionStore:
     def add(self, session: Session) -> None:
         """Insert a new record. :class:`Conflict` if the id exists or a running session
         already has this name."""
-        values = dataclasses.asdict(session)
-        values["argv"] = json.dumps(values["argv"])
+        values = _encode(dataclasses.asdict(session))
         marks = ",".join("?" * len(_COLUMNS))
         try:
             with self._transaction() as db:
@@ -209,7 +235,8 @@ class SessionStore:
                 )
         except sqlite3.IntegrityError as e:
             raise Conflict(
-                f"a session with id {session.id!r} or live name {session.name!r} already exists"
+                f"a session with id {session.id!r}, live name {session.name!r} or "
+                f"conversation {session.conversation_id!r} already exists"
             ) from e
 
     def update(
@@ -219,21 +246,34 @@ class SessionStore:
 
         With ``expect``, the change applies only while the record's status is one of them
         (compare-and-set: a concurrent writer's newer decision is never overwritten).
-        Returns whether a row changed.
+        Returns whether a row changed. :class:`Conflict` if the change would give a live
+        name or a conversation id to a second session.
         """
         unknown = set(fields) - set(_COLUMNS)
         if unknown:
             raise ValueError(f"unknown session fields {sorted(unknown)}")
-        if "argv" in fields:
-            fields["argv"] = json.dumps(fields["argv"])
+        fields = _encode(fields)
         sets = ", ".join(f"{k} = ?" for k in fields)
         sql = f"UPDATE sessions SET {sets} WHERE id = ?"  # noqa: S608
         params: list[Any] = [*fields.values(), session_id]
         if expect is not None:
             sql += f" AND status IN ({','.join('?' * len(expect))})"
             params.extend(expect)
-        with self._transaction() as db:
-            return db.execute(sql, params).rowcount > 0
+        try:
+            with self._transaction() as db:
+                return db.execute(sql, params).rowcount > 0
+        except sqlite3.IntegrityError as e:
+            raise Conflict(
+                f"session {session_id!r}: its name or conversation id belongs to another "
+                "session"
+            ) from e
+
+    def holder_of(self, conversation_id: str) -> Session | None:
+        """The session that holds ``conversation_id``, if any."""
+        row = self._db.execute(
+            "SELECT * FROM sessions WHERE conversation_id = ?", (conversation_id,)
+        ).fetchone()
+        return None if row is None else Session.from_row(row)
 
 
 def new_session_id() -> str:

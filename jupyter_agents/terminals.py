@@ -24,6 +24,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Protocol
 
+import psutil
 from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.auth.utils import warn_disabled_authorization
@@ -31,15 +32,17 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
-from traitlets import Dict, Float, List, Unicode
+from traitlets import Dict, Float, Int, List, Unicode
 from traitlets.config import LoggingConfigurable
 
+from . import restore
+from .agents import AgentKind, Launch, make_kinds
 from .backends.base import Backend, SpawnRequest
-from .errors import AgentsError, InvalidRequest, NotFound, http_error
-from .paths import state_lock
-from .procs import ProcessIdentity, identify, terminate_tree
+from .errors import AgentsError, Conflict, InvalidRequest, NotFound, http_error
+from .paths import create_private_file, state_lock
+from .procs import ProcessIdentity, identify, matches, terminate_tree
 from .reconcile import Action, plan
-from .store import Session, SessionStore, new_session_id, utcnow_iso
+from .store import Session, SessionStore, Status, new_session_id, utcnow_iso
 
 AUTH_RESOURCE = "terminals"
 NAME_PATTERN = re.compile(r"\w{1,64}")
@@ -211,6 +214,15 @@ class TerminalManager(LoggingConfigurable):
     activity_interval = Float(
         10.0, help="Seconds between writes of a session's last_activity to the store."
     )
+    restore_tail_bytes = Int(
+        restore.TAIL_BYTES,
+        help="Bytes of the old transcript a restored terminal shows before the new process.",
+    ).tag(config=True)
+    resume_check = Float(
+        3.0,
+        help="Seconds a restored process is watched: exiting within them marks the "
+        "restore as failed (with the reason; the conversation id is kept).",
+    ).tag(config=True)
 
     def __init__(
         self,
@@ -218,12 +230,14 @@ class TerminalManager(LoggingConfigurable):
         backend: Backend,
         state_dir: Path,
         on_activity: Callable[[], None] | None = None,
+        kinds: dict[str, AgentKind] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.store = store
         self.backend = backend
         self.state_dir = state_dir
+        self.kinds = kinds if kinds is not None else make_kinds(self.shell_command, {})
         self.terminals: dict[str, Terminal] = {}
         self.last_report: list[Action] = []
         self.last_reconcile: str | None = None
@@ -306,75 +320,305 @@ class TerminalManager(LoggingConfigurable):
         """The stock terminals REST model."""
         return {"name": session.name, "last_activity": session.last_activity}
 
-    def resolve_cwd(self, cwd: object) -> str:
+    def resolve_cwd(self, cwd: object, strict: bool = False) -> str:
         """Like jupyter_server_terminals: absolute, or relative to the server root; a
-        path that does not exist (or is not a string) falls back to the root."""
+        path that does not exist (or is not a string) falls back to the root, or with
+        ``strict`` is refused with :class:`InvalidRequest`."""
         root = Path(self.root_dir or os.getcwd()).expanduser()
-        if isinstance(cwd, str) and cwd and "\0" not in cwd:
+        if cwd is None or cwd == "":
+            return str(root.resolve())
+        if isinstance(cwd, str) and "\0" not in cwd:
             for candidate in (Path(cwd).expanduser(), root / cwd):
                 if candidate.is_absolute() and candidate.is_dir():
                     return str(candidate.resolve())
-            self.log.info("jupyter_agents: requested cwd %r does not exist; using %s", cwd, root)
+        if strict:
+            raise InvalidRequest(f"cwd {str(cwd)[:200]!r} is not an existing directory")
+        self.log.info("jupyter_agents: requested cwd %r does not exist; using %s", cwd, root)
         return str(root.resolve())
 
-    def session_env(self) -> dict[str, str]:
-        env = scrubbed_env(dict(os.environ), self.scrub_env)
+    def session_env(self, recorded: dict[str, str] | None = None) -> dict[str, str]:
+        """A new process's environment: this server's (or ``recorded``, a session's
+        launch environment) scrubbed, plus ``extra_env``."""
+        base = dict(os.environ) if recorded is None else recorded
+        env = scrubbed_env(base, self.scrub_env)
         env.update(self.extra_env)
         return env
 
-    def create(self, name: str | None = None, cwd: object = None) -> tuple[Session, bool]:
-        """Start a terminal, or return the running one already called ``name``.
+    def kind(self, name: object) -> AgentKind:
+        """The agent kind called ``name``; :class:`InvalidRequest` listing the known ones."""
+        if isinstance(name, str) and name in self.kinds:
+            return self.kinds[name]
+        raise InvalidRequest(
+            f"unknown session kind {str(name)[:40]!r}; known kinds: {', '.join(self.kinds)}"
+        )
 
-        Returns ``(session, created)``. The process is started and recorded under the
-        state lock, so a concurrent reconcile never sees one without the other.
+    def create(
+        self,
+        name: str | None = None,
+        cwd: object = None,
+        kind: str = "shell",
+        args: object = None,
+        strict: bool = False,
+    ) -> tuple[Session, bool]:
+        """Start a session of ``kind`` (a shell by default), or return the running one
+        already called ``name`` (``strict``: refuse with :class:`Conflict`; a ``cwd``
+        that is not a directory is refused too instead of falling back to the root).
+
+        Returns ``(session, created)``. Everything is validated before anything runs.
+        The process is started and recorded under the state lock, so a concurrent
+        reconcile never sees one without the other.
         """
         if name is not None:
             validate_name(name)
-        workdir = self.resolve_cwd(cwd)
-        command = list(self.shell_command)
+        agent = self.kind(kind)
+        checked = agent.check_args(args)
+        workdir = self.resolve_cwd(cwd, strict=strict)
+        launch = agent.launch(checked)
+        env = self.session_env()
         with state_lock(self.state_dir):
             if name is not None:
                 existing = self.store.find_live(name)
                 if existing is not None:
+                    if strict:
+                        raise Conflict(f"a running session is already called {name!r}")
                     return existing, False
             else:
                 name = next_free_name(self.store.live_names())
-            sid = new_session_id()
-            live = self.backend.spawn(SpawnRequest(sid, command, workdir, self.session_env()))
-            try:
-                ident = identify(live.pid) if live.pid else None
-                session = Session(
-                    id=sid,
-                    name=name,
-                    status="running",
-                    backend=self.backend.name,
-                    cwd=workdir,
-                    argv=command,
-                    pid=live.pid,
-                    pid_created=ident.created if ident else None,
-                    rows=24,
-                    cols=80,
-                )
-                self.store.add(session)
-            except BaseException:
-                self.backend.remove(sid)
-                raise
-        self.log.info(
-            "jupyter_agents: spawned session %s (terminal %r, pid %s) in %s",
-            sid,
-            name,
-            live.pid,
-            workdir,
-        )
+            session = Session(
+                id=new_session_id(),
+                name=name,
+                status="running",
+                backend=self.backend.name,
+                kind=agent.name,
+                cwd=workdir,
+                args=checked,
+                env=env,
+                rows=24,
+                cols=80,
+            )
+            self._launch(session, launch, launch.argv, was=None)
         return session, True
+
+    def _launch(
+        self, session: Session, launch: Launch, argv: builtins.list[str], was: Status | None
+    ) -> None:
+        """Spawn ``argv`` for ``session`` and record it as running (under the state lock).
+
+        ``was`` None: a new record is added. Otherwise (a restore) the record is updated
+        only while its status is still ``was``.
+        """
+        live = self.backend.spawn(
+            SpawnRequest(
+                session.id,
+                argv,
+                session.cwd or str(Path.home()),
+                session.env or {},
+                session.rows or 24,
+                session.cols or 80,
+            )
+        )
+        try:
+            ident = identify(live.pid) if live.pid else None
+            fields: dict[str, Any] = {
+                "status": "running",
+                "argv": launch.argv,
+                "pid": live.pid,
+                "pid_created": ident.created if ident else None,
+                "conversation_id": launch.conversation_id or session.conversation_id,
+                "ambiguous": launch.ambiguous,
+                "exit_code": None,
+                "reason": None,
+                "last_activity": utcnow_iso(),
+            }
+            if was is None:
+                for key, value in fields.items():
+                    setattr(session, key, value)
+                self.store.add(session)
+            else:
+                fields["name"] = session.name
+                if not self.store.update(session.id, expect=(was,), **fields):
+                    raise Conflict(f"session {session.id} changed while it was being restored")
+                for key, value in fields.items():
+                    setattr(session, key, value)
+        except BaseException:
+            self.backend.remove(session.id)
+            raise
+        self.log.info(
+            "jupyter_agents: %s %s session %s (terminal %r, pid %s%s) in %s",
+            "spawned" if was is None else "restored",
+            session.kind,
+            session.id,
+            session.name,
+            live.pid,
+            f", conversation {launch.conversation_id}" if launch.conversation_id else "",
+            session.cwd,
+        )
+
+    # -- agent sessions ----------------------------------------------------------------
+
+    def restore(self, session_id: str) -> Session:
+        """Relaunch an ended session in its cwd with its recorded environment: agents
+        resume their conversation, shells start fresh. The terminal first shows the old
+        transcript's tail and a marker line (:mod:`jupyter_agents.restore`).
+
+        :class:`Conflict` if the session still runs (or is orphaned: adopt it instead),
+        its cwd is gone or its kind is no longer configured. Under the state lock, so
+        two concurrent restores of one session launch one process.
+        """
+        with state_lock(self.state_dir):
+            session = self.store.get(session_id)
+            if session.status in ("running", "orphaned"):
+                hint = " (adopt an orphaned one)" if session.status == "orphaned" else ""
+                raise Conflict(
+                    f"session {session_id} is {session.status}; only ended sessions can be "
+                    f"restored{hint}"
+                )
+            held = {s.session_id: s for s in self.backend.list_live()}.get(session_id)
+            if held is not None and not held.dead:
+                raise Conflict(f"session {session_id} still has a live process (pid {held.pid})")
+            if held is not None:
+                self.backend.remove(session_id)
+            if session.kind not in self.kinds:
+                raise Conflict(f"session {session_id}: kind {session.kind!r} is not configured")
+            if not session.cwd or not Path(session.cwd).is_dir():
+                reason = f"cannot restore: its working directory {session.cwd!r} is gone"
+                self.store.update(session_id, reason=reason)
+                raise Conflict(f"session {session_id}: {reason}")
+            env = self.session_env(session.env)
+            launch = self.kinds[session.kind].resume(session, env)
+            if self.store.find_live(session.name) is not None:
+                session.name = next_free_name(self.store.live_names())
+            marker = restore.banner(
+                session.kind,
+                session.conversation_id,
+                session.id,
+                restore.transcript_end(self.backend.transcript_path(session.id)),
+            )
+            prelude_file = self.state_dir / f"prelude-{session.id}"
+            create_private_file(prelude_file)
+            prelude_file.write_bytes(
+                restore.prelude(
+                    self.backend.transcript_path(session.id), marker, self.restore_tail_bytes
+                )
+            )
+            session.env = env
+            try:
+                self._launch(
+                    session,
+                    launch,
+                    restore.prelude_argv(prelude_file, launch.argv),
+                    was=session.status,
+                )
+            except BaseException:
+                prelude_file.unlink(missing_ok=True)
+                raise
+        return session
+
+    async def check_resumed(self, session: Session) -> Session:
+        """Watch a just-restored session for ``resume_check`` seconds; if it exits in that
+        time, record why (exit code, the conversation id kept). Returns the record."""
+        deadline = time.monotonic() + self.resume_check
+        exit_code: int | None = None
+        while time.monotonic() < deadline:
+            held = {s.session_id: s for s in self.backend.list_live()}.get(session.id)
+            # a dead pane's exit status can lag behind its death: wait for it
+            if held is None or (held.dead and held.exit_code is not None):
+                exit_code = held.exit_code if held else None
+                break
+            await asyncio.sleep(0.1)
+        else:
+            return self.store.get(session.id)
+        reason = (
+            f"resume failed: {session.kind} exited at once (code {exit_code}); "
+            f"conversation id {session.conversation_id or 'unknown'} kept. "
+            f"Launched: {' '.join(session.argv)}"
+        )
+        with state_lock(self.state_dir):
+            self.store.update(
+                session.id,
+                status="exited",
+                exit_code=exit_code,
+                reason=reason,
+                expect=("running", "exited"),
+            )
+            self.backend.remove(session.id)
+        self.log.warning("jupyter_agents: session %s: %s", session.id, reason)
+        return self.store.get(session.id)
+
+    def refresh_conversations(self) -> int:
+        """Follow the conversation id of every running agent session (``/clear``, a new
+        codex thread, a codex id not captured yet). Returns how many changed."""
+        changed = 0
+        running = self.store.list(["running"])
+        held = {s.conversation_id: s.id for s in self.store.list() if s.conversation_id}
+        for session in running:
+            agent = self.kinds.get(session.kind)
+            if agent is None or not session.pid or session.pid_created is None:
+                continue
+            proc = matches(ProcessIdentity(session.pid, session.pid_created))
+            if proc is None:
+                continue
+            try:
+                pids = [proc.pid, *(p.pid for p in proc.children(recursive=True))]
+            except psutil.Error:
+                continue
+            taken = {cid for cid, sid in held.items() if sid != session.id}
+            found = agent.discover(session, pids, session.env or {}, taken)
+            if found is None or found == session.conversation_id:
+                continue
+            if found in taken:
+                self.log.warning(
+                    "jupyter_agents: session %s now shows conversation %s, which session %s "
+                    "holds; keeping %s",
+                    session.id,
+                    found,
+                    held[found],
+                    session.conversation_id,
+                )
+                continue
+            if self.store.update(
+                session.id, conversation_id=found, ambiguous=False, expect=("running",)
+            ):
+                if session.conversation_id:
+                    held.pop(session.conversation_id, None)
+                held[found] = session.id
+                changed += 1
+                self.log.info(
+                    "jupyter_agents: session %s (terminal %r) conversation %s -> %s",
+                    session.id,
+                    session.name,
+                    session.conversation_id,
+                    found,
+                )
+        return changed
+
+    def interrupted(self, kinds: Iterable[str] | None = None) -> builtins.list[Session]:
+        """The ``interrupted`` sessions (of ``kinds`` if given), oldest first."""
+        wanted = None if kinds is None else set(kinds)
+        return [
+            s
+            for s in self.store.list(["interrupted"])
+            if wanted is None or s.kind in wanted
+        ]
+
+    async def terminate_session(self, session_id: str) -> Session:
+        """End a running or orphaned session by id (see :meth:`terminate`)."""
+        session = self.store.get(session_id)
+        if session.status not in ("running", "orphaned"):
+            raise Conflict(f"session {session_id} is {session.status}, not running")
+        await self._terminate(session, expect=(session.status,))
+        return self.store.get(session_id)
 
     async def terminate(self, name: str) -> None:
         """End a terminal: record ``killed``, end its process tree, release it."""
+        await self._terminate(self.get(name), expect=("running",))
+
+    async def _terminate(self, session: Session, expect: tuple[Status, ...]) -> None:
         with state_lock(self.state_dir):
-            session = self.get(name)
-            self.store.update(
-                session.id, status="killed", last_activity=utcnow_iso(), expect=("running",)
-            )
+            if not self.store.update(
+                session.id, status="killed", last_activity=utcnow_iso(), expect=expect
+            ):
+                raise Conflict(f"session {session.id} changed; not killed")
         term = self.terminals.pop(session.id, None)
         if term is not None:
             term.close(disconnect=True)
@@ -384,7 +628,10 @@ class TerminalManager(LoggingConfigurable):
             )
         self.backend.remove(session.id)
         self.log.info(
-            "jupyter_agents: killed session %s (terminal %r, pid %s)", session.id, name, session.pid
+            "jupyter_agents: killed session %s (terminal %r, pid %s)",
+            session.id,
+            session.name,
+            session.pid,
         )
 
     # -- streaming ---------------------------------------------------------------------

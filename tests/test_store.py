@@ -36,7 +36,11 @@ def test_round_trip_and_model(tmp_path):
         "conversation_id",
         "rows",
         "cols",
+        "args",
+        "ambiguous",
+        "reason",
     }
+    assert "env" not in model and "pid_created" not in model
     with pytest.raises(NotFound):
         store.get("nope")
     assert sqlite3.connect(tmp_path / "s.db").execute("PRAGMA journal_mode").fetchone() == ("wal",)

@@ -1,0 +1,63 @@
+"""Agent kinds: what runs in a session, how it resumes, how its conversation id is known.
+
+Built in: ``shell`` (the terminal shell), ``claude`` (Claude Code) and ``codex`` (Codex
+CLI); more come from ``AgentsApp.agents`` (see :class:`~.shell.CustomKind`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .base import AgentKind, Launch, is_uuid, validate_args
+from .claude import ClaudeKind
+from .codex import CodexKind
+from .shell import CustomKind, ShellKind
+
+__all__ = [
+    "AgentKind",
+    "ClaudeKind",
+    "CodexKind",
+    "CustomKind",
+    "Launch",
+    "ShellKind",
+    "is_uuid",
+    "make_kinds",
+    "validate_args",
+]
+
+_KIND_NAME = re.compile(r"\w{1,32}", re.ASCII)
+
+
+def make_kinds(shell_command: Sequence[str], config: Mapping[str, Any]) -> dict[str, AgentKind]:
+    """The kinds a server offers: the built-ins, with ``config`` applied.
+
+    ``config`` maps a kind name to ``{"command": [...], "resume": [...], "id": ...}``.
+    For ``claude`` and ``codex`` only ``command`` may be given (where the CLI is);
+    ``shell`` is the terminal shell and cannot be configured here. Raises ``ValueError``
+    naming the bad entry.
+    """
+    kinds: dict[str, AgentKind] = {
+        "shell": ShellKind(shell_command),
+        "claude": ClaudeKind(["claude"]),
+        "codex": CodexKind(["codex"]),
+    }
+    for name, spec in config.items():
+        if not isinstance(name, str) or not _KIND_NAME.fullmatch(name) or name == "shell":
+            raise ValueError(f"agent kind name {name!r}: use 1-32 letters, digits or '_'")
+        if not isinstance(spec, Mapping) or not set(spec) <= {"command", "resume", "id"}:
+            raise ValueError(f"agent kind {name!r}: expected a dict with command, resume, id")
+        command = spec.get("command")
+        if not isinstance(command, list):
+            raise ValueError(f"agent kind {name!r}: command must be a list of strings")
+        if name in ("claude", "codex"):
+            if set(spec) != {"command"}:
+                raise ValueError(f"agent kind {name!r}: only 'command' can be configured")
+            kinds[name] = type(kinds[name])(command)
+        else:
+            resume = spec.get("resume")
+            if resume is not None and not isinstance(resume, list):
+                raise ValueError(f"agent kind {name!r}: resume must be a list of strings")
+            kinds[name] = CustomKind(name, command, resume, str(spec.get("id", "none")))
+    return kinds

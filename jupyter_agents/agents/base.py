@@ -1,0 +1,137 @@
+"""The AgentKind contract: what runs in a session, how it resumes, where its id comes from.
+
+A kind is pure policy over plain data. It never starts a process itself: the
+TerminalManager spawns the argv a kind returns, in the session's cwd, through the
+backend (no shell ever parses it), and asks the kind again on restore.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence, Set
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidRequest
+from ..store import Session
+
+MAX_ARGS = 64
+MAX_ARG_LENGTH = 4096
+#: shell syntax in an argument: args are argv elements, never a command line, so text
+#: like this would not do what its author meant (and is refused with a clear error)
+_SHELL_SYNTAX = re.compile(r"[;|`]|\$[({]|&&|&\s*$|^\s*[<>]|[<>]\s*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """What to run: ``argv``, and the conversation id it will hold if known up front.
+
+    ``ambiguous`` means the launch resumes "the most recent conversation" in the cwd
+    rather than a known id (which one is up to the CLI).
+    """
+
+    argv: list[str]
+    conversation_id: str | None = None
+    ambiguous: bool = False
+
+
+def validate_args(args: object) -> list[str]:
+    """Extra CLI arguments from a client, or :class:`InvalidRequest` saying why not.
+
+    ``args`` must be a list of at most ``MAX_ARGS`` strings without control characters
+    or shell syntax (they are passed as argv, never through a shell).
+
+    >>> validate_args(["--model", "opus"])
+    ['--model', 'opus']
+    """
+    if args is None:
+        return []
+    if not isinstance(args, list):
+        raise InvalidRequest(
+            "args must be a list of strings (argv elements), not a command line: "
+            f"got {type(args).__name__}"
+        )
+    if len(args) > MAX_ARGS:
+        raise InvalidRequest(f"too many args ({len(args)} > {MAX_ARGS})")
+    for arg in args:
+        if not isinstance(arg, str):
+            raise InvalidRequest(f"args must be strings, got {arg!r:.80}")
+        if len(arg) > MAX_ARG_LENGTH or _CONTROL.search(arg):
+            raise InvalidRequest(
+                f"arg {arg!r:.80} is too long or contains control characters"
+            )
+        if _SHELL_SYNTAX.search(arg):
+            raise InvalidRequest(
+                f"arg {arg!r:.80} looks like shell syntax; args are passed to the program "
+                "as-is, without a shell, so pipes, ';', '&&', '$(...)' and redirections "
+                "would not work"
+            )
+    return list(args)
+
+
+def is_uuid(value: object) -> bool:
+    """Whether ``value`` is a canonical UUID string (what both agent CLIs use as ids).
+
+    >>> is_uuid("0b7b2d3c-54a4-4e43-9a4e-6f1a1f0f2c11"), is_uuid("../x")
+    (True, False)
+    """
+    if not isinstance(value, str):
+        return False
+    try:
+        return str(uuid.UUID(value)) == value.lower()
+    except ValueError:
+        return False
+
+
+def home_of(env: Mapping[str, str]) -> Path:
+    """The home directory a session sees (its ``HOME``), else this process's."""
+    home = env.get("HOME")
+    return Path(home) if home else Path.home()
+
+
+class AgentKind(ABC):
+    """One kind of session (``shell``, ``claude``, ``codex`` or a configured one)."""
+
+    #: the value of a session's ``kind`` field
+    name: str = ""
+
+    def __init__(self, command: Sequence[str]) -> None:
+        if not command or not all(isinstance(c, str) and c for c in command):
+            raise ValueError(f"agent kind {self.name!r}: command must be a non-empty argv list")
+        self.command = list(command)
+
+    def check_args(self, args: object) -> list[str]:
+        """Validate client args for this kind (:func:`validate_args`, plus kind rules)."""
+        return validate_args(args)
+
+    @abstractmethod
+    def launch(self, args: list[str]) -> Launch:
+        """The launch of a new session with ``args`` (already checked)."""
+
+    @abstractmethod
+    def resume(self, session: Session, env: Mapping[str, str]) -> Launch:
+        """The launch that continues ``session``'s conversation (its process is gone).
+
+        ``env`` is the environment the new process gets (to find the CLI's files).
+        """
+
+    def discover(
+        self,
+        session: Session,
+        pids: Sequence[int],
+        env: Mapping[str, str],
+        taken: Set[str],
+    ) -> str | None:
+        """The conversation id the live session holds now, from evidence tied to its
+        processes ``pids`` (the pane process first, then its descendants); None when
+        there is no such evidence. ``taken`` holds the ids other sessions hold, which
+        can never be this session's. The default: the id never changes."""
+        return session.conversation_id
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON description for clients (name and command)."""
+        return {"name": self.name, "command": self.command}

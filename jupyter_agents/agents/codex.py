@@ -1,0 +1,128 @@
+"""Codex CLI (DESIGN.md section 10).
+
+Codex cannot be given an id up front, so the id is captured after launch from evidence
+tied to *that* process: the thread lock it holds open
+(``$CODEX_HOME/thread-writer-locks/<id>.lock``, seen in the open files of the session's
+processes), which also follows a switch to a new thread. Only while no lock is visible,
+a rollout counts whose ``session_meta`` names the session's cwd, started within a few
+seconds of the process, and is held by no other session; never "the newest file".
+
+On resume: ``codex resume <id>``, else ``codex resume --last`` (ambiguous).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence, Set
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import psutil
+
+from ..errors import InvalidRequest
+from ..store import Session
+from .base import AgentKind, Launch, home_of, is_uuid
+
+#: how far a rollout's start may be from the process's start to count as its own
+ROLLOUT_WINDOW = timedelta(seconds=10)
+
+
+def codex_home(env: Mapping[str, str]) -> Path:
+    """``$CODEX_HOME``, else ``~/.codex`` of the session's home."""
+    configured = env.get("CODEX_HOME")
+    return Path(configured).expanduser() if configured else home_of(env) / ".codex"
+
+
+def held_thread(home: Path, pids: Iterable[int]) -> str | None:
+    """The thread id whose writer lock one of ``pids`` holds open, if any."""
+    locks = home / "thread-writer-locks"
+    for pid in pids:
+        try:
+            files = psutil.Process(pid).open_files()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        for f in files:
+            path = Path(f.path)
+            if path.parent == locks and path.suffix == ".lock" and is_uuid(path.stem):
+                return path.stem
+    return None
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def rollout_meta(path: Path) -> dict[str, object] | None:
+    """The ``session_meta`` payload of a rollout file (its first record), if readable."""
+    try:
+        with path.open("rb") as f:
+            first = json.loads(f.readline(1 << 20))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(first, dict) or first.get("type") != "session_meta":
+        return None
+    payload = first.get("payload", first)
+    return payload if isinstance(payload, dict) else None
+
+
+def matching_rollouts(home: Path, cwd: str, started: datetime) -> list[str]:
+    """Ids of rollouts that began in ``cwd`` within ``ROLLOUT_WINDOW`` of ``started``."""
+    found: list[str] = []
+    days = {started + d for d in (-ROLLOUT_WINDOW, timedelta(0), ROLLOUT_WINDOW)}
+    for day in sorted({(d.year, d.month, d.day) for d in days}):
+        folder = home / "sessions" / f"{day[0]:04d}" / f"{day[1]:02d}" / f"{day[2]:02d}"
+        for path in folder.glob("rollout-*.jsonl"):
+            meta = rollout_meta(path)
+            if meta is None or not is_uuid(meta.get("id")) or meta.get("cwd") != cwd:
+                continue
+            when = _parse_time(meta.get("timestamp"))
+            if when is not None and abs(when - started) <= ROLLOUT_WINDOW:
+                found.append(str(meta["id"]))
+    return found
+
+
+class CodexKind(AgentKind):
+    """``codex`` with its id captured from its thread lock (or its own rollout)."""
+
+    name = "codex"
+
+    def check_args(self, args: object) -> list[str]:
+        checked = super().check_args(args)
+        if checked and checked[0] in ("resume", "fork"):
+            raise InvalidRequest(
+                f"'codex {checked[0]}' is chosen by jupyter_agents; to continue a "
+                "conversation, restore its session"
+            )
+        return checked
+
+    def launch(self, args: list[str]) -> Launch:
+        return Launch([*self.command, *args])
+
+    def resume(self, session: Session, env: Mapping[str, str]) -> Launch:
+        cid = session.conversation_id
+        if cid:
+            return Launch([*self.command, "resume", cid, *session.args], cid)
+        return Launch([*self.command, "resume", "--last", *session.args], None, ambiguous=True)
+
+    def discover(
+        self,
+        session: Session,
+        pids: Sequence[int],
+        env: Mapping[str, str],
+        taken: Set[str],
+    ) -> str | None:
+        home = codex_home(env)
+        held = held_thread(home, pids)
+        if held is not None or session.conversation_id is not None:
+            return held or session.conversation_id
+        if session.pid_created is None or not session.cwd:
+            return None
+        started = datetime.fromtimestamp(session.pid_created, timezone.utc)
+        candidates = [c for c in matching_rollouts(home, session.cwd, started) if c not in taken]
+        return candidates[0] if len(candidates) == 1 else None
