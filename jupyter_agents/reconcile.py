@@ -29,6 +29,9 @@ ActionKind = Literal["adopt", "exit", "interrupt", "orphan"]
 
 #: seconds a ``killed`` record may still be live before it counts as an orphan
 KILL_GRACE = 60.0
+#: seconds a dead pane's exit status may stay unknown before it exits without one (tmux
+#: 3.3a now and then never learns the status of a process that exited)
+STATUS_GRACE = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +73,8 @@ def plan(
     """Decide what each record and each live session becomes (see module docstring).
 
     ``now`` must be timezone-aware (UTC). Live sessions that are dead but whose exit
-    status the backend does not know yet are skipped: they are decided next time.
+    status the backend does not know yet are skipped (decided next time) for up to
+    ``STATUS_GRACE`` seconds after their death, then exit with code None.
     """
     by_id = {s.session_id: s for s in live}
     actions: list[Action] = []
@@ -82,7 +86,9 @@ def plan(
             if cur is None:
                 actions.append(Action("interrupt", rec.id, rec.name, rec.pid, was=rec.status))
             elif cur.dead:
-                if cur.exit_code is not None:
+                since = cur.dead_since
+                late = since is not None and now.timestamp() - since > STATUS_GRACE
+                if cur.exit_code is not None or late:
                     actions.append(
                         Action("exit", rec.id, rec.name, cur.pid, cur.exit_code, was=rec.status)
                     )

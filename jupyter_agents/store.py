@@ -264,8 +264,7 @@ class SessionStore:
                 return db.execute(sql, params).rowcount > 0
         except sqlite3.IntegrityError as e:
             raise Conflict(
-                f"session {session_id!r}: its name or conversation id belongs to another "
-                "session"
+                f"session {session_id!r}: its name or conversation id belongs to another session"
             ) from e
 
     def holder_of(self, conversation_id: str) -> Session | None:

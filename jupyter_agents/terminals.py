@@ -518,16 +518,22 @@ class TerminalManager(LoggingConfigurable):
         """Watch a just-restored session for ``resume_check`` seconds; if it exits in that
         time, record why (exit code, the conversation id kept). Returns the record."""
         deadline = time.monotonic() + self.resume_check
-        exit_code: int | None = None
-        while time.monotonic() < deadline:
+        status_deadline: float | None = None
+        while True:
             held = {s.session_id: s for s in self.backend.list_live()}.get(session.id)
-            # a dead pane's exit status can lag behind its death: wait for it
-            if held is None or (held.dead and held.exit_code is not None):
-                exit_code = held.exit_code if held else None
+            now = time.monotonic()
+            if held is None:  # already released by a reconcile elsewhere
+                exit_code = self.store.get(session.id).exit_code
                 break
+            if held.dead:
+                # the exit status can lag behind the death (or never come): wait a little
+                status_deadline = status_deadline or now + 2.0
+                if held.exit_code is not None or now >= status_deadline:
+                    exit_code = held.exit_code
+                    break
+            elif now >= deadline:
+                return self.store.get(session.id)
             await asyncio.sleep(0.1)
-        else:
-            return self.store.get(session.id)
         reason = (
             f"resume failed: {session.kind} exited at once (code {exit_code}); "
             f"conversation id {session.conversation_id or 'unknown'} kept. "
@@ -595,11 +601,7 @@ class TerminalManager(LoggingConfigurable):
     def interrupted(self, kinds: Iterable[str] | None = None) -> builtins.list[Session]:
         """The ``interrupted`` sessions (of ``kinds`` if given), oldest first."""
         wanted = None if kinds is None else set(kinds)
-        return [
-            s
-            for s in self.store.list(["interrupted"])
-            if wanted is None or s.kind in wanted
-        ]
+        return [s for s in self.store.list(["interrupted"]) if wanted is None or s.kind in wanted]
 
     async def terminate_session(self, session_id: str) -> Session:
         """End a running or orphaned session by id (see :meth:`terminate`)."""

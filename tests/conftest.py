@@ -1,1 +1,51 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
 pytest_plugins = ["jupyter_agents.pytest_plugin", "pytest_jupyter.jupyter_server"]
+
+FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_agent.py"
+
+
+@dataclasses.dataclass
+class FakeAgents:
+    """Fake ``claude`` and ``codex`` on PATH, with a private HOME and a record of runs."""
+
+    bin: Path
+    home: Path
+    log: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment for a server whose sessions should find the fakes."""
+        return {
+            "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
+            "HOME": str(self.home),
+            "FAKE_AGENT_LOG": str(self.log),
+        }
+
+    def records(self, event: str | None = None) -> list[dict[str, Any]]:
+        """Every run's record (see fake_agent.py), oldest first."""
+        if not self.log.exists():
+            return []
+        found = [json.loads(line) for line in self.log.read_text().splitlines()]
+        return [r for r in found if event is None or r["event"] == event]
+
+
+@pytest.fixture
+def fake_agents(tmp_path: Path) -> FakeAgents:
+    fakes = FakeAgents(tmp_path / "bin", tmp_path / "home", tmp_path / "agents.jsonl")
+    fakes.bin.mkdir()
+    fakes.home.mkdir()
+    for name in ("claude", "codex"):
+        script = fakes.bin / name
+        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_AGENT}" {name} "$@"\n')
+        script.chmod(0o755)
+    return fakes

@@ -61,9 +61,7 @@ def validate_args(args: object) -> list[str]:
         if not isinstance(arg, str):
             raise InvalidRequest(f"args must be strings, got {arg!r:.80}")
         if len(arg) > MAX_ARG_LENGTH or _CONTROL.search(arg):
-            raise InvalidRequest(
-                f"arg {arg!r:.80} is too long or contains control characters"
-            )
+            raise InvalidRequest(f"arg {arg!r:.80} is too long or contains control characters")
         if _SHELL_SYNTAX.search(arg):
             raise InvalidRequest(
                 f"arg {arg!r:.80} looks like shell syntax; args are passed to the program "

@@ -74,8 +74,9 @@ def project_slug(path: str) -> str:
     >>> project_slug("/é")
     '--'
     """
-    slug = "".join(chr(u) if chr(u).isascii() and chr(u).isalnum() else "-"
-                   for u in _utf16_units(path))
+    slug = "".join(
+        chr(u) if chr(u).isascii() and chr(u).isalnum() else "-" for u in _utf16_units(path)
+    )
     if len(slug) <= _SLUG_MAX:
         return slug
     return f"{slug[:_SLUG_MAX]}-{_base36(abs(_java_hash(path)))}"
@@ -147,4 +148,3 @@ class ClaudeKind(AgentKind):
             if cid is not None:
                 return cid
         return None
-

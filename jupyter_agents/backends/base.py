@@ -34,13 +34,15 @@ class LiveSession:
     """A session the backend holds right now.
 
     ``dead`` is True when the process ended but the backend still holds its screen and
-    exit status (``exit_code``) until :meth:`Backend.remove` is called.
+    exit status (``exit_code``, None while unknown) until :meth:`Backend.remove` is
+    called; ``dead_since`` is when it ended (seconds since the epoch), if known.
     """
 
     session_id: str
     pid: int | None
     dead: bool = False
     exit_code: int | None = None
+    dead_since: float | None = None
 
 
 class StreamListener(Protocol):

@@ -337,7 +337,7 @@ class TmuxBackend(Backend):
             "list-panes",
             "-a",
             "-F",
-            f"#{{pane_pid}}\t{_DEAD_FORMAT}\t#{{session_name}}",
+            f"#{{pane_pid}}\t{_DEAD_FORMAT}\t#{{pane_dead_time}}\t#{{session_name}}",
             check=False,
         )
         if proc.returncode:
@@ -346,10 +346,16 @@ class TmuxBackend(Backend):
             raise BackendUnavailable(f"tmux list-panes failed: {proc.stderr.strip()}")
         seen: dict[str, LiveSession] = {}
         for line in proc.stdout.splitlines():
-            pid, dead_value, name = line.split("\t", 2)
+            pid, dead_value, dead_time, name = line.split("\t", 3)
             if name not in seen:  # first pane of a session is the one we started
                 dead, exit_code = parse_dead(dead_value)
-                seen[name] = LiveSession(name, int(pid) if pid.isdigit() else None, dead, exit_code)
+                seen[name] = LiveSession(
+                    name,
+                    int(pid) if pid.isdigit() else None,
+                    dead,
+                    exit_code,
+                    float(dead_time) if dead and dead_time.isdigit() else None,
+                )
         return list(seen.values())
 
     def remove(self, session_id: str) -> None:

@@ -1,0 +1,356 @@
+"""Agent sessions end to end: real server subprocesses, real tmux, fake agent CLIs
+(tests/fakes/fake_agent.py) that keep their files where the real ones do."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_agents.agents import is_uuid
+from jupyter_agents.pytest_plugin import ServerProcess, kill_tmux_server
+
+
+def poll(check: Callable[[], Any], timeout: float = 15, what: str = "condition") -> Any:
+    """Call ``check`` until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def sessions(server: ServerProcess) -> dict[str, dict[str, Any]]:
+    status, body = server.request("GET", "/api/agents/sessions")
+    assert status == 200
+    return {s["id"]: s for s in body}
+
+
+def new(server: ServerProcess, kind: str, cwd: Path, **extra: Any) -> dict[str, Any]:
+    status, model = server.request(
+        "POST", "/api/agents/sessions", {"kind": kind, "cwd": str(cwd), **extra}
+    )
+    assert status == 201, model
+    return model
+
+
+def starts_by_pid(fake_agents: Any) -> dict[int, dict[str, Any]]:
+    return {r["pid"]: r for r in fake_agents.records("start")}
+
+
+def type_line(server: ServerProcess, name: str, line: str, expect: str) -> None:
+    client = server.ws(name)
+    try:
+        client.wait_for(lambda c: len(c.messages) >= 2)
+        client.stdin(line + "\r")
+        client.wait_for(expect)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "proj"
+    path.mkdir()
+    return path
+
+
+def test_parallel_sessions_get_exact_distinct_ids(agents_server, fake_agents, project):
+    server = agents_server(env=fake_agents.env)
+    claudes = [new(server, "claude", project) for _ in range(5)]
+    codexes = [new(server, "codex", project) for _ in range(3)]
+    # claude's id is assigned at launch: known in the POST answer already
+    assert all(is_uuid(c["conversation_id"]) for c in claudes)
+    assert all(c["argv"][:2] == ["claude", "--session-id"] for c in claudes)
+    started = poll(
+        lambda: len(starts_by_pid(fake_agents)) == 8 and starts_by_pid(fake_agents),
+        what="8 agents started",
+    )
+    # codex's id is captured after launch, from the thread lock its process holds
+    models = poll(
+        lambda: all(s["conversation_id"] for s in sessions(server).values()) and sessions(server),
+        what="codex ids captured",
+    )
+    for made in claudes + codexes:
+        model = models[made["id"]]
+        assert model["conversation_id"] == started[model["pid"]]["id"], model
+        assert started[model["pid"]]["cwd"] == str(project)
+    ids = [m["conversation_id"] for m in models.values()]
+    assert len(set(ids)) == 8
+
+    # /clear rotates claude's id: the session follows it, the others keep theirs
+    target = claudes[2]
+    type_line(server, target["name"], "/clear", "cleared; conversation")
+    cleared = [r for r in fake_agents.records("clear") if r["pid"] == models[target["id"]]["pid"]]
+    assert len(cleared) == 1
+    after = poll(
+        lambda: (
+            sessions(server)[target["id"]]["conversation_id"] == cleared[0]["id"]
+            and sessions(server)
+        ),
+        what="id to follow /clear",
+    )
+    assert {sid: m["conversation_id"] for sid, m in after.items() if sid != target["id"]} == {
+        sid: m["conversation_id"] for sid, m in models.items() if sid != target["id"]
+    }
+
+    # codex /new starts another thread: followed through the lock too
+    target = codexes[1]
+    type_line(server, target["name"], "/new", "new thread")
+    renewed = [r for r in fake_agents.records("new") if r["pid"] == models[target["id"]]["pid"]]
+    poll(
+        lambda: sessions(server)[target["id"]]["conversation_id"] == renewed[0]["id"],
+        what="id to follow codex /new",
+    )
+
+
+def test_codex_id_from_rollout_when_no_lock_is_visible(agents_server, fake_agents, project):
+    server = agents_server(env={**fake_agents.env, "FAKE_CODEX_NO_LOCK": "1"})
+    first = new(server, "codex", project)
+    one = poll(lambda: sessions(server)[first["id"]]["conversation_id"], what="first id")
+    second = new(server, "codex", project)
+    two = poll(lambda: sessions(server)[second["id"]]["conversation_id"], what="second id")
+    started = starts_by_pid(fake_agents)
+    assert one == started[first["pid"]]["id"]
+    assert two == started[second["pid"]]["id"]
+    assert one != two
+
+
+def reboot(server: ServerProcess, agents_server: Any, env: dict[str, str]) -> ServerProcess:
+    """What a reboot leaves: no tmux, no server; the state dir intact."""
+    kill_tmux_server(server.state_dir)
+    server.stop(signal.SIGKILL)
+    return agents_server(env=env)
+
+
+def test_reboot_then_restore_all(agents_server, fake_agents, project):
+    server = agents_server(env=fake_agents.env)
+    talked = new(server, "claude", project)
+    type_line(server, talked["name"], "hello-from-A", "claude heard: hello-from-A")
+    silent = new(server, "claude", project, args=["--model", "opus"])
+    coder = new(server, "codex", project)
+    type_line(server, coder["name"], "hello-codex", "codex heard: hello-codex")
+    shell = new(server, "shell", project)
+    type_line(server, shell["name"], "echo shell-was-$((6*7))", "shell-was-42")
+    before = poll(
+        lambda: sessions(server)[coder["id"]]["conversation_id"] and sessions(server),
+        what="codex id",
+    )
+    runs_before = len(fake_agents.records("start"))
+
+    server = reboot(server, agents_server, fake_agents.env)
+    after = sessions(server)
+    assert {after[s["id"]]["status"] for s in (talked, silent, coder, shell)} == {"interrupted"}
+
+    status, result = server.request("POST", "/api/agents/restore", {})
+    assert status == 200, result
+    assert result["failed"] == []
+    restored = {m["id"]: m for m in result["restored"]}
+    assert set(restored) == {talked["id"], silent["id"], coder["id"], shell["id"]}
+    assert all(m["status"] == "running" for m in restored.values()), restored
+
+    runs = starts_by_pid(fake_agents)
+    assert len(fake_agents.records("start")) == runs_before + 3
+    cid = {sid: before[sid]["conversation_id"] for sid in before}
+    expected = {
+        talked["id"]: ["--resume", cid[talked["id"]]],  # a message was sent
+        silent["id"]: ["--session-id", cid[silent["id"]], "--model", "opus"],  # none was
+        coder["id"]: ["resume", cid[coder["id"]]],
+    }
+    for sid, argv in expected.items():
+        run = runs[restored[sid]["pid"]]
+        assert run["argv"] == argv
+        assert run["cwd"] == str(project)
+        assert restored[sid]["conversation_id"] == cid[sid]
+        assert not restored[sid]["ambiguous"]
+
+    # the restored screen: old transcript tail, then the marker line, then the new run
+    client = server.ws(restored[talked["id"]]["name"])
+    marker = f"--- restored claude session {cid[talked['id']]} (previous run ended "
+    client.wait_for(marker)
+    client.wait_for(lambda c: c.text.count("FAKE CLAUDE conversation") >= 2)
+    text = client.text
+    assert text.index("claude heard: hello-from-A") < text.index(marker)
+    assert text.index(marker) < text.rindex("FAKE CLAUDE conversation")
+    client.close()
+    shell_client = server.ws(restored[shell["id"]]["name"])
+    shell_client.wait_for(f"--- restored shell session {shell['id']}")
+    shell_client.stdin("echo fresh-$((5*5))\r")
+    shell_client.wait_for("fresh-25")
+    assert shell_client.text.index("shell-was-42") < shell_client.text.index("--- restored")
+    shell_client.close()
+    # the restored agents are terminals like any other
+    status, terms = server.request("GET", "/api/terminals")
+    assert {t["name"] for t in terms} == {m["name"] for m in restored.values()}
+
+
+def test_restore_refuses_live_sessions_and_runs_once(agents_server, fake_agents, project):
+    server = agents_server(env=fake_agents.env)
+    agent = new(server, "claude", project)
+    status, body = server.request("POST", f"/api/agents/sessions/{agent['id']}/restore")
+    assert status == 409 and "running" in body["message"]
+
+    server = reboot(server, agents_server, fake_agents.env)
+    runs_before = len(fake_agents.records("start"))
+    results: list[int] = []
+
+    def restore() -> None:
+        results.append(server.request("POST", f"/api/agents/sessions/{agent['id']}/restore")[0])
+
+    threads = [threading.Thread(target=restore) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [200, 409]
+    time.sleep(1)
+    assert len(fake_agents.records("start")) == runs_before + 1
+    status, body = server.request("POST", "/api/agents/restore", {})
+    assert body == {"restored": [], "failed": []}
+
+
+def test_failed_resume_keeps_the_id_and_says_why(agents_server, fake_agents, project):
+    server = agents_server(env=fake_agents.env)
+    coder = new(server, "codex", project)
+    cid = poll(lambda: sessions(server)[coder["id"]]["conversation_id"], what="codex id")
+    server = reboot(server, agents_server, fake_agents.env)
+    for rollout in (fake_agents.home / ".codex" / "sessions").rglob("*.jsonl"):
+        rollout.unlink()  # its conversation is gone
+    status, model = server.request("POST", f"/api/agents/sessions/{coder['id']}/restore")
+    assert status == 200
+    assert model["status"] == "exited"
+    # tmux 3.3a sometimes never learns the status of a process that exits this early
+    assert model["exit_code"] in (1, None)
+    assert "resume failed" in model["reason"] and cid in model["reason"]
+    assert model["conversation_id"] == cid
+    assert fake_agents.records("error")[-1]["message"] == f"No saved session found with ID {cid}"
+
+
+def test_agents_never_see_the_servers_agent_markers(agents_server, fake_agents, project):
+    env = {
+        **fake_agents.env,
+        "CLAUDECODE": "1",
+        "CLAUDE_CODE_CHILD_SESSION": "1",
+        "CODEX_THREAD_ID": "x",
+        "CLAUDE_CODE_USE_BEDROCK": "1",
+    }
+    server = agents_server(env=env)
+    new(server, "claude", project)
+    new(server, "codex", project)
+    runs = poll(lambda: len(fake_agents.records("start")) == 2 and fake_agents.records("start"))
+    for run in runs:
+        seen = run["env"]
+        assert "CLAUDECODE" not in seen
+        assert "CLAUDE_CODE_CHILD_SESSION" not in seen
+        assert "CODEX_THREAD_ID" not in seen
+        assert seen["CLAUDE_CODE_USE_BEDROCK"] == "1"
+
+
+def test_bad_input_is_refused_and_nothing_runs(agents_server, fake_agents, project, tmp_path):
+    server = agents_server(env=fake_agents.env)
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    pwned = tmp_path / "pwned"
+    bad: list[tuple[Any, str]] = [
+        ({"kind": "nope"}, "unknown session kind"),
+        ({"kind": "claude", "cwd": str(tmp_path / "missing")}, "not an existing directory"),
+        ({"kind": "claude", "cwd": str(a_file)}, "not an existing directory"),
+        ({"kind": "claude", "args": f"--model x; touch {pwned}"}, "not a command line"),
+        ({"kind": "claude", "args": [f"; touch {pwned}"]}, "shell syntax"),
+        ({"kind": "codex", "args": [f"$(touch {pwned})"]}, "shell syntax"),
+        ({"kind": "claude", "args": [f"`touch {pwned}`"]}, "shell syntax"),
+        ({"kind": "claude", "args": ["a\nb"]}, "control characters"),
+        ({"kind": "claude", "args": [1]}, "must be strings"),
+        ({"kind": "claude", "args": ["--resume", "x"]}, "restore its session"),
+        ({"kind": "codex", "args": ["resume", "--last"]}, "restore its session"),
+        ({"kind": "claude", "name": "../x"}, "invalid terminal name"),
+        ({"kind": "claude", "cwd": 7}, "cwd must be a string"),
+        ({"kind": "claude", "bogus": 1}, "unknown fields"),
+        ([1, 2], "expected a JSON object"),
+    ]
+    for body, message in bad:
+        status, answer = server.request("POST", "/api/agents/sessions", body)
+        assert status == 400, (body, status, answer)
+        assert message in answer["message"], (body, answer)
+    status, answer = server.request("POST", "/api/agents/sessions", b"{not json")
+    assert status == 400
+    assert sessions(server) == {}
+    assert fake_agents.records() == []
+    assert not pwned.exists()
+
+    for method, path in [
+        ("GET", "/api/agents/sessions/nope"),
+        ("DELETE", "/api/agents/sessions/nope"),
+        ("GET", "/api/agents/sessions/nope/log"),
+        ("POST", "/api/agents/sessions/nope/restore"),
+    ]:
+        status, answer = server.request(method, path)
+        assert status == 404 and "nope" in answer["message"], (method, path, answer)
+    status, _ = server.request("GET", "/api/agents/sessions/..%2F..%2Fetc/log")
+    assert status == 404
+
+
+def test_log_serves_transcript_bytes(agents_server, fake_agents, project):
+    server = agents_server(env=fake_agents.env)
+    shell = new(server, "shell", project)
+    type_line(server, shell["name"], "echo log-$((7*6))-end", "log-42-end")
+    path = f"/api/agents/sessions/{shell['id']}/log"
+    transcript = (server.state_dir / "transcripts" / f"{shell['id']}.log").read_bytes()
+    import urllib.request
+
+    def get(query: str = "", headers: dict[str, str] | None = None) -> tuple[int, bytes, Any]:
+        req = urllib.request.Request(server.base + path + query, headers=headers or {})
+        req.add_header("Authorization", "token test-token-not-secret")
+        try:
+            with urllib.request.urlopen(req) as resp:
+                return resp.status, resp.read(), resp.headers
+        except urllib.error.HTTPError as e:
+            return e.code, e.read(), e.headers
+
+    status, body, headers = get()
+    assert status == 200 and b"log-42-end" in body
+    assert body == transcript[: len(body)]
+    assert int(headers["X-Transcript-Size"]) >= len(transcript)
+    status, body, _ = get("?offset=3&length=5")
+    assert (status, body) == (200, transcript[3:8])
+    status, body, headers = get(headers={"Range": "bytes=-4"})
+    assert status == 206 and len(body) == 4
+    assert headers["Content-Range"].startswith("bytes ")
+    for query, code, message in [
+        ("?offset=-1", 400, b"non-negative"),
+        ("?length=-5", 400, b"non-negative"),
+        ("?offset=abc", 400, b"non-negative"),
+        (f"?offset={10**9}", 416, b"past the end"),
+    ]:
+        status, body, _ = get(query)
+        assert status == code and message in body, (query, status, body)
+    status, body, _ = get(headers={"Range": f"bytes={10**9}-"})
+    assert status == 416
+    status, body, _ = get(headers={"Range": "lines=1-2"})
+    assert status == 400 and json.loads(body)["message"].startswith("unsupported Range")
+
+
+def test_delete_ends_an_agent_and_keeps_its_record(agents_server, fake_agents, project):
+    server = agents_server(env=fake_agents.env)
+    agent = new(server, "claude", project)
+    poll(lambda: fake_agents.records("start"), what="agent start")
+    status, _ = server.request("DELETE", f"/api/agents/sessions/{agent['id']}")
+    assert status == 204
+    model = sessions(server)[agent["id"]]
+    assert model["status"] == "killed"
+    assert model["conversation_id"] == agent["conversation_id"]
+    status, terms = server.request("GET", "/api/terminals")
+    assert terms == []
+    status, body = server.request("DELETE", f"/api/agents/sessions/{agent['id']}")
+    assert status == 409 and "killed" in body["message"]
+    # the pid map is gone: claude ended (it removes it on exit)
+    assert not list((fake_agents.home / ".claude" / "sessions").glob("*.json"))
