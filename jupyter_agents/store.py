@@ -267,13 +267,6 @@ class SessionStore:
                 f"session {session_id!r}: its name or conversation id belongs to another session"
             ) from e
 
-    def holder_of(self, conversation_id: str) -> Session | None:
-        """The session that holds ``conversation_id``, if any."""
-        row = self._db.execute(
-            "SELECT * FROM sessions WHERE conversation_id = ?", (conversation_id,)
-        ).fetchone()
-        return None if row is None else Session.from_row(row)
-
 
 def new_session_id() -> str:
     """A fresh session id: ``\\w+``, sortable by creation time, unique in practice."""

@@ -354,3 +354,18 @@ def test_delete_ends_an_agent_and_keeps_its_record(agents_server, fake_agents, p
     assert status == 409 and "killed" in body["message"]
     # the pid map is gone: claude ended (it removes it on exit)
     assert not list((fake_agents.home / ".claude" / "sessions").glob("*.json"))
+
+
+def test_restore_on_start_resumes_agents_not_shells(agents_server, fake_agents, project):
+    server = agents_server(env=fake_agents.env)
+    agent = new(server, "claude", project)
+    shell = new(server, "shell", project)
+    kill_tmux_server(server.state_dir)
+    server.stop(signal.SIGKILL)
+    server = agents_server(env=fake_agents.env, args=["--AgentsApp.restore_on_start=agents"])
+    # restored before the first request was served
+    models = sessions(server)
+    assert models[agent["id"]]["status"] == "running"
+    assert models[shell["id"]]["status"] == "interrupted"
+    run = poll(lambda: starts_by_pid(fake_agents).get(models[agent["id"]]["pid"]))
+    assert run["argv"] == ["--session-id", agent["conversation_id"]]

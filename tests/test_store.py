@@ -104,3 +104,19 @@ def test_concurrent_writers_from_processes(tmp_path):
 def test_ids_are_word_characters_and_distinct():
     ids = {new_session_id() for _ in range(1000)}
     assert len(ids) == 1000 and all(i.isalnum() for i in ids)
+
+
+def test_one_conversation_belongs_to_one_session(tmp_path):
+    store = SessionStore(tmp_path / "s.db")
+    first, second = make("a", "1"), make("b", "2")
+    first.conversation_id = "c1"
+    store.add(first)
+    second.conversation_id = "c1"
+    with pytest.raises(Conflict):
+        store.add(second)
+    second.conversation_id = None
+    store.add(second)
+    with pytest.raises(Conflict):
+        store.update("b", conversation_id="c1")
+    assert store.get("b").conversation_id is None
+    assert store.get("a").conversation_id == "c1"
