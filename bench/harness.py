@@ -52,6 +52,8 @@ class Flavor:
     #: True for jupyter_agents backends (terminals owned outside the server process)
     ours: bool
     args: tuple[str, ...]
+    #: the jupyter_agents backend (``AgentsApp.backend``) of our flavors
+    backend: str | None = None
 
 
 STOCK = Flavor(
@@ -65,6 +67,7 @@ TMUX = Flavor(
     "jupyter_agents, tmux backend (private tmux server, one control client per viewed terminal)",
     True,
     (*_extensions(jupyter_agents=True), "--AgentsApp.backend=tmux"),
+    backend="tmux",
 )
 #: every flavor by name; add the broker here when it exists
 FLAVORS: dict[str, Flavor] = {f.name: f for f in (STOCK, TMUX)}
@@ -305,17 +308,18 @@ def cpu_seconds(procs: list[psutil.Process]) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Memory:
-    """Resident memory of a group of processes, bytes: RSS and PSS (shared pages split
-    among the processes sharing them, i.e. what the group really adds to the machine)."""
+    """Resident memory of a group of processes, bytes: RSS, and USS (pages only that
+    process maps: what it gives back when it exits; shared library and executable pages,
+    resident anyway, are not counted)."""
 
     rss: int = 0
-    pss: int = 0
+    uss: int = 0
 
     def __add__(self, other: Memory) -> Memory:
-        return Memory(self.rss + other.rss, self.pss + other.pss)
+        return Memory(self.rss + other.rss, self.uss + other.uss)
 
     def __sub__(self, other: Memory) -> Memory:
-        return Memory(self.rss - other.rss, self.pss - other.pss)
+        return Memory(self.rss - other.rss, self.uss - other.uss)
 
 
 def memory(procs: list[psutil.Process]) -> Memory:
@@ -323,7 +327,7 @@ def memory(procs: list[psutil.Process]) -> Memory:
     for p in procs:
         with contextlib.suppress(psutil.Error):
             info = p.memory_full_info()
-            total += Memory(info.rss, getattr(info, "pss", info.rss))
+            total += Memory(info.rss, getattr(info, "uss", info.rss))
     return total
 
 
@@ -373,6 +377,7 @@ class Mode:
     noisy_terminals: int
     noisy_mb: int
     replay_lines: int
+    settle: float  # seconds to let servers settle before a measurement
 
 
 FULL = Mode(
@@ -388,6 +393,7 @@ FULL = Mode(
     noisy_terminals=5,
     noisy_mb=10,
     replay_lines=20_000,
+    settle=2.0,
 )
 QUICK = Mode(
     "quick",
@@ -397,9 +403,10 @@ QUICK = Mode(
     restart_terminals=10,
     reconcile_records=2_000,
     reconcile_live=20,
-    idle_terminals=10,
-    idle_seconds=5,
+    idle_terminals=8,
+    idle_seconds=3,
     noisy_terminals=2,
-    noisy_mb=2,
+    noisy_mb=1,
     replay_lines=5_000,
+    settle=0.5,
 )

@@ -39,9 +39,14 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
             srv.verify_flavor()
 
         mb_per_s: dict[str, list[float]] = {"bare": []}
+        reference: dict[str, list[float]] = {}
         echo: dict[str, list[list[float]]] = {}
         for run in range(mode.runs):
             mb_per_s["bare"].append(mode.throughput_mb / throughput.bare_pty_seconds(payload))
+            if any(f.backend == "tmux" for f in flavors):
+                for i, (label, fn) in enumerate(throughput.TMUX_REFERENCES.items()):
+                    seconds = fn(data / f"ref{run}-{i}", payload)
+                    reference.setdefault(label, []).append(mode.throughput_mb / seconds)
             order = list(servers.items())
             if run % 2:
                 order.reverse()
@@ -57,7 +62,7 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
             term = replay.prepare(srv, history, mode.replay_lines)
             replays[name] = [replay.measure(srv, term) for _ in range(mode.runs)]
     return [
-        *throughput.rows(mb_per_s, mode.throughput_mb, ours),
+        *throughput.rows(mb_per_s, mode.throughput_mb, ours, reference),
         *latency.rows(echo, mode.keys, ours),
         *replay.rows(replays, mode.replay_lines, ours),
     ]
@@ -109,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"[bench] {group} took {time.monotonic() - t0:.1f}s", file=sys.stderr, flush=True)
     total = time.monotonic() - started
+    rows.sort(key=lambda r: r.bench)  # stable: groups keep their order within a number
 
     print(text_table(rows, ours))
     print(f"\n{mode.name} mode, {total:.0f}s" + (f"; ERRORS in {errors}" if errors else ""))

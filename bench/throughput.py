@@ -9,6 +9,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from jupyter_agents.backends.base import SpawnRequest
+from jupyter_agents.backends.tmux import TmuxBackend
+
 from .harness import BenchServer, read_until
 from .report import Row
 
@@ -57,8 +60,77 @@ def bare_pty_seconds(path: Path) -> float:
             os.close(slave)
 
 
-def rows(mb_per_s: dict[str, list[float]], size_mb: float, ours: list[str]) -> list[Row]:
-    """``mb_per_s`` maps ``bare``/``stock``/our flavors to per-run MB/s."""
+def _tmux_session(state_dir: Path, argv: list[str]) -> tuple[TmuxBackend, str]:
+    backend = TmuxBackend(state_dir)
+    backend.start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+    backend.spawn(SpawnRequest("ref", argv, str(state_dir), env, rows=40, cols=120))
+    return backend, "ref"
+
+
+def tmux_pane_seconds(state_dir: Path, path: Path) -> float:
+    """Reference: ``cat path`` in a pane of our tmux setup (``pipe-pane`` transcript
+    included) with no client at all; timed until ``cat`` is done."""
+    t0 = time.perf_counter()
+    backend, _ = _tmux_session(
+        state_dir, ["/bin/sh", "-c", f"cat {path}; tmux wait-for -S ref-done"]
+    )
+    try:
+        subprocess.run(["tmux", "-S", str(backend.socket_path), "wait-for", "ref-done"], check=True)
+        return time.perf_counter() - t0
+    finally:
+        backend.kill_server()
+
+
+def tmux_control_seconds(state_dir: Path, path: Path) -> float:
+    """Reference: as :func:`tmux_pane_seconds`, plus one control-mode client whose
+    ``%output`` lines are read by a plain ``os.read`` loop (no parsing): what tmux alone
+    costs on our data path, before the Jupyter server does anything."""
+    marker = MARKER.encode()
+    backend, sid = _tmux_session(
+        state_dir, ["/bin/sh", "-c", f"read x; cat {path}; echo _$((6*7))_:; sleep 5"]
+    )
+    argv = ["tmux", "-S", str(backend.socket_path), "-C", "attach-session", "-f", "ignore-size"]
+    client = subprocess.Popen(
+        [*argv, "-t", f"={sid}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert client.stdin is not None and client.stdout is not None
+    try:
+        fd = client.stdout.fileno()
+        seen = b""
+        while b"%session-changed" not in seen:
+            seen += os.read(fd, 65536)
+        t0 = time.perf_counter()
+        client.stdin.write(f"send-keys -t ={sid}: Enter\n".encode())
+        client.stdin.flush()
+        tail = b""
+        while marker not in tail:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise RuntimeError("tmux control client ended early")
+            tail = (tail + chunk)[-64:]
+        return time.perf_counter() - t0
+    finally:
+        client.kill()
+        client.wait()
+        backend.kill_server()
+
+
+#: where the tmux flavor's time goes: the same payload through tmux without our server
+TMUX_REFERENCES = {
+    "tmux pane + pipe-pane, no client": tmux_pane_seconds,
+    "tmux + one control client read raw": tmux_control_seconds,
+}
+
+
+def rows(
+    mb_per_s: dict[str, list[float]],
+    size_mb: float,
+    ours: list[str],
+    reference: dict[str, list[float]] | None = None,
+) -> list[Row]:
+    """``mb_per_s`` maps ``bare``/``stock``/our flavors to per-run MB/s; ``reference``
+    maps a description to per-run MB/s of a tmux-only reference (shown as extra rows)."""
     from .harness import median
 
     values: dict[str, float | None] = {k: median(v) for k, v in mb_per_s.items()}
@@ -71,7 +143,7 @@ def rows(mb_per_s: dict[str, list[float]], size_mb: float, ours: list[str]) -> l
     )
     if any(not v for v in floor.values()):
         note += "; BELOW the 0.8x floor"
-    return [
+    out = [
         Row(
             "1",
             f"throughput, {size_mb:g} MB base64 to a websocket client",
@@ -82,3 +154,10 @@ def rows(mb_per_s: dict[str, list[float]], size_mb: float, ours: list[str]) -> l
             note=note + f" (median of {len(next(iter(mb_per_s.values())))})",
         )
     ]
+    for label, runs in (reference or {}).items():
+        ref = median(runs)
+        out.append(
+            Row("1", f"  reference: {label}", "MB/s", {"bare": bare, "stock": stock, "tmux": ref},
+                note=f"{ref / bare:.2f}x bare" if bare else "")
+        )  # fmt: skip
+    return out
