@@ -11,3 +11,10 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
     from .app import AgentsApp
 
     return [{"module": "jupyter_agents.app", "app": AgentsApp}]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext jupyter_agents``: register the ``%agent`` magic."""
+    from .magics import AgentMagics
+
+    ipython.register_magics(AgentMagics)

@@ -8,6 +8,7 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -157,8 +158,8 @@ class AgentsApp(ExtensionApp):
 
     def shell_command(self) -> list[str]:
         """The shell of new terminals, chosen as jupyter_server_terminals does."""
-        assert self.serverapp is not None
-        override = self.serverapp.terminado_settings.get("shell_command")
+        settings = self.serverapp.terminado_settings if self.serverapp is not None else {}
+        override = settings.get("shell_command")
         if isinstance(override, str):
             override = shlex.split(override)
         if override:
@@ -168,19 +169,39 @@ class AgentsApp(ExtensionApp):
             shell.append("-l")  # not started from a terminal: let the shell set up the env
         return shell
 
+    def create_manager(
+        self,
+        root_dir: str,
+        extra_env: dict[str, str] | None = None,
+        on_activity: Callable[[], None] | None = None,
+    ) -> TerminalManager:
+        """The TerminalManager of this config's state dir and backend.
+
+        The server, the CLI and kernels (magics, widgets) all go through this, so they
+        share one store and one backend. Raises :class:`AgentsError` or ``ValueError``
+        (bad ``agents`` config) with a message for the user.
+        """
+        state_dir = ensure_private_dir(self.state_dir)
+        store = SessionStore(state_dir / "sessions.db")
+        backend = self.make_backend(state_dir)
+        shell = self.shell_command()
+        return self.terminal_manager_class(  # type: ignore[no-any-return]
+            store=store,
+            backend=backend,
+            state_dir=state_dir,
+            on_activity=on_activity,
+            kinds=make_kinds(shell, self.agents),
+            parent=self,
+            log=self.log,
+            shell_command=shell,
+            scrub_env=list(self.scrub_env),
+            root_dir=root_dir,
+            extra_env=extra_env or {},
+        )
+
     def initialize_settings(self) -> None:
         assert self.serverapp is not None
         if not self.serverapp.terminals_enabled:
-            self.settings["terminals_available"] = False
-            return
-        try:
-            state_dir = ensure_private_dir(self.state_dir)
-            store = SessionStore(state_dir / "sessions.db")
-            backend = self.make_backend(state_dir)
-            shell = self.shell_command()
-            kinds = make_kinds(shell, self.agents)
-        except (AgentsError, ValueError) as e:
-            self.log.error("jupyter_agents: terminals are unavailable: %s", e)
             self.settings["terminals_available"] = False
             return
         activity = self.serverapp.web_app.settings.setdefault("last_activity_times", {})
@@ -188,22 +209,19 @@ class AgentsApp(ExtensionApp):
         def on_activity() -> None:
             activity[self.name] = utcnow()
 
-        self.manager = self.terminal_manager_class(
-            store=store,
-            backend=backend,
-            state_dir=state_dir,
-            on_activity=on_activity,
-            parent=self,
-            log=self.log,
-            kinds=kinds,
-            shell_command=shell,
-            scrub_env=list(self.scrub_env),
-            root_dir=self.serverapp.root_dir,
-            extra_env={
-                "JUPYTER_SERVER_ROOT": self.serverapp.root_dir,
-                "JUPYTER_SERVER_URL": self.serverapp.connection_url,
-            },
-        )
+        try:
+            self.manager = self.create_manager(
+                root_dir=self.serverapp.root_dir,
+                extra_env={
+                    "JUPYTER_SERVER_ROOT": self.serverapp.root_dir,
+                    "JUPYTER_SERVER_URL": self.serverapp.connection_url,
+                },
+                on_activity=on_activity,
+            )
+        except (AgentsError, ValueError) as e:
+            self.log.error("jupyter_agents: terminals are unavailable: %s", e)
+            self.settings["terminals_available"] = False
+            return
         # before the first request: the first GET /api/terminals must list survivors
         self.manager.reconcile(boot=True)
         self._restored = self._restore_on_start(self.manager)
@@ -237,7 +255,7 @@ class AgentsApp(ExtensionApp):
         if self.refresh_interval > 0:
             self._refresher = PeriodicCallback(refresh, self.refresh_interval * 1000)
             self._refresher.start()
-        await asyncio.gather(*(manager.check_resumed(s) for s in self._restored))
+        await asyncio.gather(*(asyncio.to_thread(manager.watch_resumed, s) for s in self._restored))
 
     def initialize_handlers(self) -> None:
         if self.manager is None:

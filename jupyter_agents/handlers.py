@@ -177,10 +177,23 @@ class RestoreHandler(TerminalsAPIHandler):
     async def post(self, session_id: str) -> None:
         try:
             session = self.manager.restore(session_id)
-            session = await self.manager.check_resumed(session)
+            session = await asyncio.to_thread(self.manager.watch_resumed, session)
         except AgentsError as e:
             raise http_error(e) from e
         self.finish(json.dumps(session.to_model()))
+
+
+class AdoptHandler(TerminalsAPIHandler):
+    """``POST /api/agents/sessions/<id>/adopt``: an orphaned session becomes a running
+    terminal (listed in ``/api/terminals``); its model."""
+
+    @web.authenticated
+    @authorized
+    def post(self, session_id: str) -> None:
+        try:
+            self.finish(json.dumps(self.manager.adopt(session_id).to_model()))
+        except AgentsError as e:
+            raise http_error(e) from e
 
 
 class RestoreAllHandler(TerminalsAPIHandler):
@@ -201,7 +214,9 @@ class RestoreAllHandler(TerminalsAPIHandler):
                 started.append(self.manager.restore(session.id))
             except AgentsError as e:
                 failed.append({"id": session.id, "error": str(e)})
-        checked = await asyncio.gather(*(self.manager.check_resumed(s) for s in started))
+        checked = await asyncio.gather(
+            *(asyncio.to_thread(self.manager.watch_resumed, s) for s in started)
+        )
         self.finish(json.dumps({"restored": [s.to_model() for s in checked], "failed": failed}))
 
 
@@ -248,6 +263,7 @@ def agents_handlers(manager: Any) -> list[tuple[str, type, dict[str, Any]]]:
         (r"/api/agents/sessions/(\w+)", SessionHandler, kwargs),
         (r"/api/agents/sessions/(\w+)/log", LogHandler, kwargs),
         (r"/api/agents/sessions/(\w+)/restore", RestoreHandler, kwargs),
+        (r"/api/agents/sessions/(\w+)/adopt", AdoptHandler, kwargs),
         (r"/api/agents/restore", RestoreAllHandler, kwargs),
         (r"/api/agents/kinds", KindsHandler, kwargs),
         (r"/api/agents/reconcile", ReconcileHandler, kwargs),

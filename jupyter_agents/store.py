@@ -14,6 +14,7 @@ import dataclasses
 import json
 import secrets
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -124,14 +125,18 @@ def _encode(values: dict[str, Any]) -> dict[str, Any]:
 class SessionStore:
     """The SQLite-backed session store of one state dir.
 
-    All methods are synchronous and short; they are safe to call from several processes
-    at once. Every write is one transaction.
+    All methods are synchronous and short; they are safe to call from several processes,
+    and several threads, at once. Every write is one transaction.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        # one connection, shared by this process's threads one call at a time
+        self._lock = threading.RLock()
         try:
-            self._db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+            self._db = sqlite3.connect(
+                self.path, timeout=10, isolation_level=None, check_same_thread=False
+            )
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA busy_timeout = 10000")
             self._db.execute("PRAGMA journal_mode = WAL")
@@ -148,14 +153,19 @@ class SessionStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        else:
-            self._db.execute("COMMIT")
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     def _migrate(self) -> None:
         with self._transaction() as db:
@@ -179,29 +189,27 @@ class SessionStore:
 
     def get(self, session_id: str) -> Session:
         """The record with this id; :class:`NotFound` if there is none."""
-        row = self._db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        if row is None:
+        rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        if not rows:
             raise NotFound(f"no session with id {session_id!r}")
-        return Session.from_row(row)
+        return Session.from_row(rows[0])
 
     def find_live(self, name: str) -> Session | None:
         """The ``running`` session called ``name``, if any."""
-        row = self._db.execute(
-            "SELECT * FROM sessions WHERE name = ? AND status = 'running'", (name,)
-        ).fetchone()
-        return None if row is None else Session.from_row(row)
+        rows = self._query("SELECT * FROM sessions WHERE name = ? AND status = 'running'", (name,))
+        return Session.from_row(rows[0]) if rows else None
 
     def list(self, statuses: Iterable[Status] | None = None) -> builtins.list[Session]:
         """Records in creation order, optionally only those in ``statuses``."""
         if statuses is None:
-            rows = self._db.execute("SELECT * FROM sessions ORDER BY created, rowid").fetchall()
+            rows = self._query("SELECT * FROM sessions ORDER BY created, rowid")
         else:
             wanted = list(statuses)
             marks = ",".join("?" * len(wanted))
-            rows = self._db.execute(
+            rows = self._query(
                 f"SELECT * FROM sessions WHERE status IN ({marks}) ORDER BY created, rowid",  # noqa: S608
                 wanted,
-            ).fetchall()
+            )
         return [Session.from_row(r) for r in rows]
 
     def get_many(self, ids: Iterable[str]) -> builtins.list[Session]:
@@ -210,15 +218,15 @@ class SessionStore:
         found: list[Session] = []
         for i in range(0, len(wanted), 500):  # SQLite's bound-parameter limit
             part = wanted[i : i + 500]
-            rows = self._db.execute(
+            rows = self._query(
                 f"SELECT * FROM sessions WHERE id IN ({','.join('?' * len(part))})",  # noqa: S608
                 part,
-            ).fetchall()
+            )
             found.extend(Session.from_row(r) for r in rows)
         return found
 
     def live_names(self) -> set[str]:
-        return {r[0] for r in self._db.execute("SELECT name FROM sessions WHERE status='running'")}
+        return {r[0] for r in self._query("SELECT name FROM sessions WHERE status='running'")}
 
     # -- writes ----------------------------------------------------------------------
 

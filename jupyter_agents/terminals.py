@@ -316,6 +316,16 @@ class TerminalManager(LoggingConfigurable):
             raise NotFound(f"no terminal named {name!r}")
         return session
 
+    def lookup(self, ref: str) -> Session:
+        """A session by id, else the running session whose terminal is called ``ref``."""
+        try:
+            return self.store.get(ref)
+        except NotFound:
+            session = self.store.find_live(ref)
+            if session is None:
+                raise NotFound(f"no session with id or running terminal name {ref!r}") from None
+            return session
+
     def model(self, session: Session) -> dict[str, Any]:
         """The stock terminals REST model."""
         return {"name": session.name, "last_activity": session.last_activity}
@@ -514,9 +524,11 @@ class TerminalManager(LoggingConfigurable):
                 raise
         return session
 
-    async def check_resumed(self, session: Session) -> Session:
+    def watch_resumed(self, session: Session) -> Session:
         """Watch a just-restored session for ``resume_check`` seconds; if it exits in that
-        time, record why (exit code, the conversation id kept). Returns the record."""
+        time, record why (exit code, the conversation id kept). Returns the record.
+
+        Blocking (it sleeps): async code calls it in a thread."""
         deadline = time.monotonic() + self.resume_check
         status_deadline: float | None = None
         while True:
@@ -533,7 +545,7 @@ class TerminalManager(LoggingConfigurable):
                     break
             elif now >= deadline:
                 return self.store.get(session.id)
-            await asyncio.sleep(0.1)
+            time.sleep(0.1)
         reason = (
             f"resume failed: {session.kind} exited at once (code {exit_code}); "
             f"conversation id {session.conversation_id or 'unknown'} kept. "
@@ -597,6 +609,47 @@ class TerminalManager(LoggingConfigurable):
                     found,
                 )
         return changed
+
+    def adopt(self, session_id: str) -> Session:
+        """Make an ``orphaned`` session (live in the backend, not recorded as running) a
+        normal running terminal. Keeps its name when free, else gives the next free one.
+        :class:`Conflict` if it is not orphaned or no longer live."""
+        with state_lock(self.state_dir):
+            session = self.store.get(session_id)
+            if session.status != "orphaned":
+                raise Conflict(f"session {session_id} is {session.status}, not orphaned")
+            held = {s.session_id: s for s in self.backend.list_live()}.get(session_id)
+            if held is None or held.dead:
+                raise Conflict(f"session {session_id} has no live process to adopt")
+            name = session.name
+            if not NAME_PATTERN.fullmatch(name) or self.store.find_live(name) is not None:
+                name = next_free_name(self.store.live_names())
+            if not self.store.update(session_id, status="running", name=name, expect=("orphaned",)):
+                raise Conflict(f"session {session_id} changed while being adopted")
+        self.log.info("jupyter_agents: adopted session %s as terminal %r", session_id, name)
+        return self.store.get(session_id)
+
+    def kill_server(self) -> builtins.list[str]:
+        """Emergency stop of the backend of this state dir: every session ends, running
+        and orphaned records become ``killed``, transcripts stay. Returns their ids."""
+        with state_lock(self.state_dir):
+            ended = self.store.list(["running", "orphaned"])
+            self.backend.kill_server()
+            for session in ended:
+                self.store.update(
+                    session.id,
+                    status="killed",
+                    last_activity=utcnow_iso(),
+                    reason="backend stopped by kill-server",
+                    expect=("running", "orphaned"),
+                )
+        for term in list(self.terminals.values()):
+            term.close(disconnect=True)
+        self.terminals.clear()
+        self.log.warning(
+            "jupyter_agents: backend %s killed; %d sessions ended", self.backend.name, len(ended)
+        )
+        return [s.id for s in ended]
 
     def interrupted(self, kinds: Iterable[str] | None = None) -> builtins.list[Session]:
         """The ``interrupted`` sessions (of ``kinds`` if given), oldest first."""

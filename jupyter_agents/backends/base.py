@@ -126,6 +126,11 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
         """
 
     @abstractmethod
+    def kill_server(self) -> None:
+        """Emergency stop: end the owning process and every session in it. Transcripts
+        stay on disk; the next :meth:`spawn` starts a new owner."""
+
+    @abstractmethod
     def attach(self, session_id: str, listener: StreamListener) -> Stream:
         """Open a stream to a live session (see :class:`Stream`)."""
 

@@ -1,0 +1,136 @@
+"""``Dashboard``: an ipywidgets view of the sessions of a state dir, live.
+
+One row per session (status, kind, name, conversation) with the actions its status
+allows (kill, restore, adopt), and the tail of a selected session's transcript. A
+background thread refreshes it every ``interval`` seconds from the store, so a change
+made elsewhere (JupyterLab, the CLI, another kernel) shows within that time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+from traitlets import Float, List
+
+from .display import html_table, plain_text
+from .errors import AgentsError
+from .store import Session
+from .terminals import TerminalManager
+
+
+class Dashboard(widgets.VBox):  # type: ignore[misc]
+    """Live table of sessions with buttons; see the module docstring.
+
+    ``sessions`` holds the REST models as last read (oldest first).
+    """
+
+    sessions: List[dict[str, Any]] = List(help="The session models shown, as of the last refresh.")
+    interval = Float(1.0, help="Seconds between refreshes.")
+
+    def __init__(
+        self,
+        manager: TerminalManager | None = None,
+        state_dir: str | None = None,
+        interval: float = 1.0,
+        tail_bytes: int = 8192,
+    ) -> None:
+        if manager is None:
+            from .cli import open_manager
+
+            manager = open_manager(state_dir, create=True)
+        self.manager = manager
+        self.tail_bytes = tail_bytes
+        self.table = widgets.HTML()
+        self.rows = widgets.VBox()
+        self.status = widgets.HTML()
+        self.selected = widgets.Dropdown(description="transcript", options=[("-", "")])
+        self.tail = widgets.HTML()
+        super().__init__(
+            [self.table, self.rows, self.status, self.selected, self.tail], interval=interval
+        )
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.selected.observe(lambda _: self.refresh(), names="value")
+        self.refresh()
+        self._thread = threading.Thread(target=self._poll, name="agents-dashboard", daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.refresh()
+            except AgentsError as e:
+                self.status.value = f"<b>refresh failed:</b> {html.escape(str(e))}"
+
+    def refresh(self) -> None:
+        """Read the store (after a reconcile) and redraw what changed."""
+        with self._lock:
+            self.manager.reconcile()
+            current = self.manager.store.list()
+            models = [s.to_model() for s in current]
+            if models != self.sessions:
+                self.sessions = models
+                self.table.value = html_table(current)
+                self.rows.children = [self._row(s) for s in current]
+                options = [("-", ""), *((f"{s.name} ({s.kind}, {s.id})", s.id) for s in current)]
+                if options != list(self.selected.options):
+                    value = self.selected.value
+                    self.selected.options = options
+                    self.selected.value = value if value in {v for _, v in options} else ""
+            self.tail.value = self._tail_html()
+
+    def _tail_html(self) -> str:
+        sid = self.selected.value
+        if not sid:
+            return ""
+        path = self.manager.backend.transcript_path(sid)
+        try:
+            with path.open("rb") as f:
+                f.seek(max(0, f.seek(0, 2) - self.tail_bytes))
+                data = f.read()
+        except OSError:
+            return "<i>no transcript</i>"
+        return f"<pre>{html.escape(plain_text(data))}</pre>"
+
+    def _row(self, session: Session) -> widgets.HBox:
+        label = widgets.HTML(
+            f"<code>{html.escape(session.name)}</code> {html.escape(session.kind)} "
+            f"<b>{html.escape(session.status)}</b> {html.escape(session.conversation_id or '')}"
+        )
+        buttons = []
+        actions: dict[str, Callable[[str], Any]] = {}
+        if session.status in ("running", "orphaned"):
+            actions["kill"] = lambda sid: asyncio.run(self.manager.terminate_session(sid))
+        if session.status == "orphaned":
+            actions["adopt"] = self.manager.adopt
+        if session.status in ("interrupted", "exited", "killed"):
+            actions["restore"] = lambda sid: self.manager.watch_resumed(self.manager.restore(sid))
+        for name, action in actions.items():
+            button = widgets.Button(description=name, layout=widgets.Layout(width="auto"))
+            button.on_click(self._handler(name, action, session.id))
+            buttons.append(button)
+        return widgets.HBox([label, *buttons])
+
+    def _handler(
+        self, name: str, action: Callable[[str], Any], session_id: str
+    ) -> Callable[[Any], None]:
+        def run() -> None:
+            try:
+                action(session_id)
+                self.status.value = f"{name}: {html.escape(session_id)} done"
+            except AgentsError as e:
+                self.status.value = f"<b>{name} failed:</b> {html.escape(str(e))}"
+            self.refresh()
+
+        # off the kernel's thread: a restore watches the new process for a few seconds
+        return lambda _button: threading.Thread(target=run, daemon=True).start()
+
+    def close(self) -> None:
+        """Stop refreshing and close the widgets."""
+        self._stop.set()
+        super().close()
