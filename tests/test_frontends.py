@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -70,7 +69,7 @@ def test_cli_round_trip_with_a_live_server(agents_server, agents_state_dir, tmp_
     assert killed.returncode == 0, killed.stderr
     assert not psutil.pid_exists(model["pid"]) or psutil.Process(model["pid"]).status() == "zombie"
     status, rest = server.request("GET", "/api/agents/sessions")
-    assert rest[0]["status"] == "killed"
+    assert status == 200 and rest[0]["status"] == "killed"
     assert json.loads(cli("list", "--json", *state).stdout)[0]["status"] == "killed"
     table = cli("list", *state).stdout
     assert table.splitlines()[0].split()[:4] == ["ID", "NAME", "KIND", "STATUS"]
@@ -95,6 +94,7 @@ def test_cli_restore_all_after_a_reboot_shows_progress(agents_server, agents_sta
     assert [r["status"] for r in rows] == ["running"] * 3
     server = agents_server()
     status, terms = server.request("GET", "/api/terminals")
+    assert status == 200
     assert sorted(t["name"] for t in terms) == sorted(r["name"] for r in rows)
 
 
@@ -158,13 +158,13 @@ def test_kernel_session_outlives_kernel_and_server(agents_server, agents_state_d
         km.shutdown_kernel(now=True)
     server = agents_server()
     status, model = server.request("GET", f"/api/agents/sessions/{sid}")
-    assert (model["status"], model["pid"]) == ("running", int(pid))
+    assert (status, model["status"], model["pid"]) == (200, "running", int(pid))
     status, terms = server.request("GET", "/api/terminals")
     assert [t["name"] for t in terms] == [model["name"]]
     server.stop(signal.SIGKILL)
     server = agents_server()
     status, model = server.request("GET", f"/api/agents/sessions/{sid}")
-    assert (model["status"], model["pid"]) == ("running", int(pid))
+    assert (status, model["status"], model["pid"]) == (200, "running", int(pid))
 
 
 def test_magics_in_ipython(agents_state_dir, tmp_path, monkeypatch, capsys):
