@@ -114,33 +114,47 @@ def _version(argv: list[str]) -> str:
         return "?"
 
 
+def revision() -> str:
+    """The jupyter_agents tree measured: ``$BENCH_REVISION`` if set (a run from an
+    exported snapshot), else the git commit of this checkout (``+dirty`` with local
+    changes)."""
+    if os.environ.get("BENCH_REVISION"):
+        return os.environ["BENCH_REVISION"]
+    repo = str(Path(__file__).resolve().parent.parent)
+    head = _version(["git", "-C", repo, "rev-parse", "--short", "HEAD"])
+    if not head:
+        return "unknown"
+    dirty = _version(["git", "-C", repo, "status", "--porcelain", "--", "jupyter_agents"])
+    return head + ("+dirty" if dirty else "")
+
+
 def machine() -> dict[str, str]:
     """What the figures were measured on."""
-    import jupyter_server
-    import terminado
-    import tornado
+    from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        import jupyter_server_terminals
+    def dist(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
 
-        jst = jupyter_server_terminals.__version__
-    except ImportError:
-        jst = "not installed"
     cpu = "?"
     with open("/proc/cpuinfo") as f:
         m = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.M)
         if m:
             cpu = m.group(1).strip()
     return {
+        "jupyter_agents": revision(),
         "cpus": str(os.cpu_count()),
         "cpu": cpu,
         "kernel": platform.release(),
         "tmux": _version(["tmux", "-V"]),
         "python": platform.python_version(),
-        "jupyter_server": jupyter_server.__version__,
-        "jupyter_server_terminals": jst,
-        "terminado": terminado.__version__,
-        "tornado": tornado.version,
+        "jupyter_server": dist("jupyter_server"),
+        "jupyter_server_terminals": dist("jupyter_server_terminals"),
+        "terminado": dist("terminado"),
+        "tornado": dist("tornado"),
+        "websocket-client": dist("websocket-client"),
     }
 
 
