@@ -95,12 +95,13 @@ def workdir(tag: str) -> Iterator[Path]:
 
 def _kill_processes_in(path: Path) -> None:
     me = os.getpid()
-    prefix = str(path)
+    inside = str(path)
     for proc in psutil.process_iter(["pid"]):
         if proc.pid == me:
             continue
         with contextlib.suppress(psutil.Error):
-            if proc.cwd().startswith(prefix):
+            cwd = proc.cwd()
+            if cwd == inside or cwd.startswith(inside + os.sep):
                 proc.kill()
 
 
