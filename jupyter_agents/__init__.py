@@ -13,6 +13,11 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
     return [{"module": "jupyter_agents.app", "app": AgentsApp}]
 
 
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """The prebuilt JupyterLab extension (the "Agents" panel), for ``jupyter labextension``."""
+    return [{"src": "labextension", "dest": "jupyter-agents"}]
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext jupyter_agents``: register the ``%agent`` magic."""
     from .magics import AgentMagics

@@ -1,0 +1,58 @@
+import { LabIcon, terminalIcon } from '@jupyterlab/ui-components';
+
+const svg = (body: string): string =>
+  `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 16 16">${body}</svg>`;
+
+/** The sidebar tab: a terminal window with a spark. */
+export const agentsIcon = new LabIcon({
+  name: 'jupyter-agents:agents',
+  svgstr: svg(
+    '<g class="jp-icon3" fill="#616161">' +
+      '<path d="M1 3a1 1 0 0 1 1-1h9v1.5H2.5v9h11V8H15v5a1 1 0 0 1-1 1H2a1 1 0 0 1-1-1z"/>' +
+      '<path d="M4 6.2l2.2 1.8L4 9.8l-.8-.9L4.3 8 3.2 7.1zM6.8 10h3v1.2h-3z"/>' +
+      '<path d="M13 1l.7 1.8L15.5 3.5l-1.8.7L13 6l-.7-1.8-1.8-.7 1.8-.7z"/>' +
+      '</g>'
+  )
+});
+
+const letter = (name: string, text: string, color: string): LabIcon =>
+  new LabIcon({
+    name,
+    svgstr: svg(
+      `<circle cx="8" cy="8" r="7" fill="${color}"/>` +
+        `<text x="8" y="11.5" font-size="10" font-family="sans-serif" font-weight="bold" ` +
+        `text-anchor="middle" fill="#fff">${text}</text>`
+    )
+  });
+
+export const claudeIcon = letter('jupyter-agents:claude', 'C', '#d97757');
+export const codexIcon = letter('jupyter-agents:codex', 'X', '#10a37f');
+export const customKindIcon = letter('jupyter-agents:agent', 'A', '#7a5af8');
+
+/** The icon of a session kind. */
+export function kindIcon(kind: string): LabIcon {
+  switch (kind) {
+    case 'shell':
+      return terminalIcon;
+    case 'claude':
+      return claudeIcon;
+    case 'codex':
+      return codexIcon;
+    default:
+      return customKindIcon;
+  }
+}
+
+/** A human label for a session kind. */
+export function kindLabel(kind: string): string {
+  switch (kind) {
+    case 'shell':
+      return 'Shell';
+    case 'claude':
+      return 'Claude Code';
+    case 'codex':
+      return 'Codex';
+    default:
+      return kind;
+  }
+}
