@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -192,6 +194,27 @@ def cmd_kill_server(manager: TerminalManager, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gc(manager: TerminalManager, args: argparse.Namespace) -> int:
+    stale = manager.stale_processes()
+    if args.json:
+        print(json.dumps([dataclasses.asdict(m) for m in stale], indent=2))
+    else:
+        for m in stale:
+            print(f"{m.identity.pid:>8}  session {m.session_id}  {shlex.join(m.cmdline)[:120]}")
+        print(
+            f"{len(stale)} stale processes"
+            + ("" if args.kill or not stale else " (run with --kill to end them)")
+        )
+    if args.kill:
+        ended = manager.gc(stale)
+        print(
+            f"ended {len(ended)} of them (the others had already exited or their pid was reused)"
+            if len(ended) != len(stale)
+            else f"ended {len(ended)}"
+        )
+    return 0
+
+
 COMMANDS = {
     "list": cmd_list,
     "show": cmd_show,
@@ -203,6 +226,7 @@ COMMANDS = {
     "reconcile": cmd_reconcile,
     "attach": cmd_attach,
     "kill-server": cmd_kill_server,
+    "gc": cmd_gc,
 }
 
 
@@ -256,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("reconcile", "match the store with the backend now and print what changed")
     add("attach", "attach this terminal to a session (tmux attach)").add_argument("id")
     add("kill-server", "emergency stop of the backend: every session ends")
+    p = add("gc", "list processes left by ended sessions (e.g. agent daemons); --kill ends them")
+    p.add_argument("--kill", action="store_true", help="end them (identity re-checked)")
+    p.add_argument("--json", action="store_true", help="JSON output")
     return parser
 
 

@@ -73,13 +73,15 @@ def _body(handler: TerminalsAPIHandler) -> dict[str, Any]:
 
 
 class SessionsHandler(TerminalsAPIHandler):
-    """``GET /api/agents/sessions``: every record, any status, oldest first.
-    ``POST`` ``{kind, cwd?, name?, args?}``: start a session (201)."""
+    """``GET /api/agents/sessions``: every record, any status, oldest first (after a
+    reconcile, like ``GET /api/terminals``). ``POST`` ``{kind, cwd?, name?, args?}``:
+    start a session (201)."""
 
     @web.authenticated
     @authorized
     def get(self) -> None:
         try:
+            self.manager.reconcile()
             self.manager.refresh_conversations()
         except AgentsError as e:
             raise http_error(e) from e

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import signal
+from collections.abc import Iterator
 
 import psutil
 
@@ -70,3 +71,40 @@ def terminate_tree(identity: ProcessIdentity, grace: float = 3.0) -> bool:
             p.kill()  # psutil re-checks the process identity before signalling
     psutil.wait_procs(alive, timeout=grace)
     return True
+
+
+#: variable every session's processes inherit: ``<session id>@<state dir>``; it marks the
+#: processes a session started, even after they left its process tree (daemons)
+SESSION_MARKER = "JUPYTER_AGENTS_SESSION"
+
+
+def session_marker(session_id: str, state_dir: str) -> str:
+    """The value of :data:`SESSION_MARKER` for a session."""
+    return f"{session_id}@{state_dir}"
+
+
+@dataclasses.dataclass(frozen=True)
+class MarkedProcess:
+    """A live process carrying a session marker of one state dir."""
+
+    identity: ProcessIdentity
+    session_id: str
+    cmdline: list[str]
+
+
+def marked_processes(state_dir: str) -> Iterator[MarkedProcess]:
+    """Every live process of this user whose environment carries a :data:`SESSION_MARKER`
+    of ``state_dir`` (processes of other users cannot be read, and are never ours)."""
+    suffix = "@" + state_dir
+    for proc in psutil.process_iter(["pid", "create_time"]):
+        try:
+            value = proc.environ().get(SESSION_MARKER, "")
+            if not value.endswith(suffix):
+                continue
+            yield MarkedProcess(
+                ProcessIdentity(proc.pid, proc.info["create_time"]),
+                value[: -len(suffix)],
+                proc.cmdline(),
+            )
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            continue

@@ -40,7 +40,16 @@ from .agents import AgentKind, Launch, make_kinds
 from .backends.base import Backend, SpawnRequest
 from .errors import AgentsError, Conflict, InvalidRequest, NotFound, http_error
 from .paths import create_private_file, state_lock
-from .procs import ProcessIdentity, identify, matches, terminate_tree
+from .procs import (
+    SESSION_MARKER,
+    MarkedProcess,
+    ProcessIdentity,
+    identify,
+    marked_processes,
+    matches,
+    session_marker,
+    terminate_tree,
+)
 from .reconcile import Action, plan
 from .store import Session, SessionStore, Status, new_session_id, utcnow_iso
 
@@ -422,7 +431,10 @@ class TerminalManager(LoggingConfigurable):
                 session.id,
                 argv,
                 session.cwd or str(Path.home()),
-                session.env or {},
+                {
+                    **(session.env or {}),
+                    SESSION_MARKER: session_marker(session.id, str(self.state_dir)),
+                },
                 session.rows or 24,
                 session.cols or 80,
             )
@@ -650,6 +662,35 @@ class TerminalManager(LoggingConfigurable):
             "jupyter_agents: backend %s killed; %d sessions ended", self.backend.name, len(ended)
         )
         return [s.id for s in ended]
+
+    def stale_processes(self) -> builtins.list[MarkedProcess]:
+        """Processes started by sessions that no longer run (e.g. an agent's background
+        daemon that outlived a backend crash): marked with one of this state dir's
+        session ids (:data:`~jupyter_agents.procs.SESSION_MARKER`) whose session is
+        neither running nor orphaned in the backend. This process and its ancestors are
+        never listed."""
+        live = {s.session_id for s in self.backend.list_live() if not s.dead}
+        me = psutil.Process()
+        ours = {me.pid, *(p.pid for p in me.parents())}  # never this process or its callers
+        marked = [m for m in marked_processes(str(self.state_dir)) if m.identity.pid not in ours]
+        records = {s.id: s for s in self.store.get_many({m.session_id for m in marked})}
+        return [
+            m
+            for m in marked
+            if m.session_id not in live
+            or records.get(m.session_id) is None
+            or records[m.session_id].status not in ("running", "orphaned")
+        ]
+
+    def gc(self, stale: Iterable[MarkedProcess]) -> builtins.list[MarkedProcess]:
+        """End the process trees of ``stale`` (from :meth:`stale_processes`), each only
+        if its pid still has the recorded create time. Returns the ones signalled."""
+        ended = [m for m in stale if terminate_tree(m.identity)]
+        for m in ended:
+            self.log.info(
+                "jupyter_agents: gc ended pid %s of session %s", m.identity.pid, m.session_id
+            )
+        return ended
 
     def interrupted(self, kinds: Iterable[str] | None = None) -> builtins.list[Session]:
         """The ``interrupted`` sessions (of ``kinds`` if given), oldest first."""

@@ -49,3 +49,24 @@ def fake_agents(tmp_path: Path) -> FakeAgents:
         script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_AGENT}" {name} "$@"\n')
         script.chmod(0o755)
     return fakes
+
+
+PRODUCER = Path(__file__).parent / "fakes" / "producer.py"
+
+
+def producer_config(workdir: Path, count: int, interval: float) -> None:
+    """Configure the kind ``producer`` (tests/fakes/producer.py) for servers in ``workdir``
+    (their JUPYTER_CONFIG_DIR is ``workdir/config``)."""
+    config = workdir / "config"
+    config.mkdir(exist_ok=True)
+    command = [sys.executable, str(PRODUCER), str(count), str(interval)]
+    (config / "jupyter_server_config.json").write_text(
+        json.dumps({"AgentsApp": {"agents": {"producer": {"command": command}}}})
+    )
+
+
+def produced_lines(transcript: bytes) -> list[int]:
+    """The numbers of the producer's complete lines in a transcript, in order."""
+    import re
+
+    return [int(m) for m in re.findall(rb"line-(\d{5})-x{38}\r\n", transcript)]

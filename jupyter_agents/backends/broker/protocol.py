@@ -1,0 +1,127 @@
+"""The broker's wire protocol: length-prefixed frames over a private unix socket.
+
+A frame is an 8-byte prefix, a JSON header and a raw payload::
+
+    !II  header length, payload length   (big-endian uint32 each)
+    header   UTF-8 JSON object, at most MAX_HEADER bytes, always with a string "op"
+    payload  raw bytes (terminal input/output, snapshots), at most MAX_PAYLOAD bytes
+
+Requests (client -> broker; ``sid`` is the session id). Every request but ``write``
+and ``resize`` gets exactly one reply frame ``{"op": "ok", ...}`` or
+``{"op": "error", "error": message}``, in request order on that connection.
+
+==========  =================================================  ===========================
+op          header fields / payload                            reply
+==========  =================================================  ===========================
+ping                                                           ok: ``pid``, ``version``
+spawn       ``sid argv cwd env rows cols``                     ok: ``session``
+list                                                           ok: ``sessions`` [session]
+write       ``sid``; payload = input bytes                     (none)
+resize      ``sid rows cols``                                  (none)
+snapshot    ``sid``                                            ok; payload = replay bytes
+attach      ``sid``                                            ok, then events (below)
+remove      ``sid``                                            ok (unknown ids too)
+shutdown                                                       ok, then every session and
+                                                               the broker end
+==========  =================================================  ===========================
+
+A ``session`` is ``{"sid", "pid", "dead", "exit_code", "dead_since"}`` (the fields of
+:class:`~jupyter_agents.backends.base.LiveSession`).
+
+After ``attach`` the connection also carries the session's events, in the order the
+broker produced them, interleaved with replies (a ``snapshot`` reply on an attached
+connection holds every byte of output sent before it and none sent after it):
+
+- ``{"op": "output"}``, payload = raw pty output;
+- ``{"op": "resync"}``, payload = a fresh snapshot: this client fell behind and output
+  was dropped for it (see the server's flow control); the snapshot redraws the screen;
+- ``{"op": "exit", "exit_code": int | null}``: the process ended (sent once; at attach
+  time if it had already ended).
+
+A frame that breaks these rules (bad prefix, oversize, bad JSON, unknown op, wrong field
+types) gets an ``error`` reply and the connection is closed; the broker keeps serving
+everyone else.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+PREFIX = struct.Struct("!II")
+MAX_HEADER = 1 << 20  # spawn carries a whole environment
+MAX_PAYLOAD = 4 << 20
+VERSION = 1
+
+#: ops a client may send, with the header fields each requires and their types
+REQUESTS: Mapping[str, Mapping[str, type | tuple[type, ...]]] = {
+    "ping": {},
+    "list": {},
+    "shutdown": {},
+    "spawn": {"sid": str, "argv": list, "cwd": str, "env": dict, "rows": int, "cols": int},
+    "write": {"sid": str},
+    "resize": {"sid": str, "rows": int, "cols": int},
+    "snapshot": {"sid": str},
+    "attach": {"sid": str},
+    "remove": {"sid": str},
+}
+
+
+class ProtocolError(Exception):
+    """A frame that breaks the protocol; the message says how."""
+
+
+def encode(header: Mapping[str, Any], payload: bytes = b"") -> bytes:
+    """One frame.
+
+    >>> frame = encode({"op": "ping"})
+    >>> frame
+    b'\\x00\\x00\\x00\\x0f\\x00\\x00\\x00\\x00{"op": "ping"}'
+    >>> decode_header(frame[8:])
+    {'op': 'ping'}
+    """
+    head = json.dumps(header).encode()
+    if len(head) > MAX_HEADER or len(payload) > MAX_PAYLOAD:
+        raise ProtocolError("frame too large")
+    return PREFIX.pack(len(head), len(payload)) + head + payload
+
+
+def parse_prefix(prefix: bytes) -> tuple[int, int]:
+    """(header length, payload length) from the 8-byte prefix, bounds checked."""
+    head_len, payload_len = PREFIX.unpack(prefix)
+    if not 0 < head_len <= MAX_HEADER or payload_len > MAX_PAYLOAD:
+        raise ProtocolError(f"bad frame lengths {head_len}/{payload_len}")
+    return head_len, payload_len
+
+
+def decode_header(raw: bytes) -> dict[str, Any]:
+    """The header object; :class:`ProtocolError` unless it is a JSON object with an op."""
+    try:
+        header = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ProtocolError(f"header is not JSON: {e}") from None
+    if not isinstance(header, dict) or not isinstance(header.get("op"), str):
+        raise ProtocolError("header must be a JSON object with a string 'op'")
+    return header
+
+
+def check_request(header: Mapping[str, Any]) -> None:
+    """:class:`ProtocolError` unless ``header`` is a known request with well-typed fields.
+
+    >>> check_request({"op": "resize", "sid": "a", "rows": 24, "cols": 80})
+    >>> check_request({"op": "resize", "sid": "a", "rows": "24", "cols": 80})
+    Traceback (most recent call last):
+    ...
+    jupyter_agents.backends.broker.protocol.ProtocolError: resize: 'rows' must be int
+    """
+    op = header["op"]
+    fields = REQUESTS.get(op)
+    if fields is None:
+        raise ProtocolError(f"unknown op {op[:40]!r}")
+    for name, kind in fields.items():
+        value = header.get(name)
+        # bool is an int subclass: never a valid size
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ProtocolError(f"{op}: {name!r} must be {getattr(kind, '__name__', kind)}")

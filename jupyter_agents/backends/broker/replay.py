@@ -1,0 +1,80 @@
+"""The broker's replay: an honest *bounded raw* replay of each session's output.
+
+Chosen by measurement over a headless terminal model (pyte 0.8.2, ``HistoryScreen``
+80x24 with 20000 lines of history) on this 2-core machine: pyte rendered 0.07-0.12 MB/s
+(``seq`` lines, coloured ``ls``-like lines, full-screen TUI redraws: 4-6 MB each), while
+the pty alone delivers ~32 MB/s (DESIGN.md section 5). Feeding every byte to pyte would
+make the broker the bottleneck of every busy terminal and pin a core. Appending to a
+bounded buffer costs nothing measurable (> 1 GB/s).
+
+What a replay is: a full reset, the private modes (alternate screen, cursor keys,
+mouse, bracketed paste, cursor visibility...) that were in force where the kept bytes
+start, then the last :data:`REPLAY_BYTES` to ``2 * REPLAY_BYTES`` bytes of raw output,
+cut at a line start, with terminal *queries* removed (their answers would be typed
+into the running program). Written into a fresh terminal, it redraws what those bytes
+drew: the screen of a full-screen program that redraws itself (most do, often), and
+the recent history of a shell. What it cannot redraw is older than the kept bytes
+(e.g. a TUI's screen that has not been repainted since), and output produced at
+another terminal width wraps at the new one.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: raw output kept per session is between this and twice this (trimmed in whole lines)
+REPLAY_BYTES = 512 * 1024
+
+_PRIVATE_MODE = re.compile(rb"\x1b\[\?([0-9;]+)([hl])")
+#: modes a replay restores; the alternate screen ones first (they switch buffers)
+_TRACKED = (1049, 1047, 47, 1, 6, 7, 25, 66, 1000, 1002, 1003, 1005, 1006, 1015, 2004)
+_QUERIES = re.compile(
+    rb"\x1b\[[?>=]?[0-9;]*[nc]"  # device status / attributes
+    rb"|\x1b\[[0-9;]*t"  # window ops (some report back)
+    rb"|\x1b\[\??[0-9;]*\$p"  # mode queries (DECRQM)
+    rb"|\x1bP[+$]q[^\x1b]*(?:\x1b\\)?"  # terminfo / setting queries (XTGETTCAP, DECRQSS)
+    rb"|\x1b\][0-9]+;\?(?:\x07|\x1b\\)"  # colour queries (OSC 10/11/4 ...;?)
+)
+RESET = b"\x1bc\x1b[3J"
+
+
+class Replay:
+    """The bounded raw replay of one session (module docstring).
+
+    >>> r = Replay(limit=8)
+    >>> r.feed(b"\\x1b[?1049hold line\\r\\n")
+    >>> r.feed(b"next\\r\\nlast\\x1b[6n")
+    >>> r.snapshot()
+    b'\\x1bc\\x1b[3J\\x1b[?1049hnext\\r\\nlast'
+    """
+
+    def __init__(self, limit: int = REPLAY_BYTES) -> None:
+        self.limit = limit
+        self._buf = bytearray()
+        #: private modes in force where ``_buf`` starts
+        self._modes: dict[int, bool] = {}
+
+    def feed(self, data: bytes) -> None:
+        """Append output; trims to :attr:`limit` (at a line start) past ``2 * limit``."""
+        self._buf += data
+        if len(self._buf) > 2 * self.limit:
+            self._trim()
+
+    def _trim(self) -> None:
+        cut = len(self._buf) - self.limit
+        newline = self._buf.find(b"\n", cut, cut + 4096)
+        cut = newline + 1 if newline >= 0 else cut
+        for m in _PRIVATE_MODE.finditer(self._buf, 0, cut):
+            for mode in m.group(1).split(b";"):
+                if mode.isdigit() and int(mode) in _TRACKED:
+                    self._modes[int(mode)] = m.group(2) == b"h"
+        del self._buf[:cut]
+
+    def snapshot(self) -> bytes:
+        """Reset, the modes where the kept bytes start, the kept bytes without queries."""
+        modes = b"".join(
+            b"\x1b[?%d%s" % (mode, b"h" if self._modes[mode] else b"l")
+            for mode in _TRACKED
+            if mode in self._modes
+        )
+        return RESET + modes + _QUERIES.sub(b"", self._buf)

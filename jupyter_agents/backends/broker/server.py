@@ -1,0 +1,485 @@
+"""The pty broker daemon: owns the ptys of one state dir, outside any Jupyter server.
+
+Run as ``python -m jupyter_agents.backends.broker.server --state-dir DIR`` (foreground)
+or, as :class:`~jupyter_agents.backends.broker.client.BrokerBackend` starts it, with
+``--daemon``: it listens on ``DIR/broker/socket`` (0600, in a 0700 dir), then forks; the
+parent exits 0 once the socket accepts connections, the daemon child runs on. One asyncio
+loop serves every client and reads every pty; the protocol is in :mod:`.protocol`.
+
+Per session the broker writes the raw transcript (``DIR/transcripts/<id>.log``) itself,
+so it stays complete while no Jupyter server runs, and keeps a bounded raw replay
+(:mod:`.replay`: chosen over pyte by measurement). A session's environment is exactly
+the one it was spawned with, except ``TERM`` (the broker's: ``xterm-256color``, what
+xterm.js is) and ``COLUMNS``/``LINES`` (dropped: the pty has the size).
+
+Flow control:
+
+- Reading: each readable pty gets one read of at most 64 KiB per loop turn, so a
+  flooding session shares the loop round-robin with every other session and client.
+  A pty is never paused for a slow client: the transcript must stay complete.
+- Sending: each client has its own queue. Output to a client whose queue holds more
+  than :data:`CLIENT_QUEUE_BYTES` is dropped for that client and the session is marked
+  lagging; once the queue has drained, the client gets a ``resync`` frame (a fresh
+  snapshot, which redraws the screen) and live output again. Replies are never dropped;
+  a client whose queue passes :data:`CLIENT_HARD_LIMIT` (it requests snapshots and reads
+  nothing) is disconnected. So the broker's memory is bounded by the replays
+  (:data:`~.replay.REPLAY_BYTES` x 2 per session) plus the queues, whatever the
+  sessions print and however slowly clients read.
+
+Exit: ``SIGCHLD`` reaps ended processes; the session stays held (``dead``, exit code,
+time of death) until ``remove``. ``shutdown``, SIGTERM and SIGINT hang up every session
+(SIGHUP, then SIGKILL for what is left after :data:`HANGUP_GRACE` s) and stop the
+broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import signal
+import socket
+import struct
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from ...paths import create_private_file, ensure_private_dir
+from ...procs import identify
+from . import protocol
+from .protocol import ProtocolError, encode
+from .ptys import Pty, open_pty
+from .replay import Replay
+
+log = logging.getLogger("jupyter_agents.broker")
+
+#: output bytes queued for one client before output is dropped (then resynced)
+CLIENT_QUEUE_BYTES = 1 << 20
+#: bytes queued for one client (replies included) before it is disconnected
+CLIENT_HARD_LIMIT = 32 << 20
+#: seconds between SIGHUP and SIGKILL when sessions are hung up at shutdown
+HANGUP_GRACE = 2.0
+MAX_ROWS, MAX_COLS = 1000, 2000
+SESSION_ID = re.compile(r"\w{1,128}", re.ASCII)
+TERM = "xterm-256color"
+_BROKER_OWNED = frozenset({"TERM", "COLUMNS", "LINES"})
+
+
+def broker_paths(state_dir: Path) -> tuple[Path, Path, Path]:
+    """(socket, pid file, log file) of the broker of ``state_dir`` (in ``broker/``)."""
+    base = state_dir / "broker"
+    return base / "socket", base / "broker.pid", base / "broker.log"
+
+
+class Session:
+    """One pty the broker holds, its transcript, replay and subscribed clients."""
+
+    def __init__(self, sid: str, pty: Pty, transcript_fd: int) -> None:
+        self.sid = sid
+        self.pty = pty
+        self.transcript_fd = transcript_fd
+        self.replay = Replay()
+        self.clients: set[Client] = set()
+        self.dead = False
+        self.exit_code: int | None = None
+        self.dead_since: float | None = None
+
+    def model(self) -> dict[str, Any]:
+        return {
+            "sid": self.sid,
+            "pid": self.pty.pid,
+            "dead": self.dead,
+            "exit_code": self.exit_code,
+            "dead_since": self.dead_since,
+        }
+
+    def exit_frame(self) -> bytes:
+        return encode({"op": "exit", "exit_code": self.exit_code})
+
+
+class Client:
+    """One connection: its bounded send queue and the sessions it is attached to."""
+
+    def __init__(self, broker: Broker, writer: asyncio.StreamWriter) -> None:
+        self.broker = broker
+        self.writer = writer
+        self.queue: deque[bytes] = deque()
+        self.queued = 0
+        #: attached sessions whose output was dropped for this client: resync them
+        self.lagging: set[str] = set()
+        self.attached: set[str] = set()
+        self.closed = False
+        self._wake = asyncio.Event()
+
+    def send(self, frame: bytes) -> None:
+        """Queue a frame that must arrive (a reply, an event)."""
+        if self.closed:
+            return
+        self.queue.append(frame)
+        self.queued += len(frame)
+        self._wake.set()
+        if self.queued > CLIENT_HARD_LIMIT:
+            log.warning("client reads nothing (%d bytes queued): disconnecting it", self.queued)
+            self.close()
+
+    def send_output(self, sid: str, frame: bytes) -> None:
+        """Queue output of session ``sid``, or drop it and mark the session lagging."""
+        if sid in self.lagging:
+            return
+        if self.queued + len(frame) > CLIENT_QUEUE_BYTES:
+            self.lagging.add(sid)
+            self._wake.set()
+            return
+        self.send(frame)
+
+    async def pump(self) -> None:
+        """Write the queue out; when it is empty, resync the lagging sessions."""
+        while not self.closed:
+            while self.queue:
+                frame = self.queue.popleft()
+                self.queued -= len(frame)
+                self.writer.write(frame)
+                await self.writer.drain()
+            if self.lagging:
+                for sid in sorted(self.lagging):
+                    session = self.broker.sessions.get(sid)
+                    if session is not None and sid in self.attached:
+                        self.send(encode({"op": "resync"}, session.replay.snapshot()))
+                self.lagging.clear()
+                continue
+            self._wake.clear()
+            await self._wake.wait()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.queue.clear()
+        self.queued = 0
+        for sid in self.attached:
+            session = self.broker.sessions.get(sid)
+            if session is not None:
+                session.clients.discard(self)
+        self.attached.clear()
+        self._wake.set()
+        self.writer.close()
+
+
+class Broker:
+    """The daemon's state: sessions by id, connected clients, the listening socket."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.transcript_dir = state_dir / "transcripts"
+        self.socket_path, self.pid_path, _ = broker_paths(state_dir)
+        self.sessions: dict[str, Session] = {}
+        self.clients: set[Client] = set()
+        #: hung-up processes not reaped yet
+        self._hung_up: list[Pty] = []
+        self._stopped = asyncio.Event()
+        self._stopping = False
+
+    # -- sessions ----------------------------------------------------------------------
+
+    def spawn(self, header: dict[str, Any]) -> Session:
+        sid, argv, env = header["sid"], header["argv"], header["env"]
+        rows, cols = header["rows"], header["cols"]
+        if not SESSION_ID.fullmatch(sid):
+            raise ValueError(f"invalid session id {sid[:80]!r}")
+        if sid in self.sessions:
+            raise ValueError(f"session {sid} exists")
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise ValueError("argv must be a non-empty list of strings")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise ValueError("env must map strings to strings")
+        _check_size(rows, cols)
+        env = {k: v for k, v in env.items() if k not in _BROKER_OWNED}
+        env["TERM"] = TERM
+        transcript = self.transcript_dir / f"{sid}.log"
+        create_private_file(transcript)
+        fd = os.open(transcript, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            pty = open_pty(argv, header["cwd"], env, rows, cols)
+        except BaseException:
+            os.close(fd)
+            raise
+        session = self.sessions[sid] = Session(sid, pty, fd)
+        loop = asyncio.get_running_loop()
+        pty.start_reading(
+            loop, lambda data: self._output(session, data), lambda: self._check_exits()
+        )
+        log.info("spawned session %s (pid %d): %s", sid, pty.pid, argv[0])
+        return session
+
+    def _output(self, session: Session, data: bytes) -> None:
+        try:
+            os.write(session.transcript_fd, data)
+        except OSError as e:  # disk full: the stream goes on, the transcript has a gap
+            log.warning("session %s: transcript write failed: %s", session.sid, e)
+        session.replay.feed(data)
+        if session.clients:
+            frame = encode({"op": "output"}, data)
+            for client in session.clients:
+                client.send_output(session.sid, frame)
+
+    def _check_exits(self) -> None:
+        """Reap ended processes (SIGCHLD, or a pty reached EOF)."""
+        for session in list(self.sessions.values()):
+            if session.dead:
+                continue
+            exited, code = session.pty.poll()
+            if not exited:
+                continue
+            rest = session.pty.drain()
+            if rest:
+                self._output(session, rest)
+            session.dead, session.exit_code, session.dead_since = True, code, time.time()
+            log.info("session %s (pid %d) exited (code %s)", session.sid, session.pty.pid, code)
+            for client in session.clients:
+                client.send(session.exit_frame())
+        self._hung_up = [p for p in self._hung_up if not p.poll()[0]]
+
+    def remove(self, sid: str) -> None:
+        session = self.sessions.pop(sid, None)
+        if session is None:
+            return
+        session.pty.hangup()
+        if not session.dead:
+            self._hung_up.append(session.pty)
+        os.close(session.transcript_fd)
+        for client in session.clients:
+            client.send(session.exit_frame())
+            client.attached.discard(sid)
+        log.info("removed session %s", sid)
+
+    # -- clients -----------------------------------------------------------------------
+
+    async def serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not _same_user(writer):
+            writer.close()
+            return
+        client = Client(self, writer)
+        self.clients.add(client)
+        pump = asyncio.ensure_future(client.pump())
+        try:
+            while not client.closed:
+                try:
+                    prefix = await reader.readexactly(protocol.PREFIX.size)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    break
+                try:
+                    head_len, payload_len = protocol.parse_prefix(prefix)
+                    raw = await reader.readexactly(head_len + payload_len)
+                    header = protocol.decode_header(raw[:head_len])
+                    protocol.check_request(header)
+                except asyncio.IncompleteReadError:
+                    break
+                except ProtocolError as e:
+                    client.send(encode({"op": "error", "error": str(e)}))
+                    break
+                self._handle(client, header, raw[head_len:])
+            # let queued replies go out before closing (e.g. the error of a bad frame)
+            with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
+                await asyncio.wait_for(self._flushed(client), 2)
+        finally:
+            client.close()
+            self.clients.discard(client)
+            pump.cancel()
+
+    @staticmethod
+    async def _flushed(client: Client) -> None:
+        while client.queue and not client.closed:
+            await asyncio.sleep(0.01)
+        await client.writer.drain()
+
+    def _handle(self, client: Client, header: dict[str, Any], payload: bytes) -> None:
+        op = header["op"]
+        session = self.sessions.get(header.get("sid", ""))
+        if op == "write":
+            if session is not None and not session.dead:
+                session.pty.write(payload)
+            return
+        if op == "resize":
+            if session is not None and _valid_size(header["rows"], header["cols"]):
+                session.pty.resize(header["rows"], header["cols"])
+            return
+        try:
+            reply, body = self._reply(client, op, header, session)
+        except (OSError, ValueError) as e:
+            client.send(encode({"op": "error", "error": str(e)}))
+            return
+        client.send(encode({"op": "ok", **reply}, body))
+        if op == "attach" and session is not None and session.dead:
+            client.send(session.exit_frame())
+        if op == "shutdown":
+            asyncio.ensure_future(self.stop())
+
+    def _reply(
+        self, client: Client, op: str, header: dict[str, Any], session: Session | None
+    ) -> tuple[dict[str, Any], bytes]:
+        """The ok-reply of a request (fields, payload); ValueError/OSError -> error."""
+        if op == "ping":
+            return {"pid": os.getpid(), "version": protocol.VERSION}, b""
+        if op == "list":
+            return {"sessions": [s.model() for s in self.sessions.values()]}, b""
+        if op == "spawn":
+            return {"session": self.spawn(header).model()}, b""
+        if op == "remove":
+            self.remove(header["sid"])
+            return {}, b""
+        if op == "shutdown":
+            return {}, b""
+        if session is None:
+            raise ValueError(f"no session {header['sid'][:80]!r}")
+        if op == "attach":
+            session.clients.add(client)
+            client.attached.add(session.sid)
+            return {}, b""
+        # snapshot: on an attached connection it is ordered with the output sent so far
+        return {}, session.replay.snapshot()
+
+    # -- life cycle --------------------------------------------------------------------
+
+    async def serve(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGCHLD, self._check_exits)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(self.stop()))
+        loop.add_signal_handler(signal.SIGHUP, lambda: None)
+        server = await asyncio.start_unix_server(self.serve_client, sock=listener)
+        log.info("broker %d serving %s", os.getpid(), self.socket_path)
+        async with server:
+            await self._stopped.wait()
+        self._cleanup_files()
+
+    async def stop(self) -> None:
+        """Hang up every session (SIGKILL what outlives :data:`HANGUP_GRACE`), then stop."""
+        if self._stopping:
+            return
+        self._stopping = True
+        log.info("stopping: hanging up %d sessions", len(self.sessions))
+        pids = [s.pty.pid for s in self.sessions.values() if not s.dead]
+        for sid in list(self.sessions):
+            self.remove(sid)
+        deadline = time.monotonic() + HANGUP_GRACE
+        while self._hung_up and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            self._check_exits()
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        self._check_exits()
+        for client in list(self.clients):
+            with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
+                await asyncio.wait_for(self._flushed(client), 1)
+            client.close()
+        self._stopped.set()
+
+    def _cleanup_files(self) -> None:
+        with contextlib.suppress(OSError):
+            if _read_pid(self.pid_path) == os.getpid():
+                self.pid_path.unlink()
+        with contextlib.suppress(OSError):
+            self.socket_path.unlink()
+
+
+def _check_size(rows: object, cols: object) -> None:
+    if not _valid_size(rows, cols):
+        raise ValueError(f"bad size {rows}x{cols}")
+
+
+def _valid_size(rows: object, cols: object) -> bool:
+    return (
+        isinstance(rows, int)
+        and isinstance(cols, int)
+        and 0 < rows <= MAX_ROWS
+        and 0 < cols <= MAX_COLS
+    )
+
+
+def _same_user(writer: asyncio.StreamWriter) -> bool:
+    """Linux: the peer's uid must be ours (elsewhere the 0600 socket in a 0700 dir is
+    the only guard)."""
+    sock = writer.get_extra_info("socket")
+    peercred = getattr(socket, "SO_PEERCRED", None)
+    if sock is None or peercred is None:
+        return True
+    creds = sock.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i"))
+    _, uid, _ = struct.unpack("3i", creds)
+    if uid != os.getuid():
+        log.warning("refused a connection from uid %d", uid)
+        return False
+    return True
+
+
+def _read_pid(path: Path) -> int | None:
+    """The pid in a broker pid file (``"<pid> <create time>"``), if readable."""
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def listen(state_dir: Path) -> socket.socket:
+    """Bind ``broker/socket`` of ``state_dir`` (mode 0600 from the start; a stale socket
+    is replaced) and write the pid file. ``SystemExit`` if a broker already answers."""
+    ensure_private_dir(state_dir)
+    ensure_private_dir(state_dir / "broker")
+    ensure_private_dir(state_dir / "transcripts")
+    path, pid_path, _ = broker_paths(state_dir)
+    if path.exists():
+        with socket.socket(socket.AF_UNIX) as probe:
+            probe.settimeout(2)
+            try:
+                probe.connect(str(path))
+            except OSError:
+                path.unlink()
+            else:
+                raise SystemExit(f"a broker already listens on {path}")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(64)
+    return sock
+
+
+def write_pid_file(pid_path: Path) -> None:
+    ident = identify(os.getpid())
+    create_private_file(pid_path)
+    pid_path.write_text(f"{os.getpid()} {ident.created if ident else 0}\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m jupyter_agents.backends.broker.server",
+        description="The jupyter_agents pty broker daemon of one state dir.",
+    )
+    parser.add_argument("--state-dir", required=True, type=Path)
+    parser.add_argument(
+        "--daemon",
+        action="store_true",
+        help="fork once listening; the parent exits 0 (what BrokerBackend does)",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s broker[%(process)d] %(levelname)s %(message)s"
+    )
+    state_dir = args.state_dir.expanduser().absolute()
+    listener = listen(state_dir)
+    if args.daemon and os.fork() > 0:
+        os._exit(0)  # the listening socket is ready: the starter may connect now
+    write_pid_file(broker_paths(state_dir)[1])
+    asyncio.run(Broker(state_dir).serve(listener))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
