@@ -19,6 +19,7 @@ from traitlets import Dict, Enum, Float, List, Type, Unicode, default
 
 from .agents import make_kinds
 from .backends.base import Backend
+from .backends.broker import BrokerBackend
 from .backends.tmux import TmuxBackend
 from .errors import AgentsError, BackendUnavailable
 from .handlers import agents_handlers
@@ -139,19 +140,27 @@ class AgentsApp(ExtensionApp):
             self.log.info("jupyter_agents: replacing jupyter_server_terminals' terminals")
 
     def make_backend(self, state_dir: Path) -> Backend:
-        """The configured backend, started. :class:`BackendUnavailable` if it can't be."""
-        choice = self.backend
-        if choice == "auto":
-            choice = "tmux" if shutil.which("tmux") else "broker"
-        if choice == "broker":
-            raise BackendUnavailable(
-                "the pty broker backend is not available in this version; install tmux >= 3.2"
-            )
-        backend = TmuxBackend(state_dir, parent=self, log=self.log)
-        backend.start()
+        """The configured backend, started. :class:`BackendUnavailable` if it can't be.
+
+        ``auto`` is tmux when a usable one (>= 3.2) is on PATH, else the pty broker.
+        """
+        backend: Backend | None = None
+        if self.backend in ("auto", "tmux"):
+            tmux = TmuxBackend(state_dir, parent=self, log=self.log)
+            try:
+                tmux.start()
+                backend = tmux
+            except BackendUnavailable as e:
+                if self.backend == "tmux":
+                    raise
+                self.log.info("jupyter_agents: backend auto: %s; using the pty broker", e)
+        if backend is None:
+            backend = BrokerBackend(state_dir, parent=self, log=self.log)
+            backend.start()
         self.log.info(
-            "jupyter_agents: backend %s (debug: %s)",
+            "jupyter_agents: backend %s (%s; debug: %s)",
             backend.name,
+            "chosen by backend=auto" if self.backend == "auto" else "configured",
             " ".join(backend.debug_attach_command("<session id>")),
         )
         return backend
@@ -241,7 +250,8 @@ class AgentsApp(ExtensionApp):
         return restored
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        """Once the loop runs: watch sessions restored at start; follow conversation ids."""
+        """Once the loop runs: watch sessions restored at start; follow conversation ids;
+        watch the backend's liveness."""
         if self.manager is None:
             return
         manager = self.manager
@@ -255,6 +265,8 @@ class AgentsApp(ExtensionApp):
         if self.refresh_interval > 0:
             self._refresher = PeriodicCallback(refresh, self.refresh_interval * 1000)
             self._refresher.start()
+        # a dead or hung backend owner is replaced; reconcile then marks its sessions
+        self._unwatch = manager.backend.watch(lambda: manager.reconcile())
         await asyncio.gather(*(asyncio.to_thread(manager.watch_resumed, s) for s in self._restored))
 
     def initialize_handlers(self) -> None:
@@ -274,6 +286,9 @@ class AgentsApp(ExtensionApp):
         refresher = getattr(self, "_refresher", None)
         if refresher is not None:
             refresher.stop()
+        unwatch = getattr(self, "_unwatch", None)
+        if unwatch is not None:
+            unwatch()
         if self.manager is not None:
             kill = self.on_shutdown == "kill"
             self.log.info(

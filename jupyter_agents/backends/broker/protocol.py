@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 PREFIX = struct.Struct("!II")
@@ -67,6 +68,12 @@ REQUESTS: Mapping[str, Mapping[str, type | tuple[type, ...]]] = {
     "attach": {"sid": str},
     "remove": {"sid": str},
 }
+
+
+def broker_paths(state_dir: Path) -> tuple[Path, Path, Path]:
+    """(socket, pid file, log file) of the broker of ``state_dir`` (in ``broker/``)."""
+    base = state_dir / "broker"
+    return base / "socket", base / "broker.pid", base / "broker.log"
 
 
 class ProtocolError(Exception):

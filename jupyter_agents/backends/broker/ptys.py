@@ -55,9 +55,7 @@ class Pty(Protocol):
         """Close the pty (the process gets SIGHUP) and stop reading. Idempotent."""
 
 
-def open_pty(
-    argv: Sequence[str], cwd: str, env: Mapping[str, str], rows: int, cols: int
-) -> Pty:
+def open_pty(argv: Sequence[str], cwd: str, env: Mapping[str, str], rows: int, cols: int) -> Pty:
     """Start ``argv`` in ``cwd`` with exactly ``env`` on a new rows x cols pty.
 
     Raises ``OSError`` (e.g. FileNotFoundError) if it cannot be started.
@@ -247,4 +245,3 @@ class _WinPty:  # pragma: no cover - Windows only, never run (module docstring)
             self._closed = True
             with contextlib.suppress(OSError, EOFError):
                 self._proc.terminate(force=True)
-

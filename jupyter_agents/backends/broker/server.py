@@ -43,7 +43,6 @@ import re
 import signal
 import socket
 import struct
-import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -52,7 +51,7 @@ from typing import Any
 from ...paths import create_private_file, ensure_private_dir
 from ...procs import identify
 from . import protocol
-from .protocol import ProtocolError, encode
+from .protocol import ProtocolError, broker_paths, encode
 from .ptys import Pty, open_pty
 from .replay import Replay
 
@@ -70,12 +69,6 @@ TERM = "xterm-256color"
 _BROKER_OWNED = frozenset({"TERM", "COLUMNS", "LINES"})
 
 
-def broker_paths(state_dir: Path) -> tuple[Path, Path, Path]:
-    """(socket, pid file, log file) of the broker of ``state_dir`` (in ``broker/``)."""
-    base = state_dir / "broker"
-    return base / "socket", base / "broker.pid", base / "broker.log"
-
-
 class Session:
     """One pty the broker holds, its transcript, replay and subscribed clients."""
 
@@ -85,6 +78,8 @@ class Session:
         self.transcript_fd = transcript_fd
         self.replay = Replay()
         self.clients: set[Client] = set()
+        #: the tasks serving connections (waited for at stop)
+        self._handlers: set[asyncio.Task[None]] = set()
         self.dead = False
         self.exit_code: int | None = None
         self.dead_since: float | None = None
@@ -179,10 +174,12 @@ class Broker:
         self.socket_path, self.pid_path, _ = broker_paths(state_dir)
         self.sessions: dict[str, Session] = {}
         self.clients: set[Client] = set()
+        #: the tasks serving connections (waited for at stop)
+        self._handlers: set[asyncio.Task[None]] = set()
         #: hung-up processes not reaped yet
         self._hung_up: list[Pty] = []
         self._stopped = asyncio.Event()
-        self._stopping = False
+        self._stop_task: asyncio.Future[None] | None = None
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -224,7 +221,7 @@ class Broker:
         session.replay.feed(data)
         if session.clients:
             frame = encode({"op": "output"}, data)
-            for client in session.clients:
+            for client in list(session.clients):
                 client.send_output(session.sid, frame)
 
     def _check_exits(self) -> None:
@@ -240,7 +237,7 @@ class Broker:
                 self._output(session, rest)
             session.dead, session.exit_code, session.dead_since = True, code, time.time()
             log.info("session %s (pid %d) exited (code %s)", session.sid, session.pty.pid, code)
-            for client in session.clients:
+            for client in list(session.clients):
                 client.send(session.exit_frame())
         self._hung_up = [p for p in self._hung_up if not p.poll()[0]]
 
@@ -252,19 +249,24 @@ class Broker:
         if not session.dead:
             self._hung_up.append(session.pty)
         os.close(session.transcript_fd)
-        for client in session.clients:
+        for client in list(session.clients):
             client.send(session.exit_frame())
             client.attached.discard(sid)
         log.info("removed session %s", sid)
 
     # -- clients -----------------------------------------------------------------------
 
-    async def serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def serve_client(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         if not _same_user(writer):
             writer.close()
             return
         client = Client(self, writer)
         self.clients.add(client)
+        handler = asyncio.current_task()
+        if handler is not None:
+            self._handlers.add(handler)
         pump = asyncio.ensure_future(client.pump())
         try:
             while not client.closed:
@@ -290,6 +292,8 @@ class Broker:
             client.close()
             self.clients.discard(client)
             pump.cancel()
+            if handler is not None:
+                self._handlers.discard(handler)
 
     @staticmethod
     async def _flushed(client: Client) -> None:
@@ -317,7 +321,7 @@ class Broker:
         if op == "attach" and session is not None and session.dead:
             client.send(session.exit_frame())
         if op == "shutdown":
-            asyncio.ensure_future(self.stop())
+            self.request_stop()
 
     def _reply(
         self, client: Client, op: str, header: dict[str, Any], session: Session | None
@@ -349,7 +353,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGCHLD, self._check_exits)
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(self.stop()))
+            loop.add_signal_handler(sig, self.request_stop)
         loop.add_signal_handler(signal.SIGHUP, lambda: None)
         server = await asyncio.start_unix_server(self.serve_client, sock=listener)
         log.info("broker %d serving %s", os.getpid(), self.socket_path)
@@ -357,11 +361,13 @@ class Broker:
             await self._stopped.wait()
         self._cleanup_files()
 
+    def request_stop(self) -> None:
+        """Start :meth:`stop` (from a signal handler or a request)."""
+        if self._stop_task is None:
+            self._stop_task = asyncio.ensure_future(self.stop())
+
     async def stop(self) -> None:
         """Hang up every session (SIGKILL what outlives :data:`HANGUP_GRACE`), then stop."""
-        if self._stopping:
-            return
-        self._stopping = True
         log.info("stopping: hanging up %d sessions", len(self.sessions))
         pids = [s.pty.pid for s in self.sessions.values() if not s.dead]
         for sid in list(self.sessions):
@@ -378,6 +384,10 @@ class Broker:
             with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
                 await asyncio.wait_for(self._flushed(client), 1)
             client.close()
+        current = asyncio.current_task()
+        handlers = [t for t in self._handlers if t is not current]
+        if handlers:
+            await asyncio.wait(handlers, timeout=2)
         self._stopped.set()
 
     def _cleanup_files(self) -> None:
@@ -431,7 +441,7 @@ def listen(state_dir: Path) -> socket.socket:
     ensure_private_dir(state_dir)
     ensure_private_dir(state_dir / "broker")
     ensure_private_dir(state_dir / "transcripts")
-    path, pid_path, _ = broker_paths(state_dir)
+    path = broker_paths(state_dir)[0]
     if path.exists():
         with socket.socket(socket.AF_UNIX) as probe:
             probe.settimeout(2)
@@ -452,10 +462,11 @@ def listen(state_dir: Path) -> socket.socket:
     return sock
 
 
-def write_pid_file(pid_path: Path) -> None:
-    ident = identify(os.getpid())
+def write_pid_file(pid_path: Path, pid: int) -> None:
+    """Record the broker as ``"<pid> <create time>"`` (see :mod:`jupyter_agents.procs`)."""
+    ident = identify(pid)
     create_private_file(pid_path)
-    pid_path.write_text(f"{os.getpid()} {ident.created if ident else 0}\n")
+    pid_path.write_text(f"{pid} {ident.created if ident else 0}\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -475,11 +486,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     state_dir = args.state_dir.expanduser().absolute()
     listener = listen(state_dir)
-    if args.daemon and os.fork() > 0:
-        os._exit(0)  # the listening socket is ready: the starter may connect now
-    write_pid_file(broker_paths(state_dir)[1])
+    pid_path = broker_paths(state_dir)[1]
+    if args.daemon:
+        child = os.fork()
+        if child:
+            # the socket listens and the pid file names the daemon: the starter may go on
+            write_pid_file(pid_path, child)
+            os._exit(0)
+    else:
+        write_pid_file(pid_path, os.getpid())
     asyncio.run(Broker(state_dir).serve(listener))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

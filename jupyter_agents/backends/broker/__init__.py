@@ -1,0 +1,13 @@
+"""The pty broker backend: a daemon that owns the ptys (no tmux needed; the Windows path).
+
+- :mod:`.protocol`: the framed protocol over the private unix socket;
+- :mod:`.server`: the daemon (ptys, transcripts, replay, flow control);
+- :mod:`.ptys`: the pty-factory seam (ptyprocess on POSIX, pywinpty on Windows);
+- :mod:`.replay`: the bounded raw replay;
+- :mod:`.client`: :class:`BrokerBackend` and its streams, the heartbeat;
+- :mod:`.attach`: a terminal client for looking at a session by hand.
+"""
+
+from .client import BrokerBackend
+
+__all__ = ["BrokerBackend"]
