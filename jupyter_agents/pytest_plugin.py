@@ -2,10 +2,13 @@
 
 Enable with ``pytest_plugins = ["jupyter_agents.pytest_plugin"]``. Fixtures:
 
-- ``agents_state_dir``: a private state dir; at teardown the tmux server on its socket
-  is killed, so no test leaves processes behind.
+- ``agents_state_dir``: a private state dir; at teardown its backends (the tmux server
+  on its socket, the pty broker) are killed, so no test leaves processes behind.
+- ``agents_backend``: the backend servers use: ``"tmux"`` unless a test parametrizes
+  it indirectly (``@pytest.mark.parametrize("agents_backend", ["tmux", "broker"],
+  indirect=True)``); ``"broker"`` servers run with a PATH that has no tmux.
 - ``agents_server``: a factory starting real ``jupyter server`` subprocesses on that
-  state dir (:class:`ServerProcess`); all are stopped at teardown.
+  state dir (:class:`ServerProcess`) with that backend; all are stopped at teardown.
 
 The websocket client (:class:`TermClient`) needs ``websocket-client``.
 """
@@ -26,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from .backends.base import Backend
 
 TOKEN = "test-token-not-secret"  # noqa: S105
 #: a shell whose output tests can match: bash without rc files and a fixed prompt
@@ -202,19 +207,67 @@ def kill_tmux_server(state_dir: Path) -> None:
         subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
 
 
+def kill_backends(state_dir: Path) -> None:
+    """Stop every backend of ``state_dir`` (tmux server, pty broker) and its sessions."""
+    from .backends.broker import BrokerBackend
+
+    kill_tmux_server(state_dir)
+    BrokerBackend(state_dir).kill_server()
+
+
+def open_backend(state_dir: Path, name: str) -> Backend:
+    """The backend ``name`` (``"tmux"`` or ``"broker"``) of ``state_dir``, started."""
+    from .backends.broker import BrokerBackend
+    from .backends.tmux import TmuxBackend
+
+    backend: Backend = (TmuxBackend if name == "tmux" else BrokerBackend)(state_dir)
+    backend.start()
+    return backend
+
+
+def path_without(tool: str, directory: Path) -> str:
+    """A PATH like ours in which ``tool`` cannot be found: one directory of symlinks to
+    every other executable on PATH (first one wins, as in a lookup)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if not entry or not os.path.isdir(entry):
+            continue
+        for name in os.listdir(entry):
+            link = directory / name
+            if name != tool and not link.exists() and not link.is_symlink():
+                link.symlink_to(os.path.join(entry, name))
+    return str(directory)
+
+
+@pytest.fixture(scope="session")
+def path_without_tmux(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return path_without("tmux", tmp_path_factory.mktemp("no-tmux") / "bin")
+
+
 @pytest.fixture
 def agents_state_dir(tmp_path: Path) -> Iterator[Path]:
     # short path: unix socket paths are limited to ~100 bytes
     state = tmp_path / "state"
     yield state
-    kill_tmux_server(state)
+    kill_backends(state)
 
 
 @pytest.fixture
-def agents_server(agents_state_dir: Path, tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+def agents_backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "tmux"))
+
+
+@pytest.fixture
+def agents_server(
+    agents_state_dir: Path, agents_backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., ServerProcess]]:
     servers: list[ServerProcess] = []
 
     def start(**kwargs: Any) -> ServerProcess:
+        if agents_backend == "broker":
+            no_tmux = request.getfixturevalue("path_without_tmux")
+            kwargs["env"] = {"PATH": no_tmux, **kwargs.get("env", {})}
+            kwargs["args"] = ["--AgentsApp.backend=broker", *kwargs.get("args", [])]
         server = ServerProcess(agents_state_dir, tmp_path, **kwargs).start()
         servers.append(server)
         return server

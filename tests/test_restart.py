@@ -1,15 +1,19 @@
-"""Acceptance: terminals survive the Jupyter server (real servers, real tmux)."""
+"""Acceptance: terminals survive the Jupyter server (real servers, real tmux or pty
+broker; broker servers run without tmux on PATH)."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
-import subprocess
 import time
 
 import pytest
 
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient
+from jupyter_agents.backends.base import SpawnRequest
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient, open_backend
+
+pytestmark = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
 
 
 def shell_pid(client: TermClient, tag: str) -> int:
@@ -70,7 +74,7 @@ def test_terminal_survives_server_restart(agents_server, sig):
     client2.close()
 
 
-def test_fifty_terminals_survive(agents_server):
+def test_fifty_terminals_survive(agents_server, agents_backend):
     server = agents_server()
     names = [new_terminal(server) for _ in range(50)]
     assert names == [str(i) for i in range(1, 51)]
@@ -91,23 +95,8 @@ def test_fifty_terminals_survive(agents_server):
     assert {s["status"] for s in after} == {"running"}
     _, report = server2.request("GET", "/api/agents/reconcile")
     assert sorted(a["kind"] for a in report["actions"]) == ["adopt"] * 50
-    live = set(
-        subprocess.run(
-            [
-                "tmux",
-                "-S",
-                str(server2.state_dir / "tmux" / "socket"),
-                "list-panes",
-                "-a",
-                "-F",
-                "#{pane_pid}",
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-    )
-    assert {str(p) for p in pids.values()} == live  # no phantom running record
+    live = {s.pid for s in open_backend(server2.state_dir, agents_backend).list_live()}
+    assert set(pids.values()) == live  # no phantom running record
     for name in names:
         c = server2.ws(name)
         c.wait_for(replayed)
@@ -115,12 +104,10 @@ def test_fifty_terminals_survive(agents_server):
         c.close()
 
 
-def test_tmux_server_killed_marks_interrupted(agents_server):
+def test_backend_killed_marks_interrupted(agents_server, agents_backend):
     server = agents_server()
     name, sid = type_then_kill_server(server, "echo BEFORE-$((2+3))\r", "BEFORE-5")
-    subprocess.run(
-        ["tmux", "-S", str(server.state_dir / "tmux" / "socket"), "kill-server"], check=True
-    )
+    open_backend(server.state_dir, agents_backend).kill_server()
 
     server2 = agents_server()
     assert server2.request("GET", "/api/terminals") == (200, [])
@@ -131,13 +118,12 @@ def test_tmux_server_killed_marks_interrupted(agents_server):
     assert server2.request("GET", f"/api/terminals/{name}")[0] == 404
 
 
-def test_hand_made_tmux_session_is_orphaned_not_killed(agents_server):
-    server = agents_server()  # starts nothing in tmux yet; make one by hand on our socket
+def test_hand_made_session_is_orphaned_not_killed(agents_server, agents_backend):
+    server = agents_server()
     new_terminal(server)
-    sock = str(server.state_dir / "tmux" / "socket")
-    subprocess.run(
-        ["tmux", "-S", sock, "new-session", "-d", "-s", "handmade", "sleep 1000"], check=True
-    )
+    backend = open_backend(server.state_dir, agents_backend)  # one made by hand, not by us
+    env = {"PATH": os.environ["PATH"]}
+    backend.spawn(SpawnRequest("handmade", ["sleep", "1000"], "/", env))
     server.stop(signal.SIGKILL)
     server2 = agents_server()
     _, sessions = server2.request("GET", "/api/agents/sessions")
@@ -145,8 +131,8 @@ def test_hand_made_tmux_session_is_orphaned_not_killed(agents_server):
     assert by_id["handmade"]["status"] == "orphaned"
     assert [t["name"] for t in server2.request("GET", "/api/terminals")[1]] == ["1"]
     time.sleep(0.5)
-    alive = subprocess.run(["tmux", "-S", sock, "has-session", "-t", "=handmade"], check=False)
-    assert alive.returncode == 0
+    held = {s.session_id: s for s in backend.list_live()}
+    assert "handmade" in held and not held["handmade"].dead
 
 
 def test_output_while_server_down_is_in_transcript_and_replay(agents_server):
@@ -164,7 +150,7 @@ def test_output_while_server_down_is_in_transcript_and_replay(agents_server):
     c2.close()
 
 
-def test_environment_is_scrubbed(agents_server):
+def test_environment_is_scrubbed(agents_server, agents_backend):
     server = agents_server(
         env={
             "CLAUDECODE": "1",
@@ -180,10 +166,8 @@ def test_environment_is_scrubbed(agents_server):
     )
     c.wait_for(lambda c: re.search(r"ENV\[\w+\].*\]\r\n", c.text) is not None)
     line = re.search(r"ENV(\[.*\])\r\n", c.text).group(1)
-    assert line in (
-        "[unset][unset][unset][kept][tmux-256color]",
-        "[unset][unset][unset][kept][screen-256color]",
-    )
+    terms = ["tmux-256color", "screen-256color"] if agents_backend == "tmux" else ["xterm-256color"]
+    assert line in [f"[unset][unset][unset][kept][{term}]" for term in terms]
     c.close()
 
 
@@ -285,5 +269,5 @@ def test_session_environment_never_appears_on_a_command_line(agents_server):
     c.wait_for("KEY=value-only-in-the-env-4711")
     for proc in psutil.process_iter(["cmdline"]):
         assert "value-only-in-the-env-4711" not in " ".join(proc.info["cmdline"] or [])
-    assert not list((server.state_dir / "tmux").glob("env-*"))  # read and deleted
+    assert not list(server.state_dir.glob("*/env-*"))  # tmux: read and deleted
     c.close()

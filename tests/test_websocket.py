@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 
 import pyte
+import pytest
 
 from jupyter_agents.pytest_plugin import ServerProcess, TermClient
+
+pytestmark = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
 
 
 def open_terminal(server: ServerProcess) -> TermClient:
