@@ -113,3 +113,7 @@ export const deleteTerminal = (name: string): Promise<void> =>
 /** `GET /api/status`: when this server process started. */
 export const serverStarted = async (): Promise<string> =>
   (await request<{ started: string }>('api/status')).started;
+
+/** `POST /api/agents/reconcile`: bring the records in line with the backend now. */
+export const reconcile = (): Promise<unknown> =>
+  request('api/agents/reconcile', { method: 'POST', body: '{}' });

@@ -27,6 +27,7 @@ import {
   ISession,
   killSession,
   listKinds,
+  reconcile,
   restoreAll,
   restoreSession
 } from './api';
@@ -137,7 +138,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }
       },
       restoreAll: () => void app.commands.execute(CommandIDs.restoreAll),
-      create: kind => void app.commands.execute(CommandIDs.create, { kind })
+      create: kind => void app.commands.execute(CommandIDs.create, { kind }),
+      refresh: () => void app.commands.execute(CommandIDs.refresh)
     };
 
     const panel = new AgentsPanel(model, actions, () => kinds);
@@ -150,7 +152,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     app.commands.addCommand(CommandIDs.refresh, {
       label: 'Refresh Agent Sessions',
-      execute: () => model.refresh()
+      caption: 'Check the backend for ended or orphaned sessions, then refresh',
+      execute: async () => {
+        try {
+          await reconcile();
+        } catch (error) {
+          fail('Could not check the sessions', error);
+        }
+        await model.refresh();
+      }
     });
     app.commands.addCommand(CommandIDs.create, {
       label: args => {

@@ -22,7 +22,7 @@ export class SessionsModel {
     this._poll = new Poll({
       auto: true,
       factory: () => this._fetch(),
-      frequency: { interval: POLL_INTERVAL, backoff: true, max: 10000 },
+      frequency: { interval: POLL_INTERVAL, backoff: true, max: 4000 },
       name: 'jupyter-agents:sessions',
       standby: 'when-hidden'
     });

@@ -18,6 +18,7 @@ export interface IPanelActions {
   restore(session: ISession): void;
   restoreAll(): void;
   create(kind: string): void;
+  refresh(): void;
 }
 
 /** Status groups, in the order shown; ended ones are folded. */
@@ -99,10 +100,10 @@ export class AgentsPanel extends Widget {
     const header = el('div', 'jp-AgentsPanel-header');
     header.append(el('h2', 'jp-AgentsPanel-title', 'Agents'));
     const refresh = el('button', 'jp-AgentsPanel-iconButton jp-mod-styled');
-    refresh.title = 'Refresh';
+    refresh.title = 'Check the backend now and refresh';
     refresh.dataset.action = 'refresh';
     refreshIcon.element({ container: refresh, tag: 'span' });
-    refresh.onclick = () => void this._model.refresh();
+    refresh.onclick = () => this._actions.refresh();
     header.append(refresh);
     root.append(header);
 
@@ -206,7 +207,8 @@ export class AgentsPanel extends Widget {
 
     const line2 = el('div', 'jp-AgentsPanel-line jp-AgentsPanel-meta');
     if (s.cwd) {
-      const cwd = el('span', 'jp-AgentsPanel-cwd', s.cwd);
+      // LRM marks keep the path left-to-right inside the right-aligned (rtl) ellipsis box
+      const cwd = el('span', 'jp-AgentsPanel-cwd', `\u200e${s.cwd}\u200e`);
       cwd.title = s.cwd;
       line2.append(cwd);
     }

@@ -1,0 +1,424 @@
+"""JupyterLab in a real headless Chromium (playwright + Debian ``chromium``) against a
+real ``jupyter server`` subprocess with JupyterLab and our labextension.
+
+One server and one browser for the module; the tests run in file order and build on
+each other's state (a restart in one is seen by the next), so each reads the names and
+ids it needs from the REST API instead of assuming them. Screenshots go to
+``tests/artifacts/ui/`` (gitignored; the README embeds copies from ``docs/``).
+
+Terminal text is read from xterm's accessibility tree (``screenReaderMode``), as
+DESIGN.md section 9 describes: JupyterLab draws terminals on a canvas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_agents.pytest_plugin import TOKEN, ServerProcess, kill_tmux_server
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).parent / "artifacts" / "ui"
+FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_agent.py"
+
+pytestmark = [
+    pytest.mark.ui,
+    pytest.mark.skipif(
+        not os.access(CHROMIUM, os.X_OK),
+        reason="needs Debian chromium at /usr/bin/chromium (apt-get install -y chromium)",
+    ),
+    pytest.mark.timeout(180),
+]
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
+
+TERMINAL_TEXT = """() => {
+  const term = [...document.querySelectorAll('.jp-Terminal')]
+    .find(t => t.offsetParent !== null);
+  if (!term) { return ''; }
+  return [...term.querySelectorAll('.xterm-accessibility-tree [role=listitem]')]
+    .map(e => e.textContent.replace(/\\u00a0/g, ' ')).join('\\n');
+}"""
+
+
+def poll(check: Callable[[], Any], timeout: float = 20, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+class Lab:
+    """The shared server, its state dir, fake agents and a browser."""
+
+    def __init__(self, root: Path, browser: Any) -> None:
+        self.root = root
+        self.state_dir = root / "state"
+        self.browser = browser
+        settings = root / "lab-settings"
+        (settings / "@jupyterlab" / "terminal-extension").mkdir(parents=True)
+        (settings / "@jupyterlab" / "terminal-extension" / "plugin.jupyterlab-settings").write_text(
+            json.dumps({"screenReaderMode": True})
+        )
+        (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+        (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+            json.dumps({"fetchNews": "false", "checkForUpdates": False})
+        )
+        # fake claude/codex CLIs (tests/fakes/fake_agent.py) and a private HOME
+        self.bin = root / "bin"
+        self.home = root / "home"
+        self.bin.mkdir()
+        self.home.mkdir()
+        for name in ("claude", "codex"):
+            script = self.bin / name
+            script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_AGENT}" {name} "$@"\n')
+            script.chmod(0o755)
+        self.work = root / "work"
+        self.work.mkdir()
+        self.server = ServerProcess(
+            self.state_dir,
+            self.work,
+            env={
+                "JUPYTERLAB_SETTINGS_DIR": str(settings),
+                "JUPYTERLAB_WORKSPACES_DIR": str(root / "workspaces"),
+                "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
+                "HOME": str(self.home),
+                "FAKE_AGENT_LOG": str(root / "agents.jsonl"),
+            },
+            # window.jupyterapp, to run commands and inspect widgets
+            args=["--LabApp.expose_app_in_browser=True"],
+        )
+
+    def url(self, path: str = "/lab") -> str:
+        return f"{self.server.base}{path}?token={TOKEN}"
+
+    def sessions(self) -> dict[str, dict[str, Any]]:
+        status, body = self.server.request("GET", "/api/agents/sessions")
+        assert status == 200, body
+        return {s["id"]: s for s in body}
+
+    def restart(self, sig: int = signal.SIGTERM, kill_backend: bool = False) -> None:
+        self.server.stop(sig)
+        if kill_backend:
+            kill_tmux_server(self.state_dir)
+        self.server.start()
+
+
+@pytest.fixture(autouse=True)
+def jp_asyncio_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """Replaces pytest-jupyter's autouse loop fixture, which would pick up and close the
+    event loop that playwright's sync API keeps running: a loop of its own instead."""
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    if shutil.which("tmux") is None:
+        pytest.skip("needs tmux")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    root = tmp_path_factory.mktemp("ui")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        lab = Lab(root, browser)
+        try:
+            lab.server.start()
+            yield lab
+        finally:
+            lab.server.stop(signal.SIGKILL)
+            kill_tmux_server(lab.state_dir)
+            browser.close()
+
+
+@pytest.fixture
+def page(lab: Lab, request: pytest.FixtureRequest) -> Iterator[Any]:
+    context = lab.browser.new_context(viewport={"width": 1400, "height": 850})
+    page = context.new_page()
+    page.set_default_timeout(20000)
+    try:
+        yield page
+    finally:
+        shot(page, f"{request.node.name}-end")
+        context.close()
+
+
+def shot(page: Any, name: str) -> Path:
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def open_lab(page: Any, lab: Lab, reset: bool = False) -> None:
+    page.goto(lab.url("/lab") + ("&reset" if reset else ""))
+    page.wait_for_selector("#jupyter-agents-panel", state="attached", timeout=60000)
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell")
+
+
+def dismiss_dialogs(page: Any) -> None:
+    """Close JupyterLab's "Server Connection Error" dialog that a restart may raise."""
+    for button in page.locator(".jp-Dialog button.jp-mod-reject").all():
+        if button.is_visible():
+            button.click()
+
+
+def show_panel(page: Any) -> Any:
+    page.evaluate("() => window.jupyterapp.commands.execute('jupyter-agents:show-panel')")
+    panel = page.locator("#jupyter-agents-panel")
+    panel.wait_for(state="visible")
+    return panel
+
+
+def row(page: Any, session_id: str) -> Any:
+    return page.locator(f"#jupyter-agents-panel .jp-AgentsPanel-row[data-session-id='{session_id}']")
+
+
+def wait_status(page: Any, session_id: str, status: str, timeout: float = 20) -> None:
+    page.wait_for_selector(
+        f"#jupyter-agents-panel .jp-AgentsPanel-row[data-session-id='{session_id}']"
+        f"[data-status='{status}']",
+        state="attached",  # ended groups are folded
+        timeout=timeout * 1000,
+    )
+
+
+def terminal_text(page: Any) -> str:
+    return str(page.evaluate(TERMINAL_TEXT))
+
+
+def wait_text(page: Any, pattern: str, timeout: float = 30) -> re.Match[str]:
+    def found() -> re.Match[str] | None:
+        return re.search(pattern, terminal_text(page))
+
+    try:
+        return poll(found, timeout, f"{pattern!r} in the terminal")  # type: ignore[no-any-return]
+    except AssertionError:
+        raise AssertionError(
+            f"{pattern!r} not in the terminal; it shows:\n{terminal_text(page)[-2000:]}"
+        ) from None
+
+
+def type_in_terminal(page: Any, text: str) -> None:
+    area = page.locator(".jp-Terminal:visible .xterm-helper-textarea").first
+    area.focus()
+    page.keyboard.type(text)
+
+
+def typed_until(page: Any, line: str, pattern: str, timeout: float = 45) -> re.Match[str]:
+    """Type ``line`` until ``pattern`` shows (after a restart the first keys may go to a
+    socket that is still reconnecting)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        dismiss_dialogs(page)
+        type_in_terminal(page, line + "\n")
+        try:
+            return wait_text(page, pattern, timeout=min(8, max(1, deadline - time.monotonic())))
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+
+
+def running_by_name(lab: Lab, name: str) -> dict[str, Any]:
+    return next(
+        s for s in lab.sessions().values() if s["name"] == name and s["status"] == "running"
+    )
+
+
+# -- 1. a terminal tab survives server restarts ------------------------------------------
+
+
+def test_terminal_tab_survives_sigterm_and_sigkill_restarts(lab: Lab, page: Any) -> None:
+    open_lab(page, lab, reset=True)
+    page.evaluate("async () => { await window.jupyterapp.commands.execute('terminal:create-new'); }")
+    page.wait_for_selector(".jp-Terminal .xterm-accessibility-tree")
+    typed_until(page, "sleep 1000 & echo MARK-$((6*7))-$$", r"MARK-42-\d+", timeout=30)
+    pid = int(wait_text(page, r"MARK-42-(\d+)").group(1))
+    names = [t["name"] for t in lab.server.request("GET", "/api/terminals")[1]]
+    assert len(names) == 1
+    name = names[0]
+    assert running_by_name(lab, name)["pid"] == pid
+    shot(page, "1-terminal-before-restart")
+
+    for n, sig in enumerate((signal.SIGTERM, signal.SIGKILL), start=1):
+        lab.restart(sig)
+        # no reload: the tab reconnects by itself, typing reaches the same shell
+        typed_until(page, f"echo AFTER{n}-$((40+{n}))-$$", rf"AFTER{n}-{40 + n}-{pid}\b")
+        assert re.search(rf"MARK-42-{pid}\b", terminal_text(page))
+        assert running_by_name(lab, name)["pid"] == pid
+        shot(page, f"1-terminal-after-{signal.Signals(sig).name}")
+
+    # after a page reload the restored tab shows the screen and the same shell
+    page.reload()
+    page.wait_for_selector(".jp-Terminal .xterm-accessibility-tree", timeout=60000)
+    wait_text(page, rf"MARK-42-{pid}\b")
+    typed_until(page, "echo RELOADED-$((7*7))-$$", rf"RELOADED-49-{pid}\b")
+    assert running_by_name(lab, name)["pid"] == pid
+    assert subprocess.run(["pgrep", "-f", "sleep 1000"], capture_output=True).returncode == 0
+    shot(page, "1-terminal-after-reload")
+
+
+# -- 2. panel: running -> interrupted (backend killed) -> restored -----------------------
+
+
+def test_panel_interrupted_agent_restore(lab: Lab, page: Any) -> None:
+    open_lab(page, lab)
+    panel = show_panel(page)
+    before = set(lab.sessions())
+    # new Claude session from the panel (fake claude CLI): a terminal tab opens
+    panel.locator("button[data-action='new'][data-kind='claude']").click()
+    sid = poll(
+        lambda: next(
+            (s for s in lab.sessions().values() if s["id"] not in before and s["kind"] == "claude"),
+            None,
+        ),
+        what="the new claude session",
+    )["id"]
+    wait_status(page, sid, "running", timeout=5)
+    wait_text(page, r"FAKE CLAUDE")
+    assert row(page, sid).locator(".jp-AgentsPanel-badge").inner_text() == "running"
+    running = int(page.locator(".jp-AgentsStatus-running").get_attribute("data-count"))
+    assert running >= 1
+    shot(page, "2-panel-running")
+    # the panel follows a change made elsewhere within 2 s: kill via REST
+    shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    wait_status(page, shell["id"], "running", timeout=2.5)
+    assert lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")[0] == 204
+    wait_status(page, shell["id"], "killed", timeout=2.5)
+
+    # the backend dies with the server (as in a reboot): the session is interrupted
+    page.close()
+    lab.restart(signal.SIGKILL, kill_backend=True)
+    assert lab.sessions()[sid]["status"] == "interrupted"
+    page = page.context.new_page()
+    open_lab(page, lab)
+    panel = show_panel(page)
+    wait_status(page, sid, "interrupted")
+    # a notification counts them and offers "Restore all"
+    toast = page.locator(".Toastify__toast", has_text="interrupted")
+    toast.wait_for()
+    assert toast.locator("button", has_text="Restore all").count() == 1
+    assert int(page.locator(".jp-AgentsStatus-interrupted").get_attribute("data-count")) >= 1
+    # the restored tab of the claude terminal says why and offers to resume it
+    page.wait_for_selector(f".jp-AgentsInterrupted[data-session-id='{sid}']", state="attached")
+    shot(page, "2-panel-interrupted")
+
+    row(page, sid).locator("button[data-action='restore']").click()
+    wait_status(page, sid, "running")
+    name = lab.sessions()[sid]["name"]
+    poll(
+        lambda: page.evaluate(
+            "(name) => [...window.jupyterapp.shell.widgets('main')]"
+            ".some(w => w.content && w.content.session && w.content.session.name === name"
+            " && w.isVisible)",
+            name,
+        ),
+        what=f"the restored terminal {name} open and shown",
+    )
+    wait_text(page, r"FAKE CLAUDE")
+    page.locator(".Toastify__toast button.jp-toast-button", has_text="Restore all").count()
+    shot(page, "2-panel-restored")
+
+
+# -- the interrupted tab banner ----------------------------------------------------------
+
+
+def test_interrupted_tab_banner_restores_in_place(lab: Lab, page: Any) -> None:
+    open_lab(page, lab)
+    show_panel(page)
+    banners = page.locator(".jp-AgentsInterrupted")
+    if banners.count() == 0:
+        # make one: a shell tab, then lose the backend with the page closed
+        page.evaluate(
+            "async () => { await window.jupyterapp.commands.execute('terminal:create-new'); }"
+        )
+        typed_until(page, "echo BANNER-$((2*3))", r"BANNER-6")
+        context = page.context
+        page.close()
+        lab.restart(signal.SIGKILL, kill_backend=True)
+        page = context.new_page()
+        open_lab(page, lab)
+        show_panel(page)
+    banner = page.locator(".jp-AgentsInterrupted").first
+    banner.wait_for()
+    sid = banner.get_attribute("data-session-id")
+    assert "was interrupted" in banner.inner_text()
+    page.evaluate(
+        "(id) => { const b = document.querySelector(`.jp-AgentsInterrupted[data-session-id='${id}']`);"
+        " window.jupyterapp.shell.activateById(b.closest('.jp-MainAreaWidget').id); }",
+        sid,
+    )
+    shot(page, "3-interrupted-tab-banner")
+    assert lab.sessions()[sid]["status"] == "interrupted"
+    banner.locator("button[data-action='restore']").click()
+    wait_status(page, sid, "running")
+    restored = lab.sessions()[sid]
+    poll(
+        lambda: page.evaluate(
+            "(name) => [...window.jupyterapp.shell.widgets('main')]"
+            ".some(w => w.content && w.content.session && w.content.session.name === name)",
+            restored["name"],
+        ),
+        what="the restored terminal's tab",
+    )
+    shot(page, "3-interrupted-tab-restored")
+
+
+# -- 3. an orphaned session can be adopted -----------------------------------------------
+
+
+def test_orphan_shows_and_adopt_opens_it(lab: Lab, page: Any) -> None:
+    sock = str(lab.state_dir / "tmux" / "socket")
+    subprocess.run(
+        [
+            "tmux",
+            "-S",
+            sock,
+            "new-session",
+            "-d",
+            "-s",
+            "handmade",
+            "-x",
+            "100",
+            "-y",
+            "30",
+            "echo ORPHAN-$((3*3)); exec /bin/bash --norc --noprofile -i",
+        ],
+        check=True,
+    )
+    open_lab(page, lab)
+    panel = show_panel(page)
+    panel.locator("button[data-action='refresh']").click()  # reconcile now
+    wait_status(page, "handmade", "orphaned")
+    assert int(page.locator(".jp-AgentsStatus-orphaned").get_attribute("data-count")) >= 1
+    shot(page, "4-panel-orphaned")
+    row(page, "handmade").locator("button[data-action='adopt']").click()
+    wait_status(page, "handmade", "running")
+    wait_text(page, r"ORPHAN-9")
+    typed_until(page, "echo ADOPTED-$((5*5))", r"ADOPTED-25")
+    shot(page, "4-orphan-adopted")
