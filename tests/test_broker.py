@@ -1,0 +1,333 @@
+"""The pty broker backend: its own guarantees beyond the shared restart suite (which
+runs over both backends in test_restart.py and test_websocket.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jupyter_agents.backends.base import SpawnRequest
+from jupyter_agents.backends.broker import BrokerBackend
+from jupyter_agents.backends.broker.protocol import PREFIX, encode
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient
+from jupyter_agents.store import SessionStore
+
+
+@pytest.fixture
+def broker(agents_state_dir):
+    b = BrokerBackend(agents_state_dir)
+    b.start()
+    return b  # agents_state_dir's teardown stops it
+
+
+@pytest.fixture
+def no_tmux_server(agents_server, path_without_tmux):
+    """A server with ``backend=auto`` and no tmux on PATH (so: the broker)."""
+
+    def start(args: list[str] | None = None) -> ServerProcess:
+        return agents_server(env={"PATH": path_without_tmux}, args=args or [])
+
+    return start
+
+
+def wait_until(check, timeout: float, what: str) -> float:
+    """Poll ``check`` until true; the seconds it took."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def broker_pid(state_dir: Path) -> int:
+    return int((state_dir / "broker" / "broker.pid").read_text().split()[0])
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def opened(server: ServerProcess, name: str) -> TermClient:
+    client = server.ws(name)
+    client.wait_for(lambda c: len(c.messages) >= 2)
+    return client
+
+
+def test_exit_codes_exact_env_and_dead_sessions_held(broker, tmp_path):
+    broker.spawn(SpawnRequest("env1", ["/usr/bin/env"], "/", {"ONLY": "this", "LINES": "9"}))
+    broker.spawn(SpawnRequest("exit3", ["/bin/sh", "-c", "exit 3"], "/", {}))
+    broker.spawn(SpawnRequest("killed", ["/bin/sh", "-c", "kill -9 $$"], "/", {}))
+    shell = broker.spawn(SpawnRequest("shell", ["/bin/sh"], str(tmp_path), {}))
+
+    def held():
+        return {s.session_id: s for s in broker.list_live()}
+
+    wait_until(lambda: all(held()[s].dead for s in ("env1", "exit3", "killed")), 10, "exits")
+    live = held()
+    assert (live["exit3"].exit_code, live["killed"].exit_code) == (3, 137)
+    assert live["exit3"].dead_since is not None and not live["shell"].dead
+    assert live["shell"].pid == shell.pid and psutil.Process(shell.pid).name() == "sh"
+    printed = broker.transcript_path("env1").read_text().split()
+    assert sorted(printed) == ["ONLY=this", "TERM=xterm-256color"]  # exactly the given env
+    assert oct(broker.transcript_path("exit3").stat().st_mode & 0o777) == "0o600"
+    broker.remove("exit3")
+    assert "exit3" not in held() and "killed" in held()  # held until removed
+
+    broker.kill_server()
+    wait_until(lambda: not alive(shell.pid), 10, "the shell to end with the broker")
+    assert broker.list_live() == []
+    assert broker.transcript_path("env1").exists()  # transcripts stay
+
+
+def test_socket_is_private_and_other_users_are_refused(broker):
+    sock_path = str(broker.socket_path)
+    assert oct(broker.broker_dir.stat().st_mode & 0o777) == "0o700"
+    assert oct(os.stat(sock_path).st_mode & 0o777) == "0o600"
+    probe = (
+        "import os, socket, sys\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n"
+        "    s.connect(sys.argv[1])\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno); sys.exit()\n"
+        f"s.sendall({encode({'op': 'ping'})!r})\n"
+        "try:\n"
+        "    print('reply', len(s.recv(100)))\n"
+        "except ConnectionResetError:\n"
+        "    print('reply 0')\n"
+    )
+    if os.getuid() != 0:
+        pytest.skip("needs root to act as another user")
+    run = [sys.executable, "-c", probe, sock_path]
+    out = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert out.startswith("refused")  # 0700 dir, 0600 socket
+    # even through open permissions, the broker checks the peer's uid (SO_PEERCRED)
+    opened_up = {}
+    for d in [*reversed(broker.socket_path.parents), broker.socket_path]:
+        mode = d.stat().st_mode & 0o777
+        if mode & 0o001 == 0 or d == broker.socket_path:
+            opened_up[d] = mode
+            os.chmod(d, mode | (0o006 if d == broker.socket_path else 0o001))
+    try:
+        out = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    finally:
+        for d, mode in reversed(opened_up.items()):
+            os.chmod(d, mode)
+    assert out.strip() == "reply 0"  # closed without a word
+    assert broker.ping() is not None
+
+
+FUZZ_COUNT = {"n": 0}
+
+
+def send_raw(path: str, data: bytes) -> None:
+    FUZZ_COUNT["n"] += 1
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(5)
+        s.connect(path)
+        try:
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+            while s.recv(65536):
+                pass
+        except OSError:
+            pass  # the broker may close first
+
+
+VALID = [
+    encode({"op": "ping"}),
+    encode({"op": "list"}),
+    encode({"op": "snapshot", "sid": "fz"}),
+    encode({"op": "write", "sid": "fz"}, b"echo hi\r"),
+    encode({"op": "resize", "sid": "fz", "rows": 30, "cols": 90}),
+    encode({"op": "attach", "sid": "fz"}),
+]
+HEADERS = st.dictionaries(
+    st.sampled_from(["op", "sid", "rows", "cols", "argv", "env", "cwd"]),
+    st.one_of(
+        st.sampled_from(["spawn", "write", "resize", "attach", "remove", "nope", "fz"]),
+        st.integers(-(2**40), 2**40),
+        st.booleans(),
+        st.none(),
+        st.lists(st.text(max_size=5), max_size=3),
+        st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+        st.text(max_size=20),
+    ),
+)
+
+
+def test_malformed_frames_never_kill_the_broker(broker):
+    shell = broker.spawn(SpawnRequest("fz", ["/bin/sh"], "/", {}))
+    path = str(broker.socket_path)
+    FUZZ_COUNT["n"] = 0
+
+    @settings(
+        max_examples=250,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(
+        noise=st.binary(max_size=64),
+        cut=st.integers(0, 200),
+        pick=st.integers(0, len(VALID) - 1),
+        header=HEADERS,
+        lengths=st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1)),
+    )
+    def fuzz(noise, cut, pick, header, lengths):
+        send_raw(path, noise)  # random bytes
+        send_raw(path, VALID[pick][:cut])  # truncated valid frames
+        send_raw(path, PREFIX.pack(*lengths) + noise)  # lying lengths
+        raw = json.dumps(header).encode()  # well-framed, ill-typed requests
+        send_raw(path, PREFIX.pack(len(raw), len(noise)) + raw + noise)
+
+    fuzz()
+    print(f"fuzz: {FUZZ_COUNT['n']} malformed or truncated frames sent")
+    assert broker.ping() is not None
+    assert [s.session_id for s in broker.list_live() if s.session_id == "fz"] == ["fz"]
+    assert alive(shell.pid)
+
+
+def test_sigkilled_broker_is_replaced_and_sessions_interrupted(no_tmux_server, capsys):
+    server = no_tmux_server()
+    first = server.request("POST", "/api/terminals", {})[1]["name"]
+    server.request("POST", "/api/terminals", {})
+    c = opened(server, first)
+    c.stdin("echo BEFORE-$((40+2))\r")
+    c.wait_for("BEFORE-42")
+    c.close()  # no viewer left: only the heartbeat can notice
+    _, sessions = server.request("GET", "/api/agents/sessions")
+    assert {s["backend"] for s in sessions} == {"broker"}  # auto, no tmux on PATH
+    old = broker_pid(server.state_dir)
+    store = SessionStore(server.state_dir / "sessions.db")
+
+    os.kill(old, signal.SIGKILL)
+    took = wait_until(
+        lambda: {s.status for s in store.list()} == {"interrupted"}, 15, "interrupted records"
+    )
+    with capsys.disabled():
+        print(f"\n[broker] SIGKILLed broker noticed, replaced, reconciled in {took:.1f}s")
+    assert broker_pid(server.state_dir) != old
+    assert "started a new one" in server.log_path.read_text()
+    for s in sessions:
+        transcript = server.state_dir / "transcripts" / f"{s['id']}.log"
+        assert transcript.exists()
+    first_id = next(s["id"] for s in sessions if s["name"] == first)
+    assert b"BEFORE-42" in (server.state_dir / "transcripts" / f"{first_id}.log").read_bytes()
+
+    new = server.request("POST", "/api/terminals", {})[1]["name"]
+    c2 = opened(server, new)
+    c2.stdin("echo AFTER-$((6*7))\r")
+    c2.wait_for("AFTER-42")
+    c2.close()
+
+
+def test_hung_broker_is_ended_and_replaced(no_tmux_server):
+    server = no_tmux_server(
+        ["--BrokerBackend.heartbeat_interval=0.5", "--BrokerBackend.ping_timeout=0.5"]
+    )
+    server.request("POST", "/api/terminals", {})
+    store = SessionStore(server.state_dir / "sessions.db")
+    shell = store.list()[0].pid
+    old = broker_pid(server.state_dir)
+    os.kill(old, signal.SIGSTOP)
+    try:
+        wait_until(lambda: store.list()[0].status == "interrupted", 20, "interrupted record")
+    finally:
+        if alive(old):
+            os.kill(old, signal.SIGCONT)
+    wait_until(lambda: not alive(old) and not alive(shell), 10, "the hung broker to end")
+    assert broker_pid(server.state_dir) != old
+
+
+def read_all(client: TermClient, stop: threading.Event, seen: list[int]) -> None:
+    """Read (and drop) every frame the viewer gets, as a browser tab would, until stopped."""
+    client.ws.settimeout(0.5)
+    while not stop.is_set():
+        try:
+            seen[0] += len(client.ws.recv())
+        except Exception:  # timeout, or closed at the end
+            continue
+
+
+def flood_finished(transcript: Path, size: int) -> bool:
+    if transcript.stat().st_size < size:
+        return False
+    with transcript.open("rb") as f:
+        f.seek(-200, os.SEEK_END)
+        return b"FLOOD-2-DONE" in f.read()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_flood_does_not_starve_others_or_grow_the_broker(no_tmux_server, capsys):
+    server = no_tmux_server()
+    flood = server.request("POST", "/api/terminals", {})[1]["name"]
+    typing = server.request("POST", "/api/terminals", {})[1]["name"]
+    sessions = {s["name"]: s["id"] for s in server.request("GET", "/api/agents/sessions")[1]}
+    broker = psutil.Process(broker_pid(server.state_dir))
+    # a client of the broker that never reads: its queue must stay bounded
+    stalled = socket.socket(socket.AF_UNIX)
+    stalled.connect(str(server.state_dir / "broker" / "socket"))
+    stalled.sendall(encode({"op": "attach", "sid": sessions[flood]}))
+    viewer = opened(server, flood)  # a viewer that reads everything the server sends
+    stop, seen = threading.Event(), [0]
+    reader = threading.Thread(target=read_all, args=(viewer, stop, seen), daemon=True)
+    reader.start()
+    term = opened(server, typing)
+    transcript = server.state_dir / "transcripts" / f"{sessions[flood]}.log"
+
+    size = 200_000_000
+    viewer.stdin(f"yes $(printf '%0100d' 0) | head -c {size}; echo FLOOD-$((1+1))-DONE\r")
+    latencies, rss = [], []
+    started = time.monotonic()
+    while not flood_finished(transcript, size):
+        n = len(latencies)
+        t = time.monotonic()
+        term.stdin(f"k{n:05d}")
+        term.wait_for(f"k{n:05d}", timeout=60)
+        latencies.append(time.monotonic() - t)
+        term.stdin("\x15")  # erase the line
+        rss.append(broker.memory_info().rss)
+        time.sleep(0.05)
+        assert time.monotonic() - started < 240, "the flood did not finish"
+    took = time.monotonic() - started
+    stop.set()
+    reader.join()
+    viewer.close()
+    term.stdin("echo CALM-$((20+22))\r")
+    term.wait_for("CALM-42")
+    rss.append(broker.memory_info().rss)
+    late = opened(server, flood)  # a new viewer sees the screen after the flood
+    assert "FLOOD-2-DONE" in late.messages[1][1]
+    late.close()
+    with capsys.disabled():
+        print(
+            f"\n[broker] 200 MB flood in {took:.1f}s; interactive echo during it: "
+            f"{len(latencies)} samples, median {statistics.median(latencies) * 1000:.0f} ms, "
+            f"worst {max(latencies) * 1000:.0f} ms; broker peak RSS {max(rss) / 1e6:.1f} MB; "
+            f"its viewer had read {seen[0] / 1e6:.1f} MB of frames by then"
+        )
+    assert transcript.stat().st_size > size  # the transcript is complete
+    assert max(rss) < 200e6
+    stalled.close()
+    term.close()
+    transcript.unlink()  # 200 MB: do not keep it in pytest's temp dirs
