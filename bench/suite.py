@@ -15,6 +15,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import idle, latency, reconcile, replay, restart, throughput
@@ -32,7 +33,11 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
 
         make_base64_file(payload, mode.throughput_mb * 1_000_000)
         history = replay.make_history_file(data / "history.txt", mode.replay_lines)
-        servers = {f.name: stack.enter_context(server(f, f"io{f.name}")) for f in flavors}
+        with ThreadPoolExecutor(len(flavors)) as pool:  # start-ups in parallel
+            started = list(
+                pool.map(lambda f: stack.enter_context(server(f, f"io{f.name}")), flavors)
+            )
+        servers = {srv.flavor.name: srv for srv in started}
         names = {}
         for name, srv in servers.items():
             names[name] = srv.create_terminal()
