@@ -165,7 +165,8 @@ def page(lab: Lab, request: pytest.FixtureRequest) -> Iterator[Any]:
     try:
         yield page
     finally:
-        shot(page, f"{request.node.name}-end")
+        for n, open_page in enumerate(context.pages):
+            shot(open_page, f"{request.node.name}-end{n or ''}")
         context.close()
 
 
@@ -364,15 +365,16 @@ def test_interrupted_tab_banner_restores_in_place(lab: Lab, page: Any) -> None:
         page = context.new_page()
         open_lab(page, lab)
         show_panel(page)
-    banner = page.locator(".jp-AgentsInterrupted").first
-    banner.wait_for()
-    sid = banner.get_attribute("data-session-id")
-    assert "was interrupted" in banner.inner_text()
-    page.evaluate(
+    page.locator(".jp-AgentsInterrupted").first.wait_for(state="attached")
+    sid = page.locator(".jp-AgentsInterrupted").first.get_attribute("data-session-id")
+    banner = page.locator(f".jp-AgentsInterrupted[data-session-id='{sid}']")
+    page.evaluate(  # show its tab
         "(id) => { const b = document.querySelector(`.jp-AgentsInterrupted[data-session-id='${id}']`);"
         " window.jupyterapp.shell.activateById(b.closest('.jp-MainAreaWidget').id); }",
         sid,
     )
+    banner.wait_for()
+    assert "was interrupted" in banner.inner_text()
     shot(page, "3-interrupted-tab-banner")
     assert lab.sessions()[sid]["status"] == "interrupted"
     banner.locator("button[data-action='restore']").click()

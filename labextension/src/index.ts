@@ -258,11 +258,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
       if (readopted === 0 && interrupted === 0) {
         return;
       }
-      const parts = [
-        `${readopted} terminal${readopted === 1 ? '' : 's'} re-adopted (still running)`
-      ];
+      const parts = [];
+      if (readopted || !interrupted) {
+        parts.push(
+          `${readopted} terminal${readopted === 1 ? '' : 's'} re-adopted (still running)`
+        );
+      }
       if (interrupted) {
-        parts.push(`${interrupted} interrupted`);
+        parts.push(
+          `${interrupted} session${interrupted === 1 ? '' : 's'} interrupted`
+        );
       }
       const notify = interrupted ? Notification.warning : Notification.info;
       notify(`Jupyter server restarted: ${parts.join(', ')}.`, {
@@ -311,6 +316,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
         },
         () => banner.dispose()
       );
+      // gone once the session is no longer interrupted (restored from elsewhere)
+      const follow = () => {
+        const now = model.sessions?.find(s => s.id === lost.id);
+        if (now && now.status !== 'interrupted') {
+          banner.dispose();
+        }
+      };
+      model.changed.connect(follow);
+      banner.disposed.connect(() => model.changed.disconnect(follow));
       widget.contentHeader.addWidget(banner);
     });
   }
