@@ -124,7 +124,8 @@ class ServerProcess:
     def request(
         self, method: str, path: str, body: Any = None, token: str | None = TOKEN
     ) -> tuple[int, Any]:
-        """One HTTP call; returns (status, parsed JSON body or None). Never raises on 4xx/5xx."""
+        """One HTTP call; returns (status, parsed JSON body, the raw bytes if not JSON, or
+        None). Never raises on 4xx/5xx."""
         data = (
             None
             if body is None
@@ -136,7 +137,10 @@ class ServerProcess:
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310
                 raw = resp.read()
-                return resp.status, json.loads(raw) if raw else None
+                try:
+                    return resp.status, json.loads(raw) if raw else None
+                except ValueError:
+                    return resp.status, raw  # not JSON (e.g. a transcript)
         except urllib.error.HTTPError as e:
             raw = e.read()
             try:

@@ -347,9 +347,13 @@ class TerminalManager(LoggingConfigurable):
         if cwd is None or cwd == "":
             return str(root.resolve())
         if isinstance(cwd, str) and "\0" not in cwd:
-            for candidate in (Path(cwd).expanduser(), root / cwd):
-                if candidate.is_absolute() and candidate.is_dir():
-                    return str(candidate.resolve())
+            for candidate in (Path(cwd), root / cwd):
+                try:  # a name too long, "~nosuchuser"...: not an existing directory
+                    candidate = candidate.expanduser()
+                    if candidate.is_absolute() and candidate.is_dir():
+                        return str(candidate.resolve())
+                except (OSError, RuntimeError):
+                    continue
         if strict:
             raise InvalidRequest(f"cwd {str(cwd)[:200]!r} is not an existing directory")
         self.log.info("jupyter_agents: requested cwd %r does not exist; using %s", cwd, root)

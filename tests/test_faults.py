@@ -189,6 +189,7 @@ def tmux_live(state_dir: Path) -> set[str]:
     return {line.split()[0] for line in out.splitlines() if line.endswith(" 0")}
 
 
+@pytest.mark.timeout(900)
 def test_restart_torture(agents_state_dir, tmp_path):
     """Sessions are created, deleted and listed while the server is SIGKILLed at random
     moments; afterwards nothing is lost, doubled or a phantom, transcripts are whole."""

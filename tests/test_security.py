@@ -1,0 +1,260 @@
+"""Security: every route authenticated and authorized like terminals, private state,
+no secrets in logs, and a fuzz run of >= 10,000 hostile inputs against a real server."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import urllib.parse
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jupyter_server.auth.authorizer import Authorizer
+from tornado.httpclient import HTTPClientError
+
+from jupyter_agents.handlers import agents_handlers
+from jupyter_agents.pytest_plugin import TEST_SHELL, TOKEN, kill_tmux_server
+from jupyter_agents.terminals import NAME_PATTERN, terminal_handlers
+
+FUZZ_SCALE = float(os.environ.get("JUPYTER_AGENTS_FUZZ_SCALE", "1"))
+
+
+@pytest.fixture
+def jp_server_config(tmp_path):
+    return {
+        "ServerApp": {
+            "jpserver_extensions": {"jupyter_agents": True},
+            "terminado_settings": {"shell_command": TEST_SHELL},
+        },
+        "AgentsApp": {"state_dir": str(tmp_path / "st")},
+    }
+
+
+@pytest.fixture(autouse=True)
+def _cleanup_tmux(tmp_path):
+    yield
+    kill_tmux_server(tmp_path / "st")
+
+
+def every_route(session_id: str, name: str) -> list[tuple[str, str]]:
+    """(method, path) for every method of every route we serve."""
+    found = []
+    for pattern, handler, _ in [*terminal_handlers(None), *agents_handlers(None)]:  # type: ignore[arg-type]
+        path = pattern.replace(r"(\w+)", name if "terminals" in pattern else session_id, 1)
+        for method in ("GET", "POST", "DELETE"):
+            if method.lower() in vars(handler) or (method == "GET" and "websocket" in pattern):
+                found.append((method, path))
+    return found
+
+
+class DenyAll(Authorizer):
+    def is_authorized(self, handler, user, action, resource):
+        return resource != "terminals"
+
+
+def tmux_sessions(state: Path) -> set[str]:
+    out = subprocess.run(
+        ["tmux", "-S", str(state / "tmux" / "socket"), "list-sessions", "-F", "#{session_name}"],
+        capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    return set(out.split())
+
+
+async def test_every_route_is_authorized_and_authenticated(
+    jp_serverapp, jp_fetch, jp_ws_fetch, tmp_path
+):
+    r = await jp_fetch("api", "agents", "sessions", method="POST", body=json.dumps({}))
+    model = json.loads(r.body)
+    before = tmux_sessions(tmp_path / "st")
+    routes = every_route(model["id"], model["name"])
+    assert len(routes) >= 14, routes
+    # no token: 403 everywhere
+    for method, path in routes:
+        with pytest.raises(HTTPClientError) as e:
+            if "websocket" in path:
+                await jp_ws_fetch(*path.strip("/").split("/"), headers={"Authorization": ""})
+            else:
+                await jp_fetch(
+                    *path.strip("/").split("/"),
+                    method=method,
+                    body="{}" if method == "POST" else None,
+                    headers={"Authorization": "token wrong"},
+                )
+        assert e.value.code == 403, (method, path, e.value.code)
+    # authenticated, but the authorizer denies the terminals resource: 403 everywhere
+    jp_serverapp.web_app.settings["authorizer"] = DenyAll(parent=jp_serverapp)
+    for method, path in routes:
+        with pytest.raises(HTTPClientError) as e:
+            if "websocket" in path:
+                await jp_ws_fetch(*path.strip("/").split("/"))
+            else:
+                await jp_fetch(
+                    *path.strip("/").split("/"),
+                    method=method,
+                    body="{}" if method == "POST" else None,
+                )
+        assert e.value.code == 403, (method, path, e.value.code)
+    assert tmux_sessions(tmp_path / "st") == before  # nothing spawned, nothing killed
+    store_model = jp_serverapp.web_app.settings["terminal_manager"].store.get(model["id"])
+    assert store_model.status == "running"
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_state_is_private_and_tokens_never_logged(agents_server, agents_state_dir):
+    server = agents_server(env={"JUPYTER_TOKEN": TOKEN, "JUPYTERHUB_API_TOKEN": "hub-secret-xyz"})
+    status, model = server.request("POST", "/api/agents/sessions", {"kind": "shell"})
+    assert status == 201
+    client = server.ws(model["name"])
+    client.wait_for(lambda c: len(c.messages) >= 2)
+    client.stdin("env | grep -c -E 'TOKEN|hub-secret' ; echo checked\r")
+    client.wait_for("\r0\r\nchecked")  # grep counted no token in the session's env
+    client.close()
+    assert mode(agents_state_dir) == 0o700
+    for sub in ("tmux", "transcripts"):
+        assert mode(agents_state_dir / sub) == 0o700
+    socket = agents_state_dir / "tmux" / "socket"
+    assert stat.S_ISSOCK(socket.stat().st_mode) and mode(socket) & 0o077 == 0
+    assert mode(agents_state_dir / "transcripts" / f"{model['id']}.log") == 0o600
+    assert not list((agents_state_dir / "tmux").glob("env-*"))  # env files read, deleted
+    server.request("DELETE", f"/api/agents/sessions/{model['id']}")
+    server.stop()
+    log = server.log_path.read_text()
+    assert "jupyter_agents: spawned" in log
+    assert TOKEN not in log and "hub-secret-xyz" not in log
+
+
+def test_state_dir_of_another_user_is_refused(agents_server, agents_state_dir, tmp_path):
+    agents_state_dir.mkdir(mode=0o700)
+    os.chown(agents_state_dir, 65534, 65534)
+    server = agents_server()
+    status, _ = server.request("POST", "/api/terminals", {})
+    assert status == 404  # terminals unavailable: nothing was spawned there
+    assert "belongs to uid 65534, not to you" in server.log_path.read_text()
+    assert not (agents_state_dir / "tmux").exists()
+
+
+# -- fuzz ----------------------------------------------------------------------------
+
+PWNED = "/tmp/jupyter-agents-fuzz-pwned"
+hostile = st.sampled_from(
+    [f"; touch {PWNED}", f"$(touch {PWNED})", f"`touch {PWNED}`", "../../etc/passwd", "#{pane_pid}",
+     "\x00", "\x1b]0;x\x07", "a\nb", "%s%n", "' OR 1=1 --", "🙂" * 50, "x" * 5000, ";", "\\"]
+)  # fmt: skip
+text = st.one_of(st.text(max_size=40), hostile)
+json_value = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+    max_leaves=8,
+)
+
+
+def bad_name(sentinel: str) -> st.SearchStrategy[object]:
+    """Names that can never start a session: invalid ones, or the live sentinel's."""
+    return st.one_of(
+        st.just(sentinel),
+        text.filter(lambda s: not NAME_PATTERN.fullmatch(s)),
+        json_value.filter(lambda v: v is not None and not isinstance(v, str)),
+    )
+
+
+@pytest.fixture
+def fuzz_server(agents_server):
+    server = agents_server()
+    status, sentinel = server.request("POST", "/api/agents/sessions", {"kind": "shell"})
+    assert status == 201
+    return server, sentinel
+
+
+def check(status: int, allowed: set[int]) -> None:
+    assert status < 500, status
+    assert status in allowed, status
+
+
+def fuzz(n: int):
+    return settings(
+        max_examples=max(1, int(n * FUZZ_SCALE)),
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=True,
+        database=None,
+    )
+
+
+@pytest.mark.timeout(600)
+def test_fuzz_rest_and_websocket(fuzz_server, agents_state_dir):
+    server, sentinel = fuzz_server
+    counts = {"requests": 0, "frames": 0}
+
+    @fuzz(3000)
+    @given(body=st.dictionaries(st.sampled_from(["name", "cwd", "x"]), json_value, max_size=3),
+           name=bad_name(sentinel["name"]))  # fmt: skip
+    def terminals_post(body, name):
+        body["name"] = name
+        status, _ = server.request("POST", "/api/terminals", json.dumps(body).encode())
+        counts["requests"] += 1
+        check(status, {200, 400})
+
+    @fuzz(3000)
+    @given(kind=st.one_of(st.sampled_from(["shell", "claude", "codex"]), json_value),
+           cwd=json_value, args=json_value, name=bad_name(sentinel["name"]),
+           extra=st.dictionaries(text, json_value, max_size=2))  # fmt: skip
+    def agents_post(kind, cwd, args, name, extra):
+        body = {**extra, "kind": kind, "cwd": cwd, "args": args, "name": name}
+        status, _ = server.request("POST", "/api/agents/sessions", json.dumps(body).encode())
+        counts["requests"] += 1
+        check(status, {400, 409})
+
+    @fuzz(2000)
+    @given(query=st.dictionaries(st.sampled_from(["offset", "length", "x"]), text, max_size=3),
+           sid=st.one_of(st.just(sentinel["id"]), text),
+           tail=st.sampled_from(["", "/log", "/restore", "/adopt", "/x"]))  # fmt: skip
+    def routes(query, sid, tail):
+        path = "/api/agents/sessions/" + urllib.parse.quote(sid, safe="") + tail
+        method = "POST" if tail in ("/restore", "/adopt") else "GET"
+        if query:
+            path += "?" + urllib.parse.urlencode(query)
+        status, _ = server.request(method, path, b"{}" if method == "POST" else None)
+        counts["requests"] += 1
+        check(status, {200, 400, 404, 405, 409, 416})
+
+    terminals_post()
+    agents_post()
+    routes()
+
+    client = server.ws(sentinel["name"])
+    client.wait_for(lambda c: len(c.messages) >= 2)
+
+    @fuzz(2500)
+    @given(frame=st.one_of(
+        json_value.map(json.dumps),
+        st.lists(json_value, max_size=5).map(json.dumps),
+        st.tuples(st.sampled_from(["set_size", "stdin", "x"]), json_value, json_value).map(
+            lambda t: json.dumps(list(t))),
+        text,
+    ))  # fmt: skip
+    def frames(frame):
+        if frame.startswith('["stdin"'):
+            return  # typing random text into the shell is not the point here
+        client.ws.send(frame)
+        counts["frames"] += 1
+
+    frames()
+    client.stdin("echo still-$((20+1))\r")
+    client.wait_for("still-21")
+    client.close()
+    total = counts["requests"] + counts["frames"]
+    print(f"fuzz: {counts['requests']} requests, {counts['frames']} frames, {total} inputs")
+    assert total >= 10_000 * FUZZ_SCALE * 0.95
+    records = server.request("GET", "/api/agents/sessions")[1]
+    assert [(r["id"], r["status"], r["pid"]) for r in records] == [
+        (sentinel["id"], "running", sentinel["pid"])
+    ]  # nothing spawned, nothing lost
+    assert not Path(PWNED).exists()
+    assert server.proc is not None and server.proc.poll() is None
