@@ -266,3 +266,28 @@ def test_restart_torture(agents_state_dir, tmp_path):
     finally:
         if server is not None:
             server.stop(signal.SIGKILL)
+
+
+def test_orphans_are_adopted_or_killed_on_request(agents_server, agents_state_dir):
+    server = agents_server()
+    assert server.request("POST", "/api/terminals", {})[0] == 200  # starts our tmux server
+    sock = str(agents_state_dir / "tmux" / "socket")
+    for name in ("handmade", "stray"):
+        subprocess.run(
+            ["tmux", "-S", sock, "new-session", "-d", "-s", name, "sleep 1000"], check=True
+        )
+    records = sessions(server)
+    assert records["handmade"]["status"] == records["stray"]["status"] == "orphaned"
+    pid = records["stray"]["pid"]
+    status, body = server.request("POST", "/api/agents/sessions/1/adopt")
+    assert status == 404
+    status, adopted = server.request("POST", "/api/agents/sessions/handmade/adopt")
+    assert (status, adopted["status"]) == (200, "running"), adopted
+    status, terms = server.request("GET", "/api/terminals")
+    assert adopted["name"] in {t["name"] for t in terms}
+    status, body = server.request("POST", "/api/agents/sessions/handmade/adopt")
+    assert status == 409 and "not orphaned" in body["message"]
+    assert server.request("DELETE", "/api/agents/sessions/stray")[0] == 204
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert "stray" not in tmux_live(agents_state_dir)
+    assert sessions(server)["stray"]["status"] == "killed"
