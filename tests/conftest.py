@@ -4,14 +4,31 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jupyter_agents.pytest_plugin import TEST_SHELL, kill_tmux_server
+
 pytest_plugins = ["jupyter_agents.pytest_plugin", "pytest_jupyter.jupyter_server"]
 
 FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_agent.py"
+
+
+@pytest.fixture
+def jp_server_config(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """pytest-jupyter's in-process server with our extension on a private state dir
+    (the tmux server on it is killed afterwards)."""
+    yield {
+        "ServerApp": {
+            "jpserver_extensions": {"jupyter_agents": True},
+            "terminado_settings": {"shell_command": TEST_SHELL},
+        },
+        "AgentsApp": {"state_dir": str(tmp_path / "st")},
+    }
+    kill_tmux_server(tmp_path / "st")
 
 
 @dataclasses.dataclass

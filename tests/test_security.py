@@ -17,27 +17,10 @@ from jupyter_server.auth.authorizer import Authorizer
 from tornado.httpclient import HTTPClientError
 
 from jupyter_agents.handlers import agents_handlers
-from jupyter_agents.pytest_plugin import TEST_SHELL, TOKEN, kill_tmux_server
+from jupyter_agents.pytest_plugin import TOKEN
 from jupyter_agents.terminals import NAME_PATTERN, terminal_handlers
 
 FUZZ_SCALE = float(os.environ.get("JUPYTER_AGENTS_FUZZ_SCALE", "1"))
-
-
-@pytest.fixture
-def jp_server_config(tmp_path):
-    return {
-        "ServerApp": {
-            "jpserver_extensions": {"jupyter_agents": True},
-            "terminado_settings": {"shell_command": TEST_SHELL},
-        },
-        "AgentsApp": {"state_dir": str(tmp_path / "st")},
-    }
-
-
-@pytest.fixture(autouse=True)
-def _cleanup_tmux(tmp_path):
-    yield
-    kill_tmux_server(tmp_path / "st")
 
 
 def every_route(session_id: str, name: str) -> list[tuple[str, str]]:

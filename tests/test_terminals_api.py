@@ -12,25 +12,7 @@ import pytest
 from jupyter_server.auth.authorizer import Authorizer
 from tornado.httpclient import HTTPClientError
 
-from jupyter_agents.pytest_plugin import TEST_SHELL, kill_tmux_server
 from jupyter_agents.terminals import TerminalManager
-
-
-@pytest.fixture
-def jp_server_config(tmp_path):
-    return {
-        "ServerApp": {
-            "jpserver_extensions": {"jupyter_agents": True},
-            "terminado_settings": {"shell_command": TEST_SHELL},
-        },
-        "AgentsApp": {"state_dir": str(tmp_path / "st")},
-    }
-
-
-@pytest.fixture(autouse=True)
-def _cleanup_tmux(tmp_path):
-    yield
-    kill_tmux_server(tmp_path / "st")
 
 
 async def post(jp_fetch, body):
