@@ -331,3 +331,26 @@ def test_flood_does_not_starve_others_or_grow_the_broker(no_tmux_server, capsys)
     stalled.close()
     term.close()
     transcript.unlink()  # 200 MB: do not keep it in pytest's temp dirs
+
+
+def test_debug_attach_command(broker):
+    from ptyprocess import PtyProcess
+
+    shell = broker.spawn(SpawnRequest("att", ["/bin/sh"], "/", {"PS1": "$ "}))
+    client = PtyProcess.spawn(broker.debug_attach_command("att"), dimensions=(24, 80))
+    seen = b""
+
+    def read_until(text: bytes) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + 10
+        while text not in seen:
+            assert time.monotonic() < deadline, seen
+            seen += client.read(4096)
+
+    read_until(b"\x1bc")  # the replay: the client is up
+    client.write(b"echo ATT-$((1+1))\r")
+    read_until(b"ATT-2")
+    client.write(b"\x1d")  # Ctrl-] detaches
+    wait_until(lambda: not client.isalive(), 10, "the attach client to leave")
+    assert client.exitstatus == 0
+    assert alive(shell.pid)

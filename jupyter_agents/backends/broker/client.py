@@ -90,7 +90,7 @@ class BrokerBackend(Backend):
             except (FileNotFoundError, ConnectionRefusedError) as e:
                 raise _BrokerDown(str(e)) from e
             sock.sendall(encode(header, payload))
-            reply, body = _read_frame(sock)
+            reply, body = read_frame_sync(sock)
         if reply["op"] == "error":
             raise InvalidRequest(f"pty broker: {reply.get('error')}")
         return reply, body
@@ -322,7 +322,9 @@ def _live(model: dict[str, Any]) -> LiveSession:
     )
 
 
-def _read_frame(sock: socket.socket) -> tuple[dict[str, Any], bytes]:
+def read_frame_sync(sock: socket.socket) -> tuple[dict[str, Any], bytes]:
+    """One frame from a blocking socket (``ConnectionResetError`` at EOF)."""
+
     def exactly(n: int) -> bytes:
         buf = bytearray()
         while len(buf) < n:

@@ -85,7 +85,7 @@ def encode(header: Mapping[str, Any], payload: bytes = b"") -> bytes:
 
     >>> frame = encode({"op": "ping"})
     >>> frame
-    b'\\x00\\x00\\x00\\x0f\\x00\\x00\\x00\\x00{"op": "ping"}'
+    b'\\x00\\x00\\x00\\x0e\\x00\\x00\\x00\\x00{"op": "ping"}'
     >>> decode_header(frame[8:])
     {'op': 'ping'}
     """

@@ -1,0 +1,86 @@
+"""Look at a broker session from a terminal (the broker's ``tmux attach``)::
+
+    python -m jupyter_agents.backends.broker.attach --state-dir DIR SESSION_ID
+
+Draws the session's replay, then its live output; every key goes to the session except
+Ctrl-] (0x1d), which detaches. The session keeps running and keeps the size its Jupyter
+viewers gave it (this client never resizes it, so a terminal of another size shows it
+wrapped or clipped). POSIX only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import socket
+import sys
+import termios
+import tty
+from pathlib import Path
+
+from .client import read_frame_sync
+from .protocol import broker_paths, encode
+
+DETACH = b"\x1d"
+
+
+def attach(state_dir: Path, session_id: str) -> int:
+    """Run the attach client on this process's terminal; the exit status."""
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.connect(str(broker_paths(state_dir)[0]))
+    except OSError as e:
+        print(f"no pty broker for {state_dir}: {e}", file=sys.stderr)
+        return 1
+    sock.sendall(encode({"op": "attach", "sid": session_id}))
+    sock.sendall(encode({"op": "snapshot", "sid": session_id}))
+    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+    saved = termios.tcgetattr(stdin) if os.isatty(stdin) else None
+    if saved is not None:
+        tty.setraw(stdin, termios.TCSANOW)  # keep keys typed ahead
+    status = 0
+    try:
+        while True:
+            ready, _, _ = select.select([sock, stdin], [], [])
+            if stdin in ready:
+                keys = os.read(stdin, 4096)
+                if not keys or DETACH in keys:
+                    keys = keys.split(DETACH)[0]
+                    if keys:
+                        sock.sendall(encode({"op": "write", "sid": session_id}, keys))
+                    break
+                sock.sendall(encode({"op": "write", "sid": session_id}, keys))
+            if sock in ready:
+                header, payload = read_frame_sync(sock)
+                if header["op"] == "error":
+                    status = 1
+                    os.write(stdout, f"\r\n[{header.get('error')}]\r\n".encode())
+                    break
+                if header["op"] == "exit":
+                    os.write(stdout, f"\r\n[exited: {header.get('exit_code')}]\r\n".encode())
+                    break
+                os.write(stdout, payload)  # output, resync, snapshot reply
+    except ConnectionError:
+        os.write(stdout, b"\r\n[the pty broker went away]\r\n")
+        status = 1
+    finally:
+        if saved is not None:
+            termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
+        sock.close()
+    return status
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m jupyter_agents.backends.broker.attach",
+        description="Attach this terminal to a pty broker session (Ctrl-] detaches).",
+    )
+    parser.add_argument("--state-dir", required=True, type=Path)
+    parser.add_argument("session_id")
+    args = parser.parse_args(argv)
+    sys.exit(attach(args.state_dir.expanduser().absolute(), args.session_id))
+
+
+if __name__ == "__main__":
+    main()
