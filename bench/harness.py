@@ -24,14 +24,16 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
 
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient, kill_tmux_server
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient, kill_backends
 
 REPO = Path(__file__).resolve().parent.parent
+_T = TypeVar("_T")
 
 #: extensions that are not about terminals: off in every flavor, so server start-up and
 #: memory figures compare the terminal stacks and nothing else (jupyter_lsp spawns node)
@@ -69,8 +71,15 @@ TMUX = Flavor(
     (*_extensions(jupyter_agents=True), "--AgentsApp.backend=tmux"),
     backend="tmux",
 )
-#: every flavor by name; add the broker here when it exists
-FLAVORS: dict[str, Flavor] = {f.name: f for f in (STOCK, TMUX)}
+BROKER = Flavor(
+    "broker",
+    "jupyter_agents, pty broker backend (a daemon owning the ptys)",
+    True,
+    (*_extensions(jupyter_agents=True), "--AgentsApp.backend=broker"),
+    backend="broker",
+)
+#: every flavor by name
+FLAVORS: dict[str, Flavor] = {f.name: f for f in (STOCK, TMUX, BROKER)}
 
 
 # -- work dirs and servers --------------------------------------------------------------
@@ -80,7 +89,7 @@ FLAVORS: dict[str, Flavor] = {f.name: f for f in (STOCK, TMUX)}
 def workdir(tag: str) -> Iterator[Path]:
     """A fresh short temp dir (unix socket paths must stay under ~100 bytes).
 
-    On exit: the tmux server of ``<dir>/st`` is killed, every process still running
+    On exit: the backends of ``<dir>/st`` are killed, every process still running
     with its cwd inside the dir (shells of a crashed stock server) is killed, and the dir
     is removed. Nothing outside it is touched.
     """
@@ -88,7 +97,8 @@ def workdir(tag: str) -> Iterator[Path]:
     try:
         yield path
     finally:
-        kill_tmux_server(path / "st")
+        with contextlib.suppress(Exception):
+            kill_backends(path / "st")
         _kill_processes_in(path)
         shutil.rmtree(path, ignore_errors=True)
 
@@ -197,22 +207,36 @@ class BenchServer:
         ).stdout.strip()
         return int(out) if out.isdigit() else None
 
+    def owner_pid(self) -> int | None:
+        """The pid of the process owning this flavor's terminals outside the Jupyter
+        server (tmux server, pty broker), if one runs; None for stock."""
+        if self.flavor.backend == "tmux":
+            return self.tmux_server_pid()
+        if self.flavor.backend == "broker":
+            from jupyter_agents.backends.broker.protocol import broker_paths
+
+            pid_file = broker_paths(self.state_dir)[1]
+            with contextlib.suppress(OSError, ValueError):
+                pid = int(pid_file.read_text().split()[0])
+                return pid if psutil.pid_exists(pid) else None
+        return None
+
     def helper_processes(self) -> dict[str, list[psutil.Process]]:
         """Processes the terminals cost besides the shells, grouped: ``server`` (the
         Jupyter server), ``clients`` (its children that are not shells: our tmux control
-        clients) and ``owner`` (the tmux server, later the broker)."""
+        clients) and ``owner`` (the tmux server or the pty broker)."""
         server = self.server_process()
         shells = set(self.shell_pids())
         clients = [p for p in server.children() if p.pid not in shells]
         groups: dict[str, list[psutil.Process]] = {"server": [server], "clients": clients}
-        owner = self.tmux_server_pid()
+        owner = self.owner_pid()
         groups["owner"] = [psutil.Process(owner)] if owner else []
         return groups
 
     def shell_pids(self) -> list[int]:
-        """Pids of the terminals' shells (children of the server or of the tmux server)."""
+        """Pids of the terminals' shells (children of the server or of the owner)."""
         parents = [self.pid]
-        owner = self.tmux_server_pid()
+        owner = self.owner_pid()
         if owner:
             parents.append(owner)
         pids = []
@@ -227,15 +251,17 @@ class BenchServer:
     def verify_flavor(self) -> None:
         """Check that terminals are owned where the flavor says (call with >= 1 terminal).
 
-        Stock: shells are children of the server and no tmux socket exists. Ours: a tmux
-        server owns them and none is the server's child.
+        Stock: shells are children of the server and no backend runs. Ours: the
+        backend's process owns them and none is the server's child.
         """
-        sock = self.state_dir / "tmux" / "socket"
         direct = [c.pid for c in self.server_process().children() if "--norc" in _cmdline(c)]
+        owner = self.owner_pid()
         if self.flavor.ours:
-            if not sock.exists() or direct or not self.shell_pids():
-                raise RuntimeError(f"{self.flavor.name}: terminals are not owned by tmux")
-        elif sock.exists() or not direct:
+            if owner is None or direct or not self.shell_pids():
+                raise RuntimeError(
+                    f"{self.flavor.name}: terminals are not owned by the {self.flavor.backend}"
+                )
+        elif (self.state_dir / "tmux" / "socket").exists() or not direct:
             raise RuntimeError("stock: terminals are not children of the server (is it stock?)")
 
 
@@ -258,6 +284,16 @@ def server(flavor: Flavor, tag: str, extra_args: tuple[str, ...] = ()) -> Iterat
 
 
 # -- raw websocket reading (no per-frame text accumulation) ------------------------------
+
+
+def each(
+    flavors: list[Flavor], fn: Callable[[Flavor], _T], parallel: bool = False
+) -> dict[str, _T]:
+    """``fn(flavor)`` for every flavor, by name: one after the other, or all at once."""
+    if not parallel or len(flavors) < 2:
+        return {f.name: fn(f) for f in flavors}
+    with ThreadPoolExecutor(len(flavors)) as pool:
+        return dict(zip([f.name for f in flavors], pool.map(fn, flavors), strict=True))
 
 
 def recv_stdout(client: TermClient, timeout: float) -> str | None:
@@ -379,6 +415,9 @@ class Mode:
     noisy_mb: int
     replay_lines: int
     settle: float  # seconds to let servers settle before a measurement
+    #: run our flavors side by side where that can only make their figures worse
+    #: (restart, reconcile: targets without a stock comparison); quick mode only
+    parallel: bool = False
 
 
 FULL = Mode(
@@ -402,12 +441,13 @@ QUICK = Mode(
     throughput_mb=5,
     keys=100,
     restart_terminals=10,
-    reconcile_records=2_000,
-    reconcile_live=20,
-    idle_terminals=8,
+    reconcile_records=1_000,
+    reconcile_live=10,
+    idle_terminals=5,
     idle_seconds=3,
     noisy_terminals=2,
     noisy_mb=1,
-    replay_lines=5_000,
+    replay_lines=2_000,
     settle=0.5,
+    parallel=True,
 )

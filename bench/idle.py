@@ -159,7 +159,10 @@ def run(flavors: list[Flavor], mode: Mode) -> list[Row]:
     kept = total("kept_rss", ("server", "owner"))
     stock_kept = kept.get("stock")
     n, k, mb = mode.idle_terminals, mode.noisy_terminals, mode.noisy_mb
-    groups_doc = "server = Jupyter server, clients = its tmux control clients, owner = tmux server"
+    groups_doc = (
+        "server = Jupyter server, clients = its tmux control clients, "
+        "owner = tmux server or pty broker"
+    )
     return [
         Row("5", f"RSS per viewed idle terminal, beyond the shell ({n} terminals)", "KiB",
             rss, target=f"<= {TARGET_KIB} KiB",

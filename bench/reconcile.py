@@ -13,7 +13,7 @@ from pathlib import Path
 from jupyter_agents.paths import ensure_private_dir
 from jupyter_agents.store import Session, SessionStore, Status
 
-from .harness import BenchServer, Flavor, Mode, median, workdir
+from .harness import BenchServer, Flavor, Mode, each, median, workdir
 from .report import Row
 
 TARGET_S = 1.0
@@ -47,45 +47,50 @@ def write_history(state_dir: Path, records: int, cwd: str, backend: str) -> floa
         store.close()
 
 
-def run(flavors: list[Flavor], mode: Mode) -> list[Row]:
-    ours = [f for f in flavors if f.ours]
-    post: dict[str, float | None] = {}
-    listing: dict[str, float | None] = {}
-    notes = []
-    for flavor in ours:
-        with workdir(f"rc{flavor.name}") as work:
-            insert = write_history(work / "st", mode.reconcile_records, str(work), flavor.name)
-            srv = BenchServer(flavor, work)
-            try:
-                srv.start()
+def measure(flavor: Flavor, mode: Mode) -> tuple[float, float, str]:
+    """(median seconds of POST /api/agents/reconcile, of GET /api/terminals, a note)."""
+    with workdir(f"rc{flavor.name}") as work:
+        insert = write_history(
+            work / "st", mode.reconcile_records, str(work), flavor.backend or flavor.name
+        )
+        srv = BenchServer(flavor, work)
+        try:
+            srv.start()
+            t0 = time.perf_counter()
+            for _ in range(mode.reconcile_live):
+                srv.create_terminal()
+            spawn = (time.perf_counter() - t0) / mode.reconcile_live
+            srv.verify_flavor()
+            runs = max(3, mode.runs)
+            post_s, list_s = [], []
+            for _ in range(runs):
                 t0 = time.perf_counter()
-                for _ in range(mode.reconcile_live):
-                    srv.create_terminal()
-                spawn = (time.perf_counter() - t0) / mode.reconcile_live
-                srv.verify_flavor()
-                runs = max(3, mode.runs)
-                post_s, list_s = [], []
-                for _ in range(runs):
-                    t0 = time.perf_counter()
-                    report = srv.request("POST", "/api/agents/reconcile")
-                    post_s.append(time.perf_counter() - t0)
-                    t0 = time.perf_counter()
-                    listed = srv.request("GET", "/api/terminals")
-                    list_s.append(time.perf_counter() - t0)
-                adopted = sum(a["kind"] == "adopt" for a in report["actions"])
-                if adopted != mode.reconcile_live or len(listed) != mode.reconcile_live:
-                    raise RuntimeError(
-                        f"expected {mode.reconcile_live} live, adopted {adopted}, "
-                        f"listed {len(listed)}"
-                    )
-            finally:
-                srv.stop(signal.SIGKILL)
-            post[flavor.name] = median(post_s)
-            listing[flavor.name] = median(list_s)
-            notes.append(
-                f"{flavor.name}: {mode.reconcile_records:,} records inserted in {insert:.1f} s, "
-                f"{spawn * 1000:.0f} ms per spawn; median of {runs}"
-            )
+                report = srv.request("POST", "/api/agents/reconcile")
+                post_s.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                listed = srv.request("GET", "/api/terminals")
+                list_s.append(time.perf_counter() - t0)
+            adopted = sum(a["kind"] == "adopt" for a in report["actions"])
+            if adopted != mode.reconcile_live or len(listed) != mode.reconcile_live:
+                raise RuntimeError(
+                    f"expected {mode.reconcile_live} live, adopted {adopted}, listed {len(listed)}"
+                )
+        finally:
+            srv.stop(signal.SIGKILL)
+    note = (
+        f"{flavor.name}: {mode.reconcile_records:,} records inserted in {insert:.1f} s, "
+        f"{spawn * 1000:.0f} ms per spawn; median of {runs}"
+    )
+    return median(post_s), median(list_s), note
+
+
+def run(flavors: list[Flavor], mode: Mode) -> list[Row]:
+    results = each([f for f in flavors if f.ours], lambda f: measure(f, mode), mode.parallel)
+    post: dict[str, float | None] = {f: r[0] for f, r in results.items()}
+    listing: dict[str, float | None] = {f: r[1] for f, r in results.items()}
+    notes = [r[2] for r in results.values()]
+    if mode.parallel and len(results) > 1:
+        notes.append("our flavors ran at once (quick mode)")
     label = f"{mode.reconcile_records:,} records + {mode.reconcile_live} live"
     return [
         Row("4", f"POST /api/agents/reconcile, {label}", "ms",

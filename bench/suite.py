@@ -45,6 +45,8 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
 
         mb_per_s: dict[str, list[float]] = {"bare": []}
         reference: dict[str, list[float]] = {}
+        delivered: dict[str, list[float]] = {}
+        expected = throughput.expected_chars(payload)
         echo: dict[str, list[list[float]]] = {}
         for run in range(mode.runs):
             mb_per_s["bare"].append(mode.throughput_mb / throughput.bare_pty_seconds(payload))
@@ -56,8 +58,11 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
             if run % 2:
                 order.reverse()
             for name, srv in order:
-                seconds = throughput.ws_seconds(srv, names[name], payload)
+                seconds, received = throughput.ws_seconds(srv, names[name], payload)
                 mb_per_s.setdefault(name, []).append(mode.throughput_mb / seconds)
+                # the prompt and the marker line add a few characters: floor at 100 %
+                share = 100 * received / expected
+                delivered.setdefault(name, []).append(share if share < 100 else 100.0)
             for name, srv in order:
                 echo.setdefault(name, []).append(
                     latency.echo_latencies(srv, names[name], mode.keys)
@@ -67,7 +72,7 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
             term = replay.prepare(srv, history, mode.replay_lines)
             replays[name] = [replay.measure(srv, term) for _ in range(mode.runs)]
     return [
-        *throughput.rows(mb_per_s, mode.throughput_mb, ours, reference),
+        *throughput.rows(mb_per_s, mode.throughput_mb, ours, reference, delivered),
         *latency.rows(echo, mode.keys, ours),
         *replay.rows(replays, mode.replay_lines, ours),
     ]
