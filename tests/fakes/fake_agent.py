@@ -15,7 +15,8 @@ codex: a new thread per run, ``resume <id>`` / ``resume --last``; ``$CODEX_HOME`
 (not with ``FAKE_CODEX_NO_LOCK=1``); ``/new`` starts a new thread.
 
 Both read lines from the terminal: ``/exit`` ends, other text is a "message". Every run
-appends one JSON line to ``$FAKE_AGENT_LOG``: pid, argv, cwd, env, the conversation id
+appends one JSON line to ``$FAKE_AGENT_LOG`` (default ``~/fake-agents.jsonl``): pid,
+argv, cwd, env, the conversation id
 (``start``), or the error (``error``); id changes are logged too.
 """
 
@@ -33,9 +34,7 @@ from pathlib import Path
 
 
 def log(event: str, **fields: object) -> None:
-    path = os.environ.get("FAKE_AGENT_LOG")
-    if not path:
-        return
+    path = os.environ.get("FAKE_AGENT_LOG") or os.path.expanduser("~/fake-agents.jsonl")
     record = {
         "event": event,
         "pid": os.getpid(),

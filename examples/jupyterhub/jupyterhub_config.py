@@ -1,0 +1,57 @@
+"""A local JupyterHub whose users get persistent terminals and agents (jupyter_agents).
+
+Run as root (LocalProcessSpawner starts each user's server as that system user):
+
+    JUPYTER_AGENTS_HUB_USERS="alice bob" jupyterhub -f examples/jupyterhub/jupyterhub_config.py
+
+Each user's single-user server loads jupyter_agents from the Python it runs on (install
+``jupyter-agents`` there; ``tmux`` on PATH, else the pty broker is used). Per user:
+
+- sessions, transcripts and the tmux socket live in ``~/.local/share/jupyter/agents``
+  (0700, owned by the user): no other user can list, attach or read them;
+- stopping a server (hub API, culling, ``jupyterhub`` restart) leaves the user's terminals
+  and agents running (``on_shutdown = "detach"``); the next server re-adopts them;
+- after a reboot (or a pod restart, with the home on a persistent volume) the agents are
+  resumed with their conversation ids (``restore_on_start = "agents"``).
+
+The tests (tests/test_hub.py) run this file with real system users; the variables below
+let them choose ports and paths. DummyAuthenticator is for the demo: use PAM, OAuth...
+"""
+
+import os
+import shutil
+import sys
+
+c = get_config()  # type: ignore[name-defined]  # noqa: F821
+
+env = os.environ.get
+c.JupyterHub.bind_url = env("JUPYTER_AGENTS_HUB_URL", "http://127.0.0.1:8000")
+c.JupyterHub.hub_port = int(env("JUPYTER_AGENTS_HUB_PORT", "8081"))
+c.JupyterHub.db_url = f"sqlite:///{env('JUPYTER_AGENTS_HUB_DIR', '.')}/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = f"{env('JUPYTER_AGENTS_HUB_DIR', '.')}/cookie_secret"
+c.ConfigurableHTTPProxy.command = [shutil.which("configurable-http-proxy") or "configurable-http-proxy"]
+c.ConfigurableHTTPProxy.pid_file = f"{env('JUPYTER_AGENTS_HUB_DIR', '.')}/proxy.pid"
+
+c.JupyterHub.authenticator_class = "dummy"
+c.DummyAuthenticator.password = env("JUPYTER_AGENTS_HUB_PASSWORD", "change-me")
+c.Authenticator.allowed_users = set(env("JUPYTER_AGENTS_HUB_USERS", "alice bob").split())
+
+c.JupyterHub.spawner_class = "jupyterhub.spawner.LocalProcessSpawner"
+c.Spawner.cmd = [os.path.join(os.path.dirname(sys.executable), "jupyterhub-singleuser")]
+c.Spawner.default_url = "/lab"
+c.Spawner.start_timeout = 60
+# jupyter_agents, per user server:
+c.Spawner.args = [
+    "--AgentsApp.restore_on_start=agents",  # resume agents after a reboot / pod restart
+    "--AgentsApp.on_shutdown=detach",  # the default: stopping or culling keeps sessions
+]
+
+# an admin token for scripts (and the tests)
+if env("JUPYTER_AGENTS_HUB_ADMIN_TOKEN"):
+    c.JupyterHub.services = [
+        {"name": "admin-script", "api_token": env("JUPYTER_AGENTS_HUB_ADMIN_TOKEN")}
+    ]
+    c.JupyterHub.load_roles = [
+        {"name": "admin-script", "scopes": ["admin:users", "admin:servers", "tokens"],
+         "services": ["admin-script"]}
+    ]
