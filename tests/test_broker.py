@@ -206,6 +206,30 @@ def test_malformed_frames_never_kill_the_broker(broker):
     assert alive(shell.pid)
 
 
+def test_a_client_that_falls_behind_is_resynced(broker):
+    from jupyter_agents.backends.broker.client import read_frame_sync
+
+    broker.spawn(SpawnRequest("busy", ["/bin/sh"], "/", {}))
+    slow = socket.socket(socket.AF_UNIX)
+    slow.connect(str(broker.socket_path))
+    slow.sendall(encode({"op": "attach", "sid": "busy"}))
+    assert read_frame_sync(slow)[0]["op"] == "ok"
+    slow.sendall(encode({"op": "write", "sid": "busy"}, b"seq 1 2000000; echo END-$((1+1))\r"))
+    transcript = broker.transcript_path("busy")
+    wait_until(lambda: b"END-2" in transcript.read_bytes()[-100:], 60, "the output to end")
+    ops, tail, received = [], b"", 0  # only now read what the broker kept for us
+    slow.settimeout(5)
+    while b"END-2" not in tail:
+        header, payload = read_frame_sync(slow)
+        ops.append(header["op"])
+        received += len(payload)
+        tail = (tail + payload)[-100:] if header["op"] == "output" else payload[-100:]
+    assert transcript.stat().st_size > 14_000_000
+    assert "resync" in ops  # output was dropped for it, then the screen redrawn
+    assert received < 4_000_000  # its queue stayed bounded
+    slow.close()
+
+
 def test_sigkilled_broker_is_replaced_and_sessions_interrupted(no_tmux_server, capsys):
     server = no_tmux_server()
     first = server.request("POST", "/api/terminals", {})[1]["name"]

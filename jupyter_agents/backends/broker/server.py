@@ -134,21 +134,27 @@ class Client:
 
     async def pump(self) -> None:
         """Write the queue out; when it is empty, resync the lagging sessions."""
-        while not self.closed:
-            while self.queue:
-                frame = self.queue.popleft()
-                self.queued -= len(frame)
-                self.writer.write(frame)
-                await self.writer.drain()
-            if self.lagging:
-                for sid in sorted(self.lagging):
-                    session = self.broker.sessions.get(sid)
-                    if session is not None and sid in self.attached:
-                        self.send(encode({"op": "resync"}, session.replay.snapshot()))
-                self.lagging.clear()
-                continue
-            self._wake.clear()
-            await self._wake.wait()
+        try:
+            while not self.closed:
+                while self.queue:
+                    frame = self.queue.popleft()
+                    self.queued -= len(frame)
+                    self.writer.write(frame)
+                    await self.writer.drain()
+                if self.lagging:
+                    self._resync()
+                    continue
+                self._wake.clear()
+                await self._wake.wait()
+        except (ConnectionError, OSError):  # the peer went away
+            self.close()
+
+    def _resync(self) -> None:
+        for sid in sorted(self.lagging):
+            session = self.broker.sessions.get(sid)
+            if session is not None and sid in self.attached:
+                self.send(encode({"op": "resync"}, session.replay.snapshot()))
+        self.lagging.clear()
 
     def close(self) -> None:
         if self.closed:
