@@ -216,7 +216,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       names.forEach((kind, rank) => {
         launcher?.add({
           command: CommandIDs.create,
-          args: { kind },
+          args: { kind, isLauncher: true },
           category,
           rank
         });
