@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import signal
+import time
 from collections.abc import Iterator
 
 import psutil
@@ -65,12 +66,48 @@ def terminate_tree(identity: ProcessIdentity, grace: float = 3.0) -> bool:
         for p in procs:
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.send_signal(sig)
-    _, alive = psutil.wait_procs(procs, timeout=grace)
+    alive = _wait_gone(procs, grace)
     for p in alive:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()  # psutil re-checks the process identity before signalling
-    psutil.wait_procs(alive, timeout=grace)
+    _wait_gone(alive, grace)
     return True
+
+
+def _running(proc: psutil.Process) -> bool:
+    """Alive and not a zombie (a zombie has ended; only its parent can reap it)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait up to ``timeout`` seconds for ``procs`` to end; returns those still running."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if _running(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+        alive = [p for p in alive if _running(p)]
+    return alive
+
+
+def children_map() -> dict[int, list[int]]:
+    """ppid -> child pids of every process now (one pass over the process table)."""
+    tree: dict[int, list[int]] = {}
+    for proc in psutil.process_iter(["pid", "ppid"]):
+        tree.setdefault(proc.info["ppid"] or 0, []).append(proc.info["pid"])
+    return tree
+
+
+def descendants(pid: int, tree: dict[int, list[int]]) -> list[int]:
+    """``pid``'s descendants in ``tree`` (from :func:`children_map`), breadth first."""
+    found, queue = [], list(tree.get(pid, []))
+    while queue:
+        child = queue.pop(0)
+        found.append(child)
+        queue.extend(tree.get(child, []))
+    return found
 
 
 #: variable every session's processes inherit: ``<session id>@<state dir>``; it marks the

@@ -44,6 +44,8 @@ from .procs import (
     SESSION_MARKER,
     MarkedProcess,
     ProcessIdentity,
+    children_map,
+    descendants,
     identify,
     marked_processes,
     matches,
@@ -583,19 +585,22 @@ class TerminalManager(LoggingConfigurable):
         """Follow the conversation id of every running agent session (``/clear``, a new
         codex thread, a codex id not captured yet). Returns how many changed."""
         changed = 0
-        running = self.store.list(["running"])
+        running = [
+            s
+            for s in self.store.list(["running"])
+            if s.kind in self.kinds and self.kinds[s.kind].follows_conversation
+        ]
+        if not running:
+            return 0
         held = {s.conversation_id: s.id for s in self.store.list() if s.conversation_id}
+        tree = children_map()
         for session in running:
-            agent = self.kinds.get(session.kind)
-            if agent is None or not session.pid or session.pid_created is None:
+            agent = self.kinds[session.kind]
+            if not session.pid or session.pid_created is None:
                 continue
-            proc = matches(ProcessIdentity(session.pid, session.pid_created))
-            if proc is None:
+            if matches(ProcessIdentity(session.pid, session.pid_created)) is None:
                 continue
-            try:
-                pids = [proc.pid, *(p.pid for p in proc.children(recursive=True))]
-            except psutil.Error:
-                continue
+            pids = [session.pid, *descendants(session.pid, tree)]
             taken = {cid for cid, sid in held.items() if sid != session.id}
             found = agent.discover(session, pids, session.env or {}, taken)
             if found is None or found == session.conversation_id:

@@ -117,6 +117,10 @@ class AgentKind(ABC):
         ``env`` is the environment the new process gets (to find the CLI's files).
         """
 
+    #: whether the conversation id can change while the session runs (then
+    #: :meth:`discover` is asked periodically)
+    follows_conversation: bool = False
+
     def discover(
         self,
         session: Session,
@@ -127,8 +131,8 @@ class AgentKind(ABC):
         """The conversation id the live session holds now, from evidence tied to its
         processes ``pids`` (the pane process first, then its descendants); None when
         there is no such evidence. ``taken`` holds the ids other sessions hold, which
-        can never be this session's. The default: the id never changes."""
-        return session.conversation_id
+        can never be this session's. Only called when :attr:`follows_conversation`."""
+        raise NotImplementedError(f"kind {self.name!r} does not follow conversation ids")
 
     def describe(self) -> dict[str, Any]:
         """A JSON description for clients (name and command)."""

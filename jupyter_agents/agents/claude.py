@@ -112,6 +112,7 @@ class ClaudeKind(AgentKind):
     """``claude`` with an id assigned at launch and followed through ``/clear``."""
 
     name = "claude"
+    follows_conversation = True
 
     def check_args(self, args: object) -> list[str]:
         checked = super().check_args(args)

@@ -91,6 +91,7 @@ class CodexKind(AgentKind):
     """``codex`` with its id captured from its thread lock (or its own rollout)."""
 
     name = "codex"
+    follows_conversation = True
 
     def check_args(self, args: object) -> list[str]:
         checked = super().check_args(args)

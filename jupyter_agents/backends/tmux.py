@@ -341,7 +341,8 @@ class TmuxBackend(Backend):
             check=False,
         )
         if proc.returncode:
-            if "no server running" in proc.stderr or "error connecting" in proc.stderr:
+            gone = ("no server running", "error connecting", "server exited unexpectedly")
+            if any(reason in proc.stderr for reason in gone):  # none, or dying right now
                 return []
             raise BackendUnavailable(f"tmux list-panes failed: {proc.stderr.strip()}")
         seen: dict[str, LiveSession] = {}
