@@ -39,7 +39,6 @@ from .base import Backend, LiveSession, SpawnRequest, Stream, StreamListener
 
 MIN_TMUX_VERSION = (3, 2)
 _SESSION_ID = re.compile(r"\w+", re.ASCII)
-_OCTAL = re.compile(rb"\\([0-7]{3})")
 #: longest input chunk per ``send-keys`` command (hex doubles it, plus separators)
 _SEND_CHUNK = 1024
 #: unix socket paths are limited to ~108 bytes by the kernel
@@ -106,8 +105,12 @@ def parse_version(text: str) -> tuple[int, int]:
 
 
 def unescape_output(data: bytes) -> bytes:
-    r"""Undo control mode's escaping of ``%output`` data (``\ooo`` octal bytes)."""
-    return _OCTAL.sub(lambda m: bytes([int(m.group(1), 8)]), data)
+    r"""Undo control mode's escaping of ``%output`` data (``\ooo`` octal bytes).
+
+    tmux escapes every byte below 32 and the backslash itself, so the data holds no other
+    backslash sequence and C's escape decoder can do the work.
+    """
+    return codecs.escape_decode(data)[0]  # type: ignore[attr-defined,no-any-return]
 
 
 #: pane death as tmux reports it; the status appears a moment after ``pane_dead``
@@ -464,7 +467,6 @@ class TmuxStream(Stream):
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                limit=64 * 1024 * 1024,
                 start_new_session=True,
             )
             assert self._proc.stdin is not None and self._proc.stdout is not None
@@ -478,41 +480,56 @@ class TmuxStream(Stream):
             self._report_exit(None)
 
     async def _read(self, stdout: asyncio.StreamReader) -> None:
+        """Parse control-mode lines as they come, in big reads: the ``%output`` lines of
+        one read go to the listener as one piece (fewer websocket frames), and any other
+        line first flushes the output before it, so replies stay ordered against it."""
         block: list[bytes] | None = None
         head: list[bytes] = []
         ours = False
-        while True:
-            line = await stdout.readline()
-            if not line:
-                return
-            line = line.rstrip(b"\n")
-            if block is not None:
-                if line.startswith((b"%end ", b"%error ")) and line.split(b" ")[1:] == head:
-                    if ours and self._pending:
-                        self._pending.popleft()(line.startswith(b"%end"), block)
-                    block = None
-                else:
-                    block.append(line)
-            elif line.startswith(b"%output "):
-                _, _, data = line[8:].partition(b" ")
-                text = self._decoder.decode(unescape_output(data))
+        rest = b""
+        output: list[bytes] = []
+
+        def flush() -> None:
+            if output:
+                text = self._decoder.decode(unescape_output(b"".join(output)))
+                output.clear()
                 if text:
                     self._listener.on_output(text)
-            elif line.startswith(b"%begin "):
-                head = line.split(b" ")[1:]
-                ours = head[-1:] == [b"1"]
-                block = []
-            elif line.startswith(b"%subscription-changed dead "):
-                dead, exit_code = parse_dead(line.rpartition(b" : ")[2].decode())
-                if dead and exit_code is not None:
-                    self._report_exit(exit_code)
-            elif line.startswith(b"%session-changed") and not self._attached:
-                self._attached = True  # attached: output from here on reaches us
-                assert self._proc is not None and self._proc.stdin is not None
-                self._proc.stdin.writelines(self._outbox)
-                self._outbox.clear()
-            elif line.startswith(b"%exit"):
+
+        while True:
+            chunk = await stdout.read(1 << 16)
+            if not chunk:
+                flush()
                 return
+            *lines, rest = (rest + chunk).split(b"\n")
+            for line in lines:
+                if block is None and line.startswith(b"%output "):
+                    output.append(line[8:].partition(b" ")[2])
+                    continue
+                flush()
+                if block is not None:
+                    if line.startswith((b"%end ", b"%error ")) and line.split(b" ")[1:] == head:
+                        if ours and self._pending:
+                            self._pending.popleft()(line.startswith(b"%end"), block)
+                        block = None
+                    else:
+                        block.append(line)
+                elif line.startswith(b"%begin "):
+                    head = line.split(b" ")[1:]
+                    ours = head[-1:] == [b"1"]
+                    block = []
+                elif line.startswith(b"%subscription-changed dead "):
+                    dead, exit_code = parse_dead(line.rpartition(b" : ")[2].decode())
+                    if dead and exit_code is not None:
+                        self._report_exit(exit_code)
+                elif line.startswith(b"%session-changed") and not self._attached:
+                    self._attached = True  # attached: output from here on reaches us
+                    assert self._proc is not None and self._proc.stdin is not None
+                    self._proc.stdin.writelines(self._outbox)
+                    self._outbox.clear()
+                elif line.startswith(b"%exit"):
+                    return
+            flush()
 
     def _report_exit(self, exit_code: int | None) -> None:
         if self._exit_reported or self._closed:
