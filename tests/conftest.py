@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 
-from jupyter_agents.pytest_plugin import TEST_SHELL, kill_tmux_server
-
 pytest_plugins = ["jupyter_agents.pytest_plugin", "pytest_jupyter.jupyter_server"]
 
 FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_agent.py"
@@ -21,6 +19,9 @@ FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_agent.py"
 def jp_server_config(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """pytest-jupyter's in-process server with our extension on a private state dir
     (the tmux server on it is killed afterwards)."""
+    # imported here: at module level it would precede the plugin's assertion rewriting
+    from jupyter_agents.pytest_plugin import TEST_SHELL, kill_tmux_server
+
     yield {
         "ServerApp": {
             "jpserver_extensions": {"jupyter_agents": True},

@@ -1,0 +1,87 @@
+"""jupyter_agents/rest-api.yml matches what the server serves: the same routes and
+methods, and real responses validate against its schemas."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+import jupyter_agents
+from jupyter_agents.handlers import agents_handlers
+from jupyter_agents.terminals import terminal_handlers
+
+SPEC = yaml.safe_load((Path(jupyter_agents.__file__).parent / "rest-api.yml").read_text())
+
+
+def served() -> set[tuple[str, str]]:
+    """(spec-style path, method) for every route and method our handlers implement."""
+    found = set()
+    for pattern, handler, _ in [*terminal_handlers(None), *agents_handlers(None)]:  # type: ignore[arg-type]
+        param = "{name}" if "terminals" in pattern else "{id}"
+        path = pattern.replace(r"(\w+)", param)
+        for method in ("get", "post", "delete"):
+            if method in vars(handler) or (method == "get" and "websocket" in pattern):
+                found.add((path, method))
+    return found
+
+
+def test_spec_lists_exactly_the_served_routes():
+    documented = {
+        (path, method)
+        for path, item in SPEC["paths"].items()
+        for method in item
+        if method in ("get", "post", "delete")
+    }
+    assert documented == served()
+
+
+def to_json_schema(node: Any) -> Any:
+    """OpenAPI 3.0 schema -> JSON Schema (nullable, $ref into components)."""
+    if isinstance(node, list):
+        return [to_json_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[-1]
+        return to_json_schema(SPEC["components"]["schemas"][name])
+    out = {k: to_json_schema(v) for k, v in node.items() if k not in ("nullable", "example")}
+    if node.get("nullable"):
+        out["type"] = [node["type"], "null"]
+    return out
+
+
+def schema(path: str, method: str, status: str) -> Any:
+    response = SPEC["paths"][path][method]["responses"][status]
+    return to_json_schema(response["content"]["application/json"]["schema"])
+
+
+async def test_responses_validate(jp_fetch):
+    async def call(method: str, *parts: str, body: Any = None) -> Any:
+        r = await jp_fetch(*parts, method=method, body=None if body is None else json.dumps(body))
+        return json.loads(r.body) if r.body else None
+
+    made = await call("POST", "api", "agents", "sessions", body={"kind": "shell"})
+    jsonschema.validate(made, schema("/api/agents/sessions", "post", "201"))
+    listed = await call("GET", "api", "agents", "sessions")
+    jsonschema.validate(listed, schema("/api/agents/sessions", "get", "200"))
+    one = await call("GET", "api", "agents", "sessions", made["id"])
+    jsonschema.validate(one, schema("/api/agents/sessions/{id}", "get", "200"))
+    jsonschema.validate(
+        await call("GET", "api", "terminals"), schema("/api/terminals", "get", "200")
+    )
+    jsonschema.validate(
+        await call("GET", "api", "agents", "kinds"), schema("/api/agents/kinds", "get", "200")
+    )
+    await call("DELETE", "api", "agents", "sessions", made["id"])
+    report = await call("POST", "api", "agents", "reconcile", body={})
+    jsonschema.validate(report, schema("/api/agents/reconcile", "post", "200"))
+    restored = await call("POST", "api", "agents", "sessions", made["id"], "restore", body={})
+    jsonschema.validate(restored, schema("/api/agents/sessions/{id}/restore", "post", "200"))
+    everything = await call("POST", "api", "agents", "restore", body={})
+    jsonschema.validate(everything, schema("/api/agents/restore", "post", "200"))
+    assert re.fullmatch(r"\w+", made["id"])
