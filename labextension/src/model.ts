@@ -8,7 +8,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { ISession, listSessions, serverStarted } from './api';
 
 /** How often the sessions are fetched while the page is visible (ms). */
-export const POLL_INTERVAL = 1500;
+export const POLL_INTERVAL = 1000;
 
 /** Counts shown in the status bar. */
 export interface ICounts {
