@@ -239,6 +239,10 @@ class ReconcileHandler(TerminalsAPIHandler):
             {
                 "time": self.manager.last_reconcile,
                 "actions": [dataclasses.asdict(a) for a in self.manager.last_report],
+                "boot": {
+                    "time": self.manager.boot_reconcile,
+                    "actions": [dataclasses.asdict(a) for a in self.manager.boot_report],
+                },
             }
         )
 

@@ -252,6 +252,9 @@ class TerminalManager(LoggingConfigurable):
         self.terminals: dict[str, Terminal] = {}
         self.last_report: list[Action] = []
         self.last_reconcile: str | None = None
+        #: the decisions of the reconcile at server start (clients report re-adoptions)
+        self.boot_report: list[Action] = []
+        self.boot_reconcile: str | None = None
         self._on_activity = on_activity
         self._flushed: dict[str, float] = {}
 
@@ -272,6 +275,8 @@ class TerminalManager(LoggingConfigurable):
                 self._apply(action)
         self.last_report = actions
         self.last_reconcile = utcnow_iso()
+        if boot:
+            self.boot_report, self.boot_reconcile = actions, self.last_reconcile
         for action in actions:
             if boot or action.kind != "adopt":
                 self.log.info("jupyter_agents: %s", action.describe())

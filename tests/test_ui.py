@@ -283,6 +283,9 @@ def test_terminal_tab_survives_sigterm_and_sigkill_restarts(lab: Lab, page: Any)
         typed_until(page, f"echo AFTER{n}-$((40+{n}))-$$", rf"AFTER{n}-{40 + n}-{pid}\b")
         assert re.search(rf"MARK-42-{pid}\b", terminal_text(page))
         assert running_by_name(lab, name)["pid"] == pid
+        # the server keeps its start-up reconcile; the notification counts from it
+        boot = lab.server.request("GET", "/api/agents/reconcile")[1]["boot"]
+        assert [(a["kind"], a["name"]) for a in boot["actions"]] == [("adopt", name)]
         # the restart notification counts the re-adopted terminal
         page.locator(".Toastify__toast", has_text="1 terminal re-adopted").first.wait_for()
         shot(page, f"1-terminal-after-{signal.Signals(sig).name}")

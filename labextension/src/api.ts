@@ -117,3 +117,20 @@ export const serverStarted = async (): Promise<string> =>
 /** `POST /api/agents/reconcile`: bring the records in line with the backend now. */
 export const reconcile = (): Promise<unknown> =>
   request('api/agents/reconcile', { method: 'POST', body: '{}' });
+
+/** One reconcile decision (`GET /api/agents/reconcile`). */
+export interface IReconcileAction {
+  kind: 'adopt' | 'exit' | 'interrupt' | 'orphan';
+  session_id: string;
+  name: string;
+}
+
+/** The reconcile report; `boot` (the decisions at server start) when the server keeps it. */
+export interface IReconcileReport {
+  time: string | null;
+  actions: IReconcileAction[];
+  boot?: { time: string | null; actions: IReconcileAction[] };
+}
+
+export const reconcileReport = (): Promise<IReconcileReport> =>
+  request<IReconcileReport>('api/agents/reconcile');

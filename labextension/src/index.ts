@@ -28,6 +28,7 @@ import {
   killSession,
   listKinds,
   reconcile,
+  reconcileReport,
   restoreAll,
   restoreSession
 } from './api';
@@ -242,19 +243,27 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     // After a server restart: how many terminals were re-adopted, offer restore.
     const seenKey = `jupyter-agents:server-started:${PageConfig.getBaseUrl()}`;
-    model.serverStarted.connect((_, started) => {
+    model.serverStarted.connect(async (_, started) => {
       if (window.localStorage.getItem(seenKey) === started) {
         return;
       }
       window.localStorage.setItem(seenKey, started);
       const sessions = model.sessions ?? [];
-      const since = Date.parse(started);
-      const readopted = sessions.filter(
-        s => s.status === 'running' && Date.parse(s.created) < since
-      ).length;
       const interrupted = sessions.filter(
         s => s.status === 'interrupted'
       ).length;
+      // re-adopted at start: from the server's boot report when it keeps one, else
+      // the running sessions older than this server process
+      const boot = await reconcileReport().then(
+        report => report.boot,
+        () => undefined
+      );
+      const since = Date.parse(started);
+      const readopted = boot
+        ? boot.actions.filter(a => a.kind === 'adopt').length
+        : sessions.filter(
+            s => s.status === 'running' && Date.parse(s.created) < since
+          ).length;
       if (readopted === 0 && interrupted === 0) {
         return;
       }
