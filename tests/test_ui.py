@@ -344,6 +344,11 @@ def test_panel_interrupted_agent_restore(lab: Lab, page: Any) -> None:
     # the restored tab of the claude terminal says why and offers to resume it
     page.wait_for_selector(f".jp-AgentsInterrupted[data-session-id='{sid}']", state="attached")
     shot(page, "2-panel-interrupted")
+    # ... and in JupyterLab's own "Running" sidebar, in a section of ours
+    page.evaluate("() => window.jupyterapp.shell.activateById('jp-running-sessions')")
+    page.locator(".jp-AgentsRunning-interrupted", has_text="Claude Code").first.wait_for()
+    shot(page, "2-running-sidebar")
+    show_panel(page)
 
     row(page, sid).locator("button[data-action='restore']").click()
     wait_status(page, sid, "running")

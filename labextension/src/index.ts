@@ -17,6 +17,7 @@ import {
 import { PageConfig } from '@jupyterlab/coreutils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ILauncher } from '@jupyterlab/launcher';
+import { IRunningSessionManagers } from '@jupyterlab/running';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITerminalTracker } from '@jupyterlab/terminal';
 
@@ -40,6 +41,7 @@ import {
 } from './interrupted';
 import { SessionsModel } from './model';
 import { AgentsPanel, IPanelActions } from './panel';
+import { runningManager } from './running';
 import { AgentsStatus } from './status';
 
 namespace CommandIDs {
@@ -67,7 +69,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     ILauncher,
     IStatusBar,
     ITerminalTracker,
-    IDefaultFileBrowser
+    IDefaultFileBrowser,
+    IRunningSessionManagers
   ],
   activate: (
     app: JupyterFrontEnd,
@@ -76,7 +79,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     launcher: ILauncher | null,
     statusBar: IStatusBar | null,
     terminals: ITerminalTracker | null,
-    browser: IDefaultFileBrowser | null
+    browser: IDefaultFileBrowser | null,
+    runningManagers: IRunningSessionManagers | null
   ) => {
     const model = new SessionsModel();
     let kinds = DEFAULT_KINDS;
@@ -207,6 +211,22 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }
       }
     });
+
+    runningManagers?.add(
+      runningManager(model, actions, async () => {
+        const live = (model.sessions ?? []).filter(
+          s => s.status === 'running' || s.status === 'orphaned'
+        );
+        await Promise.all(
+          live.map(s =>
+            killSession(s.id).catch(error =>
+              fail(`Could not kill ${s.name}`, error)
+            )
+          )
+        );
+        await model.refresh();
+      })
+    );
 
     const category = 'Agents';
     palette?.addItem({ command: CommandIDs.showPanel, category });
