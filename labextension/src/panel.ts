@@ -12,11 +12,11 @@ import { SessionsModel } from './model';
 
 /** What the panel's buttons do (wired by the plugin). */
 export interface IPanelActions {
-  open(session: ISession): void;
-  kill(session: ISession): void;
-  adopt(session: ISession): void;
-  restore(session: ISession): void;
-  restoreAll(): void;
+  open(session: ISession): void | Promise<void>;
+  kill(session: ISession): void | Promise<void>;
+  adopt(session: ISession): void | Promise<void>;
+  restore(session: ISession): void | Promise<void>;
+  restoreAll(): void | Promise<void>;
   create(kind: string): void;
   refresh(): void;
 }
@@ -245,7 +245,15 @@ export class AgentsPanel extends Widget {
         ACTION_LABELS[action]
       );
       button.dataset.action = action;
-      button.onclick = () => this._actions[action](s);
+      button.onclick = async () => {
+        // one request per click: a second restore of one session is refused anyway
+        button.disabled = true;
+        try {
+          await this._actions[action](s);
+        } finally {
+          button.disabled = false;
+        }
+      };
       actions.append(button);
     }
     row.append(actions);
