@@ -1,11 +1,12 @@
 """The broker's replay: an honest *bounded raw* replay of each session's output.
 
-Chosen by measurement over a headless terminal model (pyte 0.8.2, ``HistoryScreen``
-80x24 with 20000 lines of history) on this 2-core machine: pyte rendered 0.07-0.12 MB/s
-(``seq`` lines, coloured ``ls``-like lines, full-screen TUI redraws: 4-6 MB each), while
-the pty alone delivers ~32 MB/s (DESIGN.md section 5). Feeding every byte to pyte would
-make the broker the bottleneck of every busy terminal and pin a core. Appending to a
-bounded buffer costs nothing measurable (> 1 GB/s).
+Chosen by measurement over a headless terminal model (pyte 0.8.2, 80x24) on this 2-core
+machine, feeding ~1 MB each of ``seq``-like lines, coloured ``ls``-like lines and
+full-screen TUI redraws: pyte's ``Screen`` rendered 0.35-0.50 MB/s and its
+``HistoryScreen`` (20000 lines, needed to replay history) 0.11-0.18 MB/s, while a pty
+delivers ~32 MB/s (DESIGN.md section 5) and this replay takes 86-725 MB/s (feed, trim and
+one snapshot). Feeding every byte to pyte would make the broker the bottleneck of every
+busy terminal (a 200 MB flood would take 20-30 minutes of a core instead of ~6 s).
 
 What a replay is: a full reset, the private modes (alternate screen, cursor keys,
 mouse, bracketed paste, cursor visibility...) that were in force where the kept bytes
