@@ -256,6 +256,14 @@ def typed_until(page: Any, line: str, pattern: str, timeout: float = 45) -> re.M
                 raise
 
 
+def gone(pid: int) -> bool:
+    """The process ended (a zombie not yet reaped counts as ended)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def running_by_name(lab: Lab, name: str) -> dict[str, Any]:
     return next(
         s for s in lab.sessions().values() if s["name"] == name and s["status"] == "running"
@@ -449,7 +457,7 @@ def test_orphan_shows_and_adopt_opens_it(lab: Lab, page: Any) -> None:
     row(page, "handmade").locator("button[data-action='kill']").click()
     page.locator(".jp-Dialog button.jp-mod-accept", has_text="Kill").click()
     wait_status(page, "handmade", "killed")
-    poll(lambda: not psutil.pid_exists(pid), what="the adopted shell to end")
+    poll(lambda: gone(pid), what=f"the adopted shell (pid {pid}) to end")
 
 
 def test_labextension_is_installed_and_enabled() -> None:
