@@ -163,7 +163,9 @@ VALID = [
 HEADERS = st.dictionaries(
     st.sampled_from(["op", "sid", "rows", "cols", "argv", "env", "cwd"]),
     st.one_of(
-        st.sampled_from(["spawn", "write", "resize", "attach", "remove", "nope", "fz"]),
+        st.sampled_from(
+            ["ping", "list", "spawn", "write", "resize", "attach", "remove", "nope", "fz"]
+        ),
         st.integers(-(2**40), 2**40),
         st.booleans(),
         st.none(),
@@ -202,6 +204,7 @@ def test_malformed_frames_never_kill_the_broker(broker):
     fuzz()
     print(f"fuzz: {FUZZ_COUNT['n']} malformed or truncated frames sent")
     assert broker.ping() is not None
+    assert "Traceback" not in broker.log_path.read_text()  # every bad frame was handled
     assert [s.session_id for s in broker.list_live() if s.session_id == "fz"] == ["fz"]
     assert alive(shell.pid)
 

@@ -308,8 +308,8 @@ class Broker:
         await client.writer.drain()
 
     def _handle(self, client: Client, header: dict[str, Any], payload: bytes) -> None:
-        op = header["op"]
-        session = self.sessions.get(header.get("sid", ""))
+        op, sid = header["op"], header.get("sid")
+        session = self.sessions.get(sid) if isinstance(sid, str) else None
         if op == "write":
             if session is not None and not session.dead:
                 session.pty.write(payload)
@@ -320,7 +320,7 @@ class Broker:
             return
         try:
             reply, body = self._reply(client, op, header, session)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, TypeError) as e:
             client.send(encode({"op": "error", "error": str(e)}))
             return
         client.send(encode({"op": "ok", **reply}, body))
