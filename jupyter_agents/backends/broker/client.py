@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 from traitlets import Float
 
 from ...errors import AgentsError, BackendUnavailable, InvalidRequest
@@ -231,9 +232,9 @@ class BrokerBackend(Backend):
         if ident is None:
             return
         deadline = time.monotonic() + 10
-        while matches(ident) is not None and time.monotonic() < deadline:
+        while _running(ident) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if terminate_tree(ident):
+        if _running(ident) and terminate_tree(ident):
             self.log.warning("jupyter_agents: ended the pty broker (pid %d) by force", ident.pid)
 
     def _recorded_broker(self) -> ProcessIdentity | None:
@@ -310,6 +311,15 @@ class BrokerBackend(Backend):
             if ident is not None:
                 terminate_tree(ident)
         return self._ensure_running()
+
+
+def _running(ident: ProcessIdentity) -> bool:
+    """Whether the process still runs (a zombie waiting for init to reap it does not)."""
+    proc = matches(ident)
+    try:
+        return proc is not None and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _live(model: dict[str, Any]) -> LiveSession:
