@@ -256,6 +256,24 @@ def typed_until(page: Any, line: str, pattern: str, timeout: float = 45) -> re.M
                 raise
 
 
+def wait_notification(page: Any, text: str, timeout: float = 20) -> None:
+    """A notification saying ``text``: its toast, or, once that closed by itself, the
+    entry in JupyterLab's notification center."""
+
+    def seen() -> bool:
+        if page.locator(".Toastify__toast", has_text=text).count():
+            return True
+        center = page.locator(".jp-Notification-Center")
+        if not center.count() or not center.first.is_visible():
+            page.locator(".jp-Notification-Status").click()
+        found = page.locator(".jp-Notification-List-Item", has_text=text).count() > 0
+        if found:
+            page.locator(".jp-Notification-Status").click()  # close the center
+        return found
+
+    poll(seen, timeout, f"a notification saying {text!r}")
+
+
 def gone(pid: int) -> bool:
     """The process ended (a zombie not yet reaped counts as ended)."""
     try:
@@ -295,7 +313,7 @@ def test_terminal_tab_survives_sigterm_and_sigkill_restarts(lab: Lab, page: Any)
         boot = lab.server.request("GET", "/api/agents/reconcile")[1]["boot"]
         assert [(a["kind"], a["name"]) for a in boot["actions"]] == [("adopt", name)]
         # the restart notification counts the re-adopted terminal
-        page.locator(".Toastify__toast", has_text="1 terminal re-adopted").first.wait_for()
+        wait_notification(page, "1 terminal re-adopted")
         shot(page, f"1-terminal-after-{signal.Signals(sig).name}")
 
     # after a page reload the restored tab shows the screen and the same shell
