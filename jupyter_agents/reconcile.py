@@ -11,6 +11,8 @@ at once take turns. Rules (DESIGN.md section 7):
 - live + no record, or a record that says it ended -> ``orphan`` (never killed here)
 - record ``killed`` + still live                    -> left alone for ``KILL_GRACE``
   seconds (a DELETE is in flight), then ``orphan``
+- record that says it ended + dead in backend       -> ``release`` the backend's hold
+  (e.g. a DELETE cut short by a crash after the kill); the record stays as it is
 
 Reconcile never signals a process.
 """
@@ -25,7 +27,7 @@ from typing import Literal
 from .backends.base import LiveSession
 from .store import Session, Status
 
-ActionKind = Literal["adopt", "exit", "interrupt", "orphan"]
+ActionKind = Literal["adopt", "exit", "interrupt", "orphan", "release"]
 
 #: seconds a ``killed`` record may still be live before it counts as an orphan
 KILL_GRACE = 60.0
@@ -53,6 +55,7 @@ class Action:
             "exit": f"exited (code {self.exit_code})",
             "interrupt": "interrupted (process gone; transcript kept)",
             "orphan": "orphaned (live but not recorded as running; not killed)",
+            "release": "released (its process ended after its record did)",
         }[self.kind]
         return f"session {self.session_id} (terminal {self.name!r}, pid {self.pid}): {verb}"
 
@@ -94,6 +97,8 @@ def plan(
                     )
             elif rec.status == "running":
                 actions.append(Action("adopt", rec.id, rec.name, cur.pid, was=rec.status))
+        elif cur is not None and cur.dead:
+            actions.append(Action("release", rec.id, rec.name, cur.pid, was=rec.status))
         elif cur is not None and not cur.dead:
             if rec.status == "killed" and _age(rec.last_activity, now) < KILL_GRACE:
                 continue

@@ -283,7 +283,7 @@ class TerminalManager(LoggingConfigurable):
         if boot:
             counts = {
                 k: sum(a.kind == k for a in actions)
-                for k in ("adopt", "interrupt", "orphan", "exit")
+                for k in ("adopt", "interrupt", "orphan", "exit", "release")
             }
             self.log.info("jupyter_agents: reconciled at start: %s", counts)
         for action in actions:
@@ -302,6 +302,8 @@ class TerminalManager(LoggingConfigurable):
             self.backend.remove(sid)
         elif action.kind == "interrupt":
             self.store.update(sid, status="interrupted", expect=("running", "orphaned"))
+        elif action.kind == "release":
+            self.backend.remove(sid)
         elif action.kind == "orphan":
             ident = identify(action.pid) if action.pid else None
             if action.was is None:

@@ -64,3 +64,9 @@ def test_orphan_record_keeps_its_status_while_live_and_is_interrupted_when_gone(
 
 def test_old_records_untouched():
     assert plan([rec("a", "exited"), rec("b", "killed"), rec("c", "interrupted")], [], NOW) == []
+
+
+def test_an_ended_record_releases_its_dead_pane():
+    killed = rec("a", status="killed")
+    actions = plan([killed], [LiveSession("a", 5, dead=True, exit_code=137)], NOW)
+    assert [(a.kind, a.was) for a in actions] == [("release", "killed")]
