@@ -31,9 +31,6 @@ ActionKind = Literal["adopt", "exit", "interrupt", "orphan", "release"]
 
 #: seconds a ``killed`` record may still be live before it counts as an orphan
 KILL_GRACE = 60.0
-#: seconds a dead pane's exit status may stay unknown before it exits without one (tmux
-#: 3.3a now and then never learns the status of a process that exited)
-STATUS_GRACE = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,8 +73,7 @@ def plan(
     """Decide what each record and each live session becomes (see module docstring).
 
     ``now`` must be timezone-aware (UTC). Live sessions that are dead but whose exit
-    status the backend does not know yet are skipped (decided next time) for up to
-    ``STATUS_GRACE`` seconds after their death, then exit with code None.
+    status the backend does not know yet are skipped: they are decided next time.
     """
     by_id = {s.session_id: s for s in live}
     actions: list[Action] = []
@@ -89,9 +85,7 @@ def plan(
             if cur is None:
                 actions.append(Action("interrupt", rec.id, rec.name, rec.pid, was=rec.status))
             elif cur.dead:
-                since = cur.dead_since
-                late = since is not None and now.timestamp() - since > STATUS_GRACE
-                if cur.exit_code is not None or late:
+                if cur.exit_code is not None:
                     actions.append(
                         Action("exit", rec.id, rec.name, cur.pid, cur.exit_code, was=rec.status)
                     )

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -334,6 +337,16 @@ class TmuxBackend(Backend):
         return LiveSession(sid, int(proc.stdout.strip().splitlines()[-1]))
 
     def list_live(self) -> list[LiveSession]:
+        live = self._list_panes()
+        if any(s.dead and s.exit_code is None for s in live):
+            # tmux (3.3a, seen in about 1 of 4 quick exits here) can miss a SIGCHLD and
+            # leave a dead pane's process unreaped with no status; nudge it and look again
+            self.nudge()
+            time.sleep(0.05)
+            live = self._list_panes()
+        return live
+
+    def _list_panes(self) -> list[LiveSession]:
         if not self.socket_path.exists():
             return []
         proc = self._run(
@@ -362,6 +375,17 @@ class TmuxBackend(Backend):
                 )
         return list(seen.values())
 
+    def nudge(self, server_pid: int | None = None) -> None:
+        """Make the tmux server reap its exited children: send it SIGCHLD, the signal it
+        missed. Harmless to any process (SIGCHLD's default is to be ignored)."""
+        if server_pid is None:
+            proc = self._run("display-message", "-p", "#{pid}", check=False)
+            if proc.returncode or not proc.stdout.strip().isdigit():
+                return
+            server_pid = int(proc.stdout.strip())
+        with contextlib.suppress(OSError):
+            os.kill(server_pid, signal.SIGCHLD)
+
     def remove(self, session_id: str) -> None:
         self._run("kill-session", "-t", tmux_arg(f"={session_id}"), check=False)
 
@@ -385,6 +409,7 @@ class TmuxStream(Stream):
     """One control-mode client attached to one session (see module docstring)."""
 
     def __init__(self, backend: TmuxBackend, session_id: str, listener: StreamListener) -> None:
+        self._backend = backend
         self._target = f"={session_id}:"
         self._listener = listener
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -522,6 +547,8 @@ class TmuxStream(Stream):
                     dead, exit_code = parse_dead(line.rpartition(b" : ")[2].decode())
                     if dead and exit_code is not None:
                         self._report_exit(exit_code)
+                    elif dead:  # no status yet: tmux may have missed the SIGCHLD
+                        self._command("display-message -p '#{pid}'", self._nudge_later)
                 elif line.startswith(b"%session-changed") and not self._attached:
                     self._attached = True  # attached: output from here on reaches us
                     assert self._proc is not None and self._proc.stdin is not None
@@ -530,6 +557,15 @@ class TmuxStream(Stream):
                 elif line.startswith(b"%exit"):
                     return
             flush()
+
+    def _nudge_later(self, ok: bool, lines: list[bytes]) -> None:
+        """Reply to ``display-message -p '#{pid}'`` after a death without a status: if
+        none has come a second later, nudge the tmux server (:meth:`TmuxBackend.nudge`)."""
+        if ok and lines and lines[0].strip().isdigit():
+            pid = int(lines[0])
+            asyncio.get_running_loop().call_later(
+                1.0, lambda: None if self._exit_reported else self._backend.nudge(pid)
+            )
 
     def _report_exit(self, exit_code: int | None) -> None:
         if self._exit_reported or self._closed:
