@@ -30,18 +30,22 @@ from typing import Any, TypeVar
 
 import psutil
 
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient, kill_backends
+from jupyter_agents.pytest_plugin import (
+    NON_TERMINAL_EXTENSIONS,
+    ServerProcess,
+    TermClient,
+    kill_backends,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 _T = TypeVar("_T")
 
-#: extensions that are not about terminals: off in every flavor, so server start-up and
-#: memory figures compare the terminal stacks and nothing else (jupyter_lsp spawns node)
-_QUIET_EXTENSIONS = ("jupyterlab", "jupyter_lsp", "notebook_shim")
-
 
 def _extensions(**enabled: bool) -> list[str]:
-    flags = {name: False for name in _QUIET_EXTENSIONS} | enabled
+    """Server flags enabling ``enabled``; the extensions that are not about terminals
+    are off in every flavor (as ServerProcess does), so start-up and memory figures
+    compare the terminal stacks and nothing else (jupyter_lsp spawns node)."""
+    flags = {name: False for name in NON_TERMINAL_EXTENSIONS} | enabled
     return [f"--ServerApp.jpserver_extensions={k}={v}" for k, v in flags.items()]
 
 

@@ -21,11 +21,6 @@ from jupyter_agents.procs import SESSION_MARKER, MarkedProcess, ProcessIdentity,
 from jupyter_agents.pytest_plugin import ServerProcess, kill_tmux_server
 from jupyter_agents.store import SessionStore
 
-LEAN = [
-    f"--ServerApp.jpserver_extensions={name}=False"
-    for name in ("jupyterlab", "jupyter_lsp", "notebook_shim")
-]
-
 
 @pytest.fixture
 def bystander():
@@ -222,7 +217,7 @@ def test_restart_torture(agents_state_dir, tmp_path):
             except OSError:
                 return  # the server was killed under us
 
-    server: ServerProcess | None = ServerProcess(agents_state_dir, tmp_path, args=LEAN).start()
+    server: ServerProcess | None = ServerProcess(agents_state_dir, tmp_path).start()
     try:
         for _ in range(20):  # the 20 sessions under torture (more come and go)
             status, model = server.request("POST", "/api/agents/sessions", {"kind": "producer"})
@@ -230,7 +225,7 @@ def test_restart_torture(agents_state_dir, tmp_path):
             created[model["id"]] = model
         server.stop(signal.SIGKILL)
         for _ in range(cycles):
-            server = ServerProcess(agents_state_dir, tmp_path, args=LEAN).start()
+            server = ServerProcess(agents_state_dir, tmp_path).start()
             stop = threading.Event()
             worker = threading.Thread(target=work, args=(server, stop))
             worker.start()
@@ -239,7 +234,7 @@ def test_restart_torture(agents_state_dir, tmp_path):
             stop.set()
             worker.join()
         time.sleep(count * 0.05 + 2)  # let every producer finish its output
-        server = ServerProcess(agents_state_dir, tmp_path, args=LEAN).start()
+        server = ServerProcess(agents_state_dir, tmp_path).start()
         records = sessions(server)  # reconciled at start, before this request
         live = tmux_live(agents_state_dir)
         running = {sid for sid, m in records.items() if m["status"] == "running"}

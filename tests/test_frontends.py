@@ -20,6 +20,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
+from jupyter_agents.cli import main
 from jupyter_agents.pytest_plugin import TEST_SHELL, kill_tmux_server
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "agents.ipynb"
@@ -98,11 +99,18 @@ def test_cli_restore_all_after_a_reboot_shows_progress(agents_server, agents_sta
     assert sorted(t["name"] for t in terms) == sorted(r["name"] for r in rows)
 
 
-def test_cli_bad_input_gives_one_line_and_an_exit_code(agents_state_dir, tmp_path):
+def test_cli_bad_input_gives_one_line_and_an_exit_code(agents_state_dir, tmp_path, capsys):
     state = ["--state-dir", str(agents_state_dir)]
+    # through the installed entry point: a real process, one line, no traceback
     missing = cli("list", "--state-dir", str(tmp_path / "nowhere"))
     assert missing.returncode == 3 and "no state dir" in missing.stderr
-    assert cli("new", "shell", *state, cwd=tmp_path).returncode == 0
+    assert main(["new", "shell", "--cwd", str(tmp_path), *state]) == 0
+    unknown = cli("show", "nope", *state)
+    assert unknown.returncode == 3
+    assert unknown.stderr.strip().splitlines() == [
+        "jupyter agents: no session with id or running terminal name 'nope'"
+    ]
+    # the rest through main() in this process (each process costs ~2 s of imports)
     for args, code, message in [
         (["show", "nope"], 3, "no session with id or running terminal name 'nope'"),
         (["kill", "nope"], 3, "nope"),
@@ -114,12 +122,17 @@ def test_cli_bad_input_gives_one_line_and_an_exit_code(agents_state_dir, tmp_pat
         (["restore"], 2, "give a session id or --all"),
         (["frobnicate"], 2, "invalid choice"),
     ]:
-        result = cli(*args, *state, cwd=tmp_path)
-        assert result.returncode == code, (args, result.returncode, result.stderr)
-        assert message in result.stderr, (args, result.stderr)
-        assert "Traceback" not in result.stderr
+        capsys.readouterr()
+        try:
+            got = main([*args, *state])
+        except SystemExit as e:  # argparse's usage errors
+            got = e.code
+        err = capsys.readouterr().err
+        assert got == code, (args, got, err)
+        assert message in err, (args, err)
+        assert "Traceback" not in err
         if code != 2:
-            assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+            assert len(err.strip().splitlines()) == 1, err
 
 
 def test_kernel_session_outlives_kernel_and_server(agents_server, agents_state_dir, tmp_path):

@@ -106,6 +106,7 @@ class Lab:
             },
             # window.jupyterapp, to run commands and inspect widgets
             args=["--LabApp.expose_app_in_browser=True"],
+            lab=True,
         )
 
     def url(self, path: str = "/lab") -> str:
