@@ -61,6 +61,10 @@ def is_uuid(value: str) -> bool:
 
 
 def _hangup(signum: int, frame: object) -> None:
+    # a terminal closing sends HUP, CONT and TERM back to back: the first one ends us,
+    # the others must not interrupt the clean-up it starts
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     raise SystemExit(128 + signum)
 
 
