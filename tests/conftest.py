@@ -88,3 +88,36 @@ def produced_lines(transcript: bytes) -> list[int]:
     import re
 
     return [int(m) for m in re.findall(rb"line-(\d{5})-x{38}\r\n", transcript)]
+
+
+_LEFTOVER = ("tmux", "jupyter_agents.backends.broker", "jupyter_server", "chromium")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No backend, server, shell of ours or browser may outlive the suite: any process of
+    this user started during the run that still runs is reported, ended, and fails it."""
+    import psutil
+
+    me = psutil.Process()
+    started = me.create_time()
+    ours = {me.pid, *(p.pid for p in me.parents())}
+    left = []
+    for proc in psutil.process_iter(["pid", "uids", "create_time", "cmdline", "status"]):
+        info = proc.info
+        if (
+            info["pid"] in ours
+            or info["status"] == psutil.STATUS_ZOMBIE
+            or info["create_time"] < started
+            or info["uids"] is None
+            or info["uids"].real != os.getuid()
+        ):
+            continue
+        cmdline = " ".join(info["cmdline"] or [])
+        if any(word in cmdline for word in _LEFTOVER):
+            left.append(proc)
+    if left:
+        print("\nprocesses left behind by the tests:", file=sys.stderr)
+        for proc in left:
+            print(f"  {proc.pid} {' '.join(proc.info['cmdline'])[:160]}", file=sys.stderr)
+            proc.kill()
+        session.exitstatus = 1
