@@ -37,7 +37,6 @@ def test_dead_pane_exits_with_code_only_once_known():
     assert plan([rec("a")], [LiveSession("a", 5, dead=True, exit_code=None)], NOW) == []
 
 
-
 def test_ended_record_but_live_becomes_orphan():
     for status in ("exited", "interrupted"):
         actions = plan([rec("a", status)], [LiveSession("a", 5)], NOW)
