@@ -213,6 +213,20 @@ class TermClient:
         self.ws.close()
 
 
+def poll(
+    check: Callable[[], Any], timeout: float = 20, what: str = "condition", interval: float = 0.2
+) -> Any:
+    """Call ``check`` until it returns something truthy (returned) or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
 def kill_tmux_server(state_dir: Path) -> None:
     sock = state_dir / "tmux" / "socket"
     if sock.exists():

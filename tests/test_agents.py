@@ -7,26 +7,13 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jupyter_agents.agents import is_uuid
-from jupyter_agents.pytest_plugin import ServerProcess, kill_tmux_server
-
-
-def poll(check: Callable[[], Any], timeout: float = 15, what: str = "condition") -> Any:
-    """Call ``check`` until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+from jupyter_agents.pytest_plugin import ServerProcess, kill_tmux_server, poll
 
 
 def sessions(server: ServerProcess) -> dict[str, dict[str, Any]]:

@@ -21,7 +21,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 from jupyter_agents.cli import main
-from jupyter_agents.pytest_plugin import TEST_SHELL, kill_tmux_server
+from jupyter_agents.pytest_plugin import TEST_SHELL, kill_tmux_server, poll
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "agents.ipynb"
 
@@ -39,16 +39,6 @@ def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) 
         timeout=60,
         check=False,
     )
-
-
-def wait_until(check: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s")
 
 
 def test_cli_round_trip_with_a_live_server(agents_server, agents_state_dir, tmp_path):
@@ -218,20 +208,21 @@ def test_dashboard_follows_changes_made_elsewhere(agents_state_dir, tmp_path):
         assert len(dashboard.sessions) == 1
         sid = cli("new", "shell", *state, cwd=tmp_path).stdout.strip()
         started = time.monotonic()
-        wait_until(lambda: any(s["id"] == sid for s in dashboard.sessions), 2.0)
+        poll(lambda: any(s["id"] == sid for s in dashboard.sessions), 2.0, interval=0.05)
         seen_after = time.monotonic() - started
         assert seen_after < 2.0
         assert cli("kill", sid, *state).returncode == 0
-        wait_until(
+        poll(
             lambda: any(s["id"] == sid and s["status"] == "killed" for s in dashboard.sessions),
             2.0,
+            interval=0.05,
         )
         # the other session's row has a kill button that works
         first = dashboard.sessions[0]["id"]
         row = dashboard.rows.children[0]
         button = next(b for b in row.children[1:] if b.description == "kill")
         button.click()
-        wait_until(lambda: dashboard.sessions[0]["status"] == "killed", 10)
+        poll(lambda: dashboard.sessions[0]["status"] == "killed", 10, interval=0.05)
         assert json.loads(cli("show", first, *state).stdout)["status"] == "killed"
         # the transcript tail of a selected session
         dashboard.selected.value = first

@@ -21,14 +21,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from jupyter_agents.pytest_plugin import TOKEN, ServerProcess, kill_tmux_server
+from jupyter_agents.pytest_plugin import TOKEN, ServerProcess, kill_tmux_server, poll
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -53,17 +53,6 @@ TERMINAL_TEXT = """() => {
   return [...term.querySelectorAll('.xterm-accessibility-tree [role=listitem]')]
     .map(e => e.textContent.replace(/\\u00a0/g, ' ')).join('\\n');
 }"""
-
-
-def poll(check: Callable[[], Any], timeout: float = 20, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 class Lab:
