@@ -1,130 +1,42 @@
-"""AgentsApp: the Jupyter Server extension. It only wires: config traits -> store,
-backend and TerminalManager -> reconcile at start -> handlers."""
+"""AgentsApp: the Jupyter Server extension. It only wires: config traits -> session
+service -> reconcile before serving -> terminal manager, streams, handlers, events."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import shlex
-import shutil
-import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from jupyter_server._tz import utcnow
 from jupyter_server.extension.application import ExtensionApp
-from tornado.ioloop import PeriodicCallback
-from traitlets import Dict, Enum, Float, List, Type, Unicode, default
+from traitlets import Type
 
-from .agents import make_kinds
-from .backends.base import Backend
-from .backends.broker import BrokerBackend
-from .backends.tmux import TmuxBackend
-from .errors import AgentsError, BackendUnavailable
-from .handlers import agents_handlers
-from .paths import default_state_dir, ensure_private_dir
-from .store import Session, SessionStore
-from .terminals import TerminalManager, terminal_handlers
-
-#: removed from every session's environment unless configured otherwise (DESIGN.md 5, 10)
-DEFAULT_SCRUB_ENV = [
-    # agent CLIs' markers for their own children: inherited, they break the agent inside
-    "CLAUDECODE",
-    "CLAUDE_CODE_ENTRYPOINT",
-    "CLAUDE_CODE_SESSION_ID",
-    "CLAUDE_CODE_CHILD_SESSION",
-    "CLAUDE_CODE_SESSION_ATTENDED",
-    "CLAUDE_PID",
-    "CLAUDE_PROJECT_DIR",
-    "CLAUDE_ENV_FILE",
-    "CLAUDE_CODE_CHILD_NOTES_DIR",
-    "CLAUDE_CODE_MESSAGING_SOCKET",
-    "CLAUDE_CODE_MESSAGING_SOCKET_TOKEN",
-    "AI_AGENT",
-    "CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS",
-    "CLAUDE_CODE_BRIDGE_SESSION_ID",
-    "CLAUDE_CODE_HOST_WORKTREE",
-    "CODEX_THREAD_ID",
-    # secrets of the server and the hub
-    "JUPYTER_TOKEN",
-    "JPY_API_TOKEN",
-    "JUPYTERHUB_API_TOKEN",
-    "JUPYTERHUB_CLIENT_ID",
-    "JUPYTERHUB_OAUTH_*",
-    "JUPYTERHUB_COOKIE_*",
-    # the server's own tmux, if it runs inside one
-    "TMUX",
-    "TMUX_PANE",
-]
+from .config import AgentsSettings, default_shell
+from .errors import AgentsError
+from .events import SCHEMA_ID, SCHEMA_PATH, SessionEvent
+from .handlers import handlers
+from .sessions import SessionService
+from .store import Session
+from .streams import Streams
+from .terminals import TerminalManager
 
 
-class AgentsApp(ExtensionApp):
+class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
     """Persistent terminals and agent sessions, owned by tmux or the pty broker."""
 
     name = "jupyter_agents"
     description = __doc__ or ""
     load_other_extensions = True
 
-    state_dir = Unicode(
-        config=True,
-        help="Directory of the session store, transcripts and backend sockets (made 0700). "
-        "Default: $JUPYTER_AGENTS_STATE_DIR, else <jupyter_data_dir>/agents.",
-    )
-    backend = Enum(
-        ["auto", "tmux", "broker"],
-        default_value="auto",
-        config=True,
-        help="Who owns the terminals: 'tmux' (>= 3.2), 'broker' (the pty broker daemon) or "
-        "'auto' (tmux when a usable one is on PATH, else the broker).",
-    )
-    on_shutdown = Enum(
-        ["detach", "kill"],
-        default_value="detach",
-        config=True,
-        help="On server shutdown, 'detach' leaves every session running for the next "
-        "server; 'kill' ends them all.",
-    )
-    scrub_env = List(
-        Unicode(),
-        default_value=DEFAULT_SCRUB_ENV,
-        config=True,
-        help="Environment variable names (fnmatch patterns allowed) removed from every "
-        "session's environment.",
-    )
-    restore_on_start = Enum(
-        ["none", "agents", "all"],
-        default_value="none",
-        config=True,
-        help="At start, after reconcile, restore the interrupted sessions: 'agents' "
-        "(every kind but shell), 'all' (shells too) or 'none'.",
-    )
-    agents = Dict(
-        config=True,
-        help="Extra agent kinds, or where the claude/codex CLIs are: "
-        '{"claude": {"command": ["/opt/bin/claude"]}, "aider": {"command": ["aider"], '
-        '"resume": ["aider", "--restore-chat-history"], "id": "none"}}. '
-        "id is 'none' or 'assign' (a UUID replaces '{conversation_id}' in command and "
-        "resume).",
-    )
-    refresh_interval = Float(
-        5.0,
-        config=True,
-        help="Seconds between checks of running agents' conversation ids (e.g. after "
-        "/clear); 0 turns the periodic check off (it still runs on every listing).",
-    )
     terminal_manager_class = Type(
         TerminalManager,
         klass=TerminalManager,
         config=True,
-        help="The TerminalManager class to use.",
+        help="The TerminalManager class (the stock terminal API over the sessions).",
     )
 
-    @default("state_dir")
-    def _default_state_dir(self) -> str:
-        return default_state_dir()
-
+    service: SessionService | None = None
     manager: TerminalManager | None = None
+    streams: Streams | None = None
     _restored: list[Session]
 
     def _link_jupyter_server_extension(self, serverapp: Any) -> None:
@@ -139,160 +51,124 @@ class AgentsApp(ExtensionApp):
             stock.enabled = False
             self.log.info("jupyter_agents: replacing jupyter_server_terminals' terminals")
 
-    def make_backend(self, state_dir: Path) -> Backend:
-        """The configured backend, started. :class:`BackendUnavailable` if it can't be.
-
-        ``auto`` is tmux when a usable one (>= 3.2) is on PATH, else the pty broker.
-        """
-        backend: Backend | None = None
-        if self.backend in ("auto", "tmux"):
-            tmux = TmuxBackend(state_dir, parent=self, log=self.log)
-            try:
-                tmux.start()
-                backend = tmux
-            except BackendUnavailable as e:
-                if self.backend == "tmux":
-                    raise
-                self.log.info("jupyter_agents: backend auto: %s; using the pty broker", e)
-        if backend is None:
-            backend = BrokerBackend(state_dir, parent=self, log=self.log)
-            backend.start()
+    def initialize_settings(self) -> None:
+        assert self.serverapp is not None
+        if not self.serverapp.terminals_enabled:
+            self.settings["terminals_available"] = False
+            return
+        try:
+            self.service = self.open_sessions(
+                root_dir=self.serverapp.root_dir,
+                shell=default_shell(self.serverapp.terminado_settings),
+                extra_env={
+                    "JUPYTER_SERVER_ROOT": self.serverapp.root_dir,
+                    "JUPYTER_SERVER_URL": self.serverapp.connection_url,
+                },
+            )
+            backend = self.service.backends.default()
+        except (AgentsError, ValueError) as e:
+            self.log.error("jupyter_agents: terminals are unavailable: %s", e)
+            self.settings["terminals_available"] = False
+            return
         self.log.info(
             "jupyter_agents: backend %s (%s; debug: %s)",
             backend.name,
             "chosen by backend=auto" if self.backend == "auto" else "configured",
             " ".join(backend.debug_attach_command("<session id>")),
         )
-        return backend
-
-    def shell_command(self) -> list[str]:
-        """The shell of new terminals, chosen as jupyter_server_terminals does."""
-        settings = self.serverapp.terminado_settings if self.serverapp is not None else {}
-        override = settings.get("shell_command")
-        if isinstance(override, str):
-            override = shlex.split(override)
-        if override:
-            return list(override)
-        shell = [os.environ.get("SHELL") or shutil.which("sh") or "/bin/sh"]
-        if not sys.stdout.isatty():
-            shell.append("-l")  # not started from a terminal: let the shell set up the env
-        return shell
-
-    def create_manager(
-        self,
-        root_dir: str,
-        extra_env: dict[str, str] | None = None,
-        on_activity: Callable[[], None] | None = None,
-    ) -> TerminalManager:
-        """The TerminalManager of this config's state dir and backend.
-
-        The server, the CLI and kernels (magics, widgets) all go through this, so they
-        share one store and one backend. Raises :class:`AgentsError` or ``ValueError``
-        (bad ``agents`` config) with a message for the user.
-        """
-        state_dir = ensure_private_dir(self.state_dir)
-        store = SessionStore(state_dir / "sessions.db")
-        backend = self.make_backend(state_dir)
-        shell = self.shell_command()
-        return self.terminal_manager_class(  # type: ignore[no-any-return]
-            store=store,
-            backend=backend,
-            state_dir=state_dir,
-            on_activity=on_activity,
-            kinds=make_kinds(shell, self.agents),
-            parent=self,
-            log=self.log,
-            shell_command=shell,
-            scrub_env=list(self.scrub_env),
-            root_dir=root_dir,
-            extra_env=extra_env or {},
-        )
-
-    def initialize_settings(self) -> None:
-        assert self.serverapp is not None
-        if not self.serverapp.terminals_enabled:
-            self.settings["terminals_available"] = False
-            return
-        activity = self.serverapp.web_app.settings.setdefault("last_activity_times", {})
-
-        def on_activity() -> None:
-            activity[self.name] = utcnow()
-
-        try:
-            self.manager = self.create_manager(
-                root_dir=self.serverapp.root_dir,
-                extra_env={
-                    "JUPYTER_SERVER_ROOT": self.serverapp.root_dir,
-                    "JUPYTER_SERVER_URL": self.serverapp.connection_url,
-                },
-                on_activity=on_activity,
-            )
-        except (AgentsError, ValueError) as e:
-            self.log.error("jupyter_agents: terminals are unavailable: %s", e)
-            self.settings["terminals_available"] = False
-            return
+        assert self.serverapp.event_logger is not None
+        self.serverapp.event_logger.register_event_schema(SCHEMA_PATH)
         # before the first request: the first GET /api/terminals must list survivors
-        self.manager.reconcile(boot=True)
-        self._restored = self._restore_on_start(self.manager)
+        self.service.reconcile(boot=True)
+        self.service.publish_external_changes()  # the baseline for changes made elsewhere
+        self._restored = self._restore_on_start(self.service)
+        self.manager = self.terminal_manager_class(
+            service=self.service, parent=self.serverapp, log=self.log
+        )
         self.settings.update({"terminals_available": True, "terminal_manager": self.manager})
 
-    def _restore_on_start(self, manager: TerminalManager) -> list[Session]:
+    def _restore_on_start(self, service: SessionService) -> list[Session]:
         if self.restore_on_start == "none":
             return []
-        kinds = None if self.restore_on_start == "all" else set(manager.kinds) - {"shell"}
+        kinds = None if self.restore_on_start == "all" else set(service.kinds) - {"shell"}
         restored = []
-        for session in manager.interrupted(kinds):
+        for session in service.interrupted(kinds):
             try:
-                restored.append(manager.restore(session.id))
+                restored.append(service.restore(session.id))
             except AgentsError as e:
                 self.log.warning("jupyter_agents: could not restore %s: %s", session.id, e)
         self.log.info("jupyter_agents: restored %d interrupted sessions at start", len(restored))
         return restored
 
-    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        """Once the loop runs: watch sessions restored at start; follow conversation ids;
-        watch the backend's liveness."""
-        if self.manager is None:
-            return
-        manager = self.manager
-
-        def refresh() -> None:
-            try:
-                manager.refresh_conversations()
-            except AgentsError as e:
-                self.log.warning("jupyter_agents: conversation check failed: %s", e)
-
-        if self.refresh_interval > 0:
-            self._refresher = PeriodicCallback(refresh, self.refresh_interval * 1000)
-            self._refresher.start()
-        # a dead or hung backend owner is replaced; reconcile then marks its sessions
-        self._unwatch = manager.backend.watch(lambda: manager.reconcile())
-        await asyncio.gather(*(asyncio.to_thread(manager.watch_resumed, s) for s in self._restored))
-
     def initialize_handlers(self) -> None:
-        if self.manager is None:
+        if self.service is None or self.manager is None:
             return
-        self.handlers.extend(terminal_handlers(self.manager))
-        self.handlers.extend(agents_handlers(self.manager))
+        self.streams = Streams(
+            self.service, self.service.backends, self.activity_interval, self.log
+        )
+        self.handlers.extend(handlers(self.service, self.manager, self.streams))
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        """Once the loop runs: emit events, watch restored sessions, follow conversation
+        ids and other processes' changes, watch the backend's liveness, cull."""
+        if self.service is None or self.manager is None:
+            return
+        service = self.service
+        loop = asyncio.get_running_loop()
+
+        def emit_in_loop(event: SessionEvent) -> None:
+            loop.call_soon_threadsafe(self._emit, event)
+
+        self._unsubscribe = service.subscribe(emit_in_loop)
+        # a dead or hung backend owner is replaced; reconcile then marks its sessions
+        self._unwatch = service.backends.default().watch(
+            lambda: loop.run_in_executor(None, service.reconcile)
+        )
+        self.manager.start_culling()
+        if self.refresh_interval > 0:
+            self._refresher = asyncio.ensure_future(self._refresh(service))
+        for session in self._restored:
+            loop.run_in_executor(None, service.watch_restored, session)
+
+    def _emit(self, event: SessionEvent) -> None:
+        """A session event, in the IO loop: to jupyter_events (browsers), and as server
+        activity for idle culling."""
+        assert self.serverapp is not None and self.serverapp.event_logger is not None
+        self.serverapp.event_logger.emit(schema_id=SCHEMA_ID, data=event.data())
+        self.serverapp.web_app.settings.setdefault("last_activity_times", {})[self.name] = utcnow()
+
+    async def _refresh(self, service: SessionService) -> None:
+        """Every ``refresh_interval`` s, off the loop: conversation ids of running agents,
+        and the changes other processes made to the store (both publish events)."""
+        while True:
+            await asyncio.sleep(self.refresh_interval)
+            try:
+                await asyncio.to_thread(service.follow_conversations)
+                await asyncio.to_thread(service.publish_external_changes)
+            except AgentsError as e:
+                self.log.warning("jupyter_agents: refresh failed: %s", e)
 
     def current_activity(self) -> dict[str, Any] | None:
-        """Running sessions count as activity for idle culling."""
-        if self.manager is None:
+        """Running sessions count as activity for idle culling of the server."""
+        if self.service is None:
             return None
-        running = self.manager.store.list(["running"])
+        running = self.service.store.list(["running"])
         return {s.name: s.to_model() for s in running} or None
 
     async def stop_extension(self) -> None:
-        refresher = getattr(self, "_refresher", None)
-        if refresher is not None:
-            refresher.stop()
-        unwatch = getattr(self, "_unwatch", None)
-        if unwatch is not None:
-            unwatch()
+        for stop in ("_unsubscribe", "_unwatch"):
+            if hasattr(self, stop):
+                getattr(self, stop)()
+        if hasattr(self, "_refresher"):
+            self._refresher.cancel()
         if self.manager is not None:
-            kill = self.on_shutdown == "kill"
-            self.log.info(
-                "jupyter_agents: shutting down (%s sessions)",
-                "killing" if kill else "detaching from",
-            )
-            await self.manager.shutdown(kill=kill)
+            self.manager.stop_culling()
+            if self.on_shutdown == "kill":
+                self.log.info("jupyter_agents: shutting down (killing sessions)")
+                await self.manager.terminate_all()
+            else:
+                self.log.info("jupyter_agents: shutting down (detaching from sessions)")
+        if self.streams is not None:
+            await self.streams.shutdown()
+        if self.service is not None:
+            self.service.close()

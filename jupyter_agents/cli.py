@@ -9,60 +9,20 @@ state does not allow it (e.g. restoring a running session).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
-import logging
 import os
 import shlex
 import sys
-import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TextIO
 
-from jupyter_core.application import JupyterApp
-from traitlets.config import Config
-
-from .app import AgentsApp
+from .config import open_sessions
 from .display import text_table
 from .errors import AgentsError, Conflict, NotFound
-from .store import Session
-from .terminals import TerminalManager
+from .sessions import SessionService
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT = 1, 2, 3, 4
-
-
-class _ConfigReader(JupyterApp):
-    """Reads the Jupyter Server config files, where ``c.AgentsApp`` lives."""
-
-    name = "jupyter-agents"
-    config_file_name = "jupyter_server_config"
-
-
-def load_config() -> Config:
-    """The user's Jupyter Server config (``AgentsApp`` traits included)."""
-    reader = _ConfigReader()
-    reader.load_config_file()
-    return reader.config
-
-
-def open_manager(state_dir: str | None = None, create: bool = False) -> TerminalManager:
-    """A TerminalManager on the state dir the server would use (or ``state_dir``).
-
-    Without ``create``, a state dir that does not exist is :class:`NotFound` (no session
-    was ever started there) instead of being made.
-    """
-    app = AgentsApp(config=load_config(), log_level=logging.WARNING)
-    if state_dir:
-        app.state_dir = str(Path(state_dir).expanduser().absolute())
-    if not create and not Path(app.state_dir).is_dir():
-        raise NotFound(
-            f"no state dir at {app.state_dir}: no session was started there "
-            "(give --state-dir, or set JUPYTER_AGENTS_STATE_DIR)"
-        )
-    return app.create_manager(root_dir=os.getcwd())
 
 
 def progress(done: int, total: int, label: str, out: TextIO) -> None:
@@ -78,10 +38,8 @@ def progress(done: int, total: int, label: str, out: TextIO) -> None:
 # -- commands ---------------------------------------------------------------------------
 
 
-def cmd_list(manager: TerminalManager, args: argparse.Namespace) -> int:
-    manager.reconcile()
-    manager.refresh_conversations()
-    sessions = manager.store.list(args.status or None)
+def cmd_list(service: SessionService, args: argparse.Namespace) -> int:
+    sessions = service.list(args.status or None)
     if args.json:
         print(json.dumps([s.to_model() for s in sessions], indent=2))
     else:
@@ -89,80 +47,63 @@ def cmd_list(manager: TerminalManager, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_show(manager: TerminalManager, args: argparse.Namespace) -> int:
-    manager.refresh_conversations()
-    print(json.dumps(manager.lookup(args.id).to_model(), indent=2))
+def cmd_show(service: SessionService, args: argparse.Namespace) -> int:
+    service.follow_conversations()
+    print(json.dumps(service.lookup(args.id).to_model(), indent=2))
     return 0
 
 
-def cmd_new(manager: TerminalManager, args: argparse.Namespace) -> int:
-    session, _ = manager.create(
+def cmd_new(service: SessionService, args: argparse.Namespace) -> int:
+    session, _ = service.create(
         name=args.name, cwd=args.cwd or os.getcwd(), kind=args.kind, args=args.args, strict=True
     )
-    if args.json:
-        print(json.dumps(session.to_model(), indent=2))
-    else:
-        print(session.id)
+    print(json.dumps(session.to_model(), indent=2) if args.json else session.id)
     return 0
 
 
-def cmd_log(manager: TerminalManager, args: argparse.Namespace) -> int:
-    session = manager.lookup(args.id)
-    path = manager.backend.transcript_path(session.id)
+def cmd_log(service: SessionService, args: argparse.Namespace) -> int:
+    session = service.lookup(args.id)
+    transcript = service.transcript(session.id)
+    start = 0 if args.tail is None else max(0, transcript.size() - args.tail)
+
+    def running() -> bool:
+        return bool(args.follow) and service.get(session.id).status == "running"
+
     out = sys.stdout.buffer
-    try:
-        f = path.open("rb")
-    except OSError as e:
-        raise NotFound(f"session {session.id} has no transcript") from e
-    with f:
-        if args.tail is not None:
-            f.seek(max(0, f.seek(0, 2) - args.tail))
-        while True:
-            chunk = f.read(1 << 16)
-            if chunk:
-                out.write(chunk)
-                continue
-            out.flush()
-            if not args.follow or manager.store.get(session.id).status != "running":
-                return 0
-            time.sleep(0.2)
+    for chunk in transcript.follow(start, running):
+        out.write(chunk)
+        out.flush()
+    return 0
 
 
-def cmd_kill(manager: TerminalManager, args: argparse.Namespace) -> int:
-    session = asyncio.run(manager.terminate_session(manager.lookup(args.id).id))
+def cmd_kill(service: SessionService, args: argparse.Namespace) -> int:
+    session = service.terminate(service.lookup(args.id).id)
     print(f"killed {session.id} (terminal {session.name!r}, pid {session.pid})")
     return 0
 
 
-def cmd_adopt(manager: TerminalManager, args: argparse.Namespace) -> int:
-    session = manager.adopt(manager.lookup(args.id).id)
+def cmd_adopt(service: SessionService, args: argparse.Namespace) -> int:
+    session = service.adopt(service.lookup(args.id).id)
     print(f"adopted {session.id} as terminal {session.name!r}")
     return 0
 
 
-def cmd_restore(manager: TerminalManager, args: argparse.Namespace) -> int:
+def cmd_restore(service: SessionService, args: argparse.Namespace) -> int:
     if args.all == bool(args.id):
         raise SystemExit(_usage_error("restore: give a session id or --all, not both"))
-    ids = [s.id for s in manager.interrupted()] if args.all else [manager.lookup(args.id).id]
-    if args.all and not ids:
-        print("no interrupted sessions")
-        return 0
-    started: list[Session] = []
-    failed = 0
-    for done, sid in enumerate(ids, 1):
-        try:
-            started.append(manager.restore(sid))
-            label = f"{sid} started"
-        except AgentsError as e:
-            if not args.all:
-                raise
-            failed += 1
-            label = f"{sid} FAILED: {e}"
-        if args.all:
-            progress(done, len(ids), label, sys.stderr)
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        checked = list(pool.map(manager.watch_resumed, started))
-    for session in checked:
+    if not args.all:
+        session = service.watch_restored(service.restore(service.lookup(args.id).id))
+        result_restored, failed = [session], 0
+    else:
+        ids = [s.id for s in service.interrupted()]
+        if not ids:
+            print("no interrupted sessions")
+            return 0
+        result = service.restore_many(
+            ids, lambda done, total, label: progress(done, total, label, sys.stderr)
+        )
+        result_restored, failed = result.restored, len(result.failed)
+    for session in result_restored:
         if session.status == "running":
             print(f"restored {session.id} ({session.kind}) as terminal {session.name!r}")
         else:
@@ -171,8 +112,8 @@ def cmd_restore(manager: TerminalManager, args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else 0
 
 
-def cmd_reconcile(manager: TerminalManager, args: argparse.Namespace) -> int:
-    actions = manager.reconcile()
+def cmd_reconcile(service: SessionService, args: argparse.Namespace) -> int:
+    actions = service.reconcile()
     for action in actions:
         print(action.describe())
     if not actions:
@@ -180,22 +121,22 @@ def cmd_reconcile(manager: TerminalManager, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_attach(manager: TerminalManager, args: argparse.Namespace) -> int:
-    session = manager.lookup(args.id)
+def cmd_attach(service: SessionService, args: argparse.Namespace) -> int:
+    session = service.lookup(args.id)
     if session.status not in ("running", "orphaned"):
         raise Conflict(f"session {session.id} is {session.status}; nothing to attach to")
-    argv = manager.backend.debug_attach_command(session.id)
+    argv = service.backends.get(session.backend).debug_attach_command(session.id)
     os.execvp(argv[0], argv)  # noqa: S606 - argv from the backend, never a shell
 
 
-def cmd_kill_server(manager: TerminalManager, args: argparse.Namespace) -> int:
-    ended = manager.kill_server()
-    print(f"stopped the {manager.backend.name} backend; {len(ended)} sessions marked killed")
+def cmd_kill_server(service: SessionService, args: argparse.Namespace) -> int:
+    ended = service.kill_server()
+    print(f"stopped the backends of {service.state_dir}; {len(ended)} sessions marked killed")
     return 0
 
 
-def cmd_gc(manager: TerminalManager, args: argparse.Namespace) -> int:
-    stale = manager.stale_processes()
+def cmd_gc(service: SessionService, args: argparse.Namespace) -> int:
+    stale = service.stale_processes()
     if args.json:
         print(json.dumps([dataclasses.asdict(m) for m in stale], indent=2))
     else:
@@ -206,7 +147,7 @@ def cmd_gc(manager: TerminalManager, args: argparse.Namespace) -> int:
             + ("" if args.kill or not stale else " (run with --kill to end them)")
         )
     if args.kill:
-        ended = manager.gc(stale)
+        ended = service.gc(stale)
         print(
             f"ended {len(ended)} of them (the others had already exited or their pid was reused)"
             if len(ended) != len(stale)
@@ -298,8 +239,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _usage_error("arguments after -- are only for 'new'")
         args.args = [*args.args, *extra]
     try:
-        manager = open_manager(getattr(args, "state_dir", None), create=args.command == "new")
-        return COMMANDS[args.command](manager, args)
+        service = open_sessions(getattr(args, "state_dir", None), create=args.command == "new")
+        try:
+            return COMMANDS[args.command](service, args)
+        finally:
+            service.close()
     except NotFound as e:
         print(f"jupyter agents: {e}", file=sys.stderr)
         return EXIT_NOT_FOUND

@@ -7,31 +7,11 @@ text everywhere else, so ``%agent ls`` and ``jupyter agents list`` show the same
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Sequence
 
 from .store import Session
 
 COLUMNS = ("id", "name", "kind", "status", "pid", "conversation", "cwd", "last activity")
-
-
-_NOT_SGR = re.compile(
-    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC
-    r"|\x1b\[[0-9;?<>=]*[@-ln-~]"  # CSI other than SGR (...m)
-    r"|\x1b[()][0-9A-Za-z]|\x1b[=>78cDEHMNOZ]"  # charsets, keypad, save/restore...
-    r"|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]"  # other control characters
-)
-
-
-def plain_text(data: bytes) -> str:
-    r"""A raw transcript as text for a notebook: colours (SGR) kept, cursor movement and
-    other control sequences dropped, CRLF -> LF.
-
-    >>> plain_text(b"\x1b[?2004hhi \x1b[1mthere\x1b[0m\r\n\x1b[2Kok")
-    'hi \x1b[1mthere\x1b[0m\nok'
-    """
-    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
-    return _NOT_SGR.sub("", text).replace("\r", "")
 
 
 def short_id(value: str | None) -> str:

@@ -7,17 +7,16 @@ the kernel restarts, and JupyterLab lists them as terminals.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shlex
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from .display import SessionTable, plain_text
+from .config import open_sessions
+from .display import SessionTable
 from .errors import AgentsError
-from .terminals import TerminalManager
+from .sessions import SessionService
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,15 +50,13 @@ class AgentMagics(Magics):
 
     def __init__(self, shell: Any = None) -> None:
         super().__init__(shell)  # type: ignore[no-untyped-call]
-        self._managers: dict[str | None, TerminalManager] = {}
+        self._services: dict[str | None, SessionService] = {}
 
-    def manager(self, state_dir: str | None) -> TerminalManager:
-        """The manager of ``state_dir`` (the default one if None), opened once."""
-        if state_dir not in self._managers:
-            from .cli import open_manager
-
-            self._managers[state_dir] = open_manager(state_dir, create=True)
-        return self._managers[state_dir]
+    def service(self, state_dir: str | None) -> SessionService:
+        """The session service of ``state_dir`` (the default one if None), opened once."""
+        if state_dir not in self._services:
+            self._services[state_dir] = open_sessions(state_dir)
+        return self._services[state_dir]
 
     @line_magic  # type: ignore[untyped-decorator]
     def agent(self, line: str) -> Any:
@@ -91,41 +88,33 @@ class AgentMagics(Magics):
             raise UsageError("%agent: which command? (see %agent?)")
         args = _parser().parse_args(words)
         try:
-            manager = self.manager(args.state_dir)
-            return self._run(manager, args, extra)
+            return self._run(self.service(args.state_dir), args, extra)
         except AgentsError as e:
             raise UsageError(f"%agent {args.command}: {e}") from None
 
-    def _run(self, manager: TerminalManager, args: argparse.Namespace, extra: list[str]) -> Any:
+    def _run(self, service: SessionService, args: argparse.Namespace, extra: list[str]) -> Any:
         if args.command == "new":
-            session, _ = manager.create(
+            session, _ = service.create(
                 name=args.name, cwd=args.cwd or ".", kind=args.kind, args=extra, strict=True
             )
             return SessionTable([session])
         if args.command == "ls":
-            manager.reconcile()
-            manager.refresh_conversations()
-            return SessionTable(manager.store.list())
+            return SessionTable(service.list())
         if args.command == "resume":
             if args.all == bool(args.id):
                 raise UsageError("%agent resume: give a session id or --all")
-            if args.all:
-                ids = [s.id for s in manager.interrupted()]
-            else:
-                ids = [manager.lookup(args.id).id]
-            started = [manager.restore(sid) for sid in ids]
-            with ThreadPoolExecutor(max_workers=8) as pool:
-                return SessionTable(list(pool.map(manager.watch_resumed, started)))
+            if not args.all:
+                session = service.restore(service.lookup(args.id).id)
+                return SessionTable([service.watch_restored(session)])
+            result = service.restore_many([s.id for s in service.interrupted()])
+            for sid, error in result.failed:
+                print(f"{sid}: {error}")
+            return SessionTable(result.restored)
         if args.command == "kill":
-            session = manager.lookup(args.id)
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                pool.submit(asyncio.run, manager.terminate_session(session.id)).result()
-            return SessionTable([manager.store.get(session.id)])
+            return SessionTable([service.terminate(service.lookup(args.id).id)])
         if args.command == "log":
-            path = manager.backend.transcript_path(manager.lookup(args.id).id)
-            data = path.read_bytes() if path.exists() else b""
-            print("\n".join(plain_text(data).splitlines()[-args.n :]))
+            print(service.transcript(service.lookup(args.id).id).text(args.n))
             return None
         from .widgets import Dashboard
 
-        return Dashboard(manager=manager)
+        return Dashboard(service=service)

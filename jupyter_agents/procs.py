@@ -12,8 +12,12 @@ import dataclasses
 import signal
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import psutil
+
+if TYPE_CHECKING:
+    from .store import Status
 
 #: create times are floats from /proc; allow for rounding through the store
 _CREATE_TIME_TOLERANCE = 0.01
@@ -145,3 +149,21 @@ def marked_processes(state_dir: str) -> Iterator[MarkedProcess]:
             )
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             continue
+
+
+def stale_processes(
+    state_dir: str, live: set[str], records: dict[str, Status]
+) -> list[MarkedProcess]:
+    """Processes started by sessions that no longer run (e.g. an agent's background
+    daemon that outlived a backend crash): marked with a session id of ``state_dir``
+    that is not ``live`` in its backend, or whose record (``records``: id -> status) is
+    missing or neither running nor orphaned. This process and its ancestors are never
+    listed. Blocking (reads every process's environment)."""
+    me = psutil.Process()
+    ours = {me.pid, *(p.pid for p in me.parents())}  # never this process or its callers
+    return [
+        m
+        for m in marked_processes(state_dir)
+        if m.identity.pid not in ours
+        and (m.session_id not in live or records.get(m.session_id) not in ("running", "orphaned"))
+    ]

@@ -1,9 +1,11 @@
-"""Reconcile: bring the store in line with what the backend really holds.
+"""Reconcile: bring the store in line with what the backends really hold.
 
-:func:`plan` is pure: (records, live sessions, now) -> actions. The TerminalManager
-applies the actions under the state lock, so no spawn (which holds the same lock from
-"start the process" to "record it") is ever seen half-done, and two servers reconciling
-at once take turns. Rules (DESIGN.md section 7):
+:func:`plan` is pure: (records, live sessions, now) -> actions. :func:`apply_plan` runs it
+for every backend of a state dir under the state lock, so no spawn (which holds the same
+lock from "start the process" to "record it") is ever seen half-done, and two servers
+reconciling at once take turns. Each backend judges only the records it owns (their
+``backend`` field): a CLI configured for tmux never marks a broker session lost.
+Rules (DESIGN.md section 7):
 
 - record ``running``/``orphaned`` + live          -> keep (``adopt``: re-adopted)
 - record ``running``/``orphaned`` + dead in backend -> ``exit`` (code kept, pane released)
@@ -20,12 +22,18 @@ Reconcile never signals a process.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Literal
 
+from .backends import Backend, Backends
 from .backends.base import LiveSession
-from .store import Session, Status
+from .errors import BackendUnavailable
+from .paths import state_lock
+from .procs import identify
+from .store import Session, SessionStore, Status
 
 ActionKind = Literal["adopt", "exit", "interrupt", "orphan", "release"]
 
@@ -101,3 +109,62 @@ def plan(
         if cur.session_id not in recorded:
             actions.append(Action("orphan", cur.session_id, cur.session_id, cur.pid, cur.exit_code))
     return actions
+
+
+def apply_plan(
+    store: SessionStore, backends: Backends, state_dir: Path, log: logging.Logger
+) -> list[Action]:
+    """Plan and apply, backend by backend, under the state lock; the actions taken.
+
+    The backends asked are those owning a ``running``/``orphaned`` record and those
+    whose owner process may run (for orphans). Records of a backend that is not
+    configured any more are left alone (with a warning).
+    """
+    actions: list[Action] = []
+    with state_lock(state_dir):
+        records = store.list(["running", "orphaned"])
+        names = {r.backend for r in records} | {b.name for b in backends.present()}
+        for name in sorted(names):
+            try:
+                backend = backends.get(name)
+            except BackendUnavailable as e:
+                log.warning("jupyter_agents: sessions of backend %r left as they are: %s", name, e)
+                continue
+            live = backend.list_live()
+            known = {r.id for r in records}
+            extra = store.get_many(s.session_id for s in live if s.session_id not in known)
+            foreign = {r.id for r in extra if r.backend != name}
+            mine = [r for r in [*records, *extra] if r.backend == name]
+            live = [s for s in live if s.session_id not in foreign]
+            for action in plan(mine, live, datetime.now(timezone.utc)):
+                _apply(store, backend, action)
+                actions.append(action)
+    return actions
+
+
+def _apply(store: SessionStore, backend: Backend, action: Action) -> None:
+    sid = action.session_id
+    if action.kind == "exit":
+        store.update(
+            sid, status="exited", exit_code=action.exit_code, expect=("running", "orphaned")
+        )
+        backend.remove(sid)
+    elif action.kind == "interrupt":
+        store.update(sid, status="interrupted", expect=("running", "orphaned"))
+    elif action.kind == "release":
+        backend.remove(sid)
+    elif action.kind == "orphan":
+        ident = identify(action.pid) if action.pid else None
+        if action.was is None:
+            store.add(
+                Session(
+                    id=sid,
+                    name=action.name,
+                    status="orphaned",
+                    backend=backend.name,
+                    pid=action.pid,
+                    pid_created=ident.created if ident else None,
+                )
+            )
+        else:
+            store.update(sid, status="orphaned", expect=(action.was,))

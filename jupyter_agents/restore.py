@@ -5,16 +5,33 @@ would start blank. Instead it first shows the tail of the old transcript and a m
 line, then the resumed agent. The tail is an *honest bounded raw replay*: the last
 bytes of the raw transcript, cut at a line start, with the sequences removed that
 would misbehave when replayed (terminal queries whose answers would be typed into the
-new process, alternate-screen and mode switches, full resets). Pure functions here; the
-TerminalManager writes the prelude file and spawns :func:`prelude_argv`.
+new process, alternate-screen and mode switches, full resets). Pure functions here but
+:func:`write_prelude`; the session service spawns :func:`prelude_argv`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .backends import Backend
+from .errors import AgentsError, BackendUnavailable, Conflict
+from .launch import next_free_name
+from .paths import create_private_file, state_lock
+from .store import Session
+from .transcripts import Transcript
+
+if TYPE_CHECKING:
+    from .sessions import SessionService
+
+#: ``progress(done, total, label)``
+Progress = Callable[[int, int, str], None]
 
 #: bytes of the old transcript shown by default
 TAIL_BYTES = 32 * 1024
@@ -68,24 +85,24 @@ def banner(kind: str, conversation_id: str | None, session_id: str, ended: datet
     return f"--- restored {kind} session {name} (previous run ended {when}) ---"
 
 
-def transcript_end(path: Path) -> datetime | None:
-    """When the transcript was last written (the old run's last output), if it exists."""
-    try:
-        return datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
-    except OSError:
-        return None
+def prelude(tail: bytes, marker: str, limit: int = TAIL_BYTES) -> bytes:
+    """The bytes a restored terminal shows first: the old transcript's ``tail`` (its last
+    ``limit`` + 1 bytes), then the marker line.
+
+    >>> prelude(b"", "--- m ---")
+    b'\\x1b[1m--- m ---\\x1b[0m\\r\\n'
+    """
+    return sanitize_tail(tail, limit) + b"\x1b[1m" + marker.encode() + b"\x1b[0m\r\n"
 
 
-def prelude(transcript: Path, marker: str, limit: int = TAIL_BYTES) -> bytes:
-    """The bytes a restored terminal shows first: old tail, then the marker line."""
-    try:
-        with transcript.open("rb") as f:
-            size = f.seek(0, 2)
-            f.seek(max(0, size - limit - 1))
-            data = f.read()
-    except OSError:
-        data = b""
-    return sanitize_tail(data, limit) + b"\x1b[1m" + marker.encode() + b"\x1b[0m\r\n"
+def write_prelude(state_dir: Path, session: Session, transcript: Transcript, limit: int) -> Path:
+    """Write a restored session's prelude (old tail and marker) to a private file in
+    ``state_dir``; :func:`prelude_argv` prints and deletes it."""
+    marker = banner(session.kind, session.conversation_id, session.id, transcript.ended_at())
+    path = state_dir / f"prelude-{session.id}"
+    create_private_file(path)
+    path.write_bytes(prelude(transcript.tail(limit + 1), marker, limit))
+    return path
 
 
 def prelude_argv(prelude_file: Path, argv: Sequence[str]) -> list[str]:
@@ -93,3 +110,143 @@ def prelude_argv(prelude_file: Path, argv: Sequence[str]) -> list[str]:
     either: both travel as arguments)."""
     script = 'cat -- "$0" 2>/dev/null; rm -f -- "$0"; exec "$@"'
     return ["/bin/sh", "-c", script, str(prelude_file), *argv]
+
+
+@dataclasses.dataclass
+class RestoreResult:
+    """What a restore of several sessions did: the records after the resume watch, and
+    ``(id, message)`` for those that could not be launched."""
+
+    restored: list[Session]
+    failed: list[tuple[str, str]]
+
+
+class Restorer:
+    """Relaunches ended sessions of a :class:`~jupyter_agents.sessions.SessionService`
+    and watches that the resumed process stays up."""
+
+    def __init__(self, service: SessionService) -> None:
+        self.service = service
+
+    def restore(self, session_id: str) -> Session:
+        """Relaunch an ended session in its cwd with its recorded environment: agents
+        resume their conversation, shells start fresh; the terminal first shows the old
+        transcript's tail and a marker line (:mod:`jupyter_agents.restore`). It runs in
+        the backend that owned it (the default one if that cannot start any more).
+
+        :class:`Conflict` if it still runs (or is orphaned: adopt it instead), its cwd is
+        gone or its kind is no longer configured. Under the state lock, so two
+        concurrent restores of one session launch one process.
+        """
+        with state_lock(self.service.state_dir):
+            session = self.service.store.get(session_id)
+            if session.status in ("running", "orphaned"):
+                hint = " (adopt an orphaned one)" if session.status == "orphaned" else ""
+                raise Conflict(
+                    f"session {session_id} is {session.status}; only ended sessions can be "
+                    f"restored{hint}"
+                )
+            backend = self._restore_backend(session)
+            held = {s.session_id: s for s in backend.list_live()}.get(session_id)
+            if held is not None and not held.dead:
+                raise Conflict(f"session {session_id} still has a live process (pid {held.pid})")
+            if held is not None:
+                backend.remove(session_id)
+            if session.kind not in self.service.kinds:
+                raise Conflict(f"session {session_id}: kind {session.kind!r} is not configured")
+            if not session.cwd or not Path(session.cwd).is_dir():
+                reason = f"cannot restore: its working directory {session.cwd!r} is gone"
+                self.service.store.update(session_id, reason=reason)
+                raise Conflict(f"session {session_id}: {reason}")
+            previous = session.status
+            session.env = self.service.env.environment(session.env)
+            launch = self.service.kinds[session.kind].resume(session, session.env)
+            if self.service.store.find_live(session.name) is not None:
+                session.name = next_free_name(self.service.store.live_names())
+            transcript = Transcript(session.id, backend.transcript_path(session.id))
+            prelude = write_prelude(
+                self.service.state_dir, session, transcript, self.service.restore_tail_bytes
+            )
+            try:
+                if session.backend != backend.name:
+                    session.backend = backend.name
+                    self.service.store.update(session.id, backend=backend.name)
+                self.service.launch(session, launch, prelude_argv(prelude, launch.argv), previous)
+            except BaseException:
+                prelude.unlink(missing_ok=True)
+                raise
+        self.service.publish("status", session, previous)
+        return session
+
+    def _restore_backend(self, session: Session) -> Backend:
+        """The backend a restore runs in: the session's own, started; the default one
+        when that cannot start (e.g. tmux was uninstalled)."""
+        try:
+            backend = self.service.backends.get(session.backend)
+            backend.start()
+        except BackendUnavailable as e:
+            backend = self.service.backends.default()
+            self.service.log.warning(
+                "jupyter_agents: restoring session %s in backend %s: %s",
+                session.id,
+                backend.name,
+                e,
+            )
+        return backend
+
+    def watch(self, session: Session) -> Session:
+        """Watch a just-restored session for ``resume_check`` seconds; if it exits in that
+        time, record why (exit code; the conversation id is kept). Returns the record.
+        Blocking (it sleeps)."""
+        backend = self.service.backends.get(session.backend)
+        deadline = time.monotonic() + self.service.resume_check
+        status_deadline: float | None = None
+        while True:
+            held = {s.session_id: s for s in backend.list_live()}.get(session.id)
+            now = time.monotonic()
+            if held is None:  # already released by a reconcile elsewhere
+                exit_code = self.service.store.get(session.id).exit_code
+                break
+            if held.dead:
+                # the exit status can lag behind the death (or never come): wait a little
+                status_deadline = status_deadline or now + 2.0
+                if held.exit_code is not None or now >= status_deadline:
+                    exit_code = held.exit_code
+                    break
+            elif now >= deadline:
+                return self.service.store.get(session.id)
+            time.sleep(0.1)
+        reason = (
+            f"resume failed: {session.kind} exited at once (code {exit_code}); "
+            f"conversation id {session.conversation_id or 'unknown'} kept. "
+            f"Launched: {' '.join(session.argv)}"
+        )
+        with state_lock(self.service.state_dir):
+            self.service.set_status(
+                session.id, "exited", ("running", "exited"), exit_code=exit_code, reason=reason
+            )
+            backend.remove(session.id)
+        self.service.log.warning("jupyter_agents: session %s: %s", session.id, reason)
+        return self.service.store.get(session.id)
+
+    def restore_many(
+        self, session_ids: Sequence[str], progress: Progress | None = None
+    ) -> RestoreResult:
+        """Restore each of ``session_ids`` (:meth:`restore`), then watch them all at once
+        (:meth:`watch`). One failure never stops the others. ``progress(done, total,
+        label)`` is called after each launch."""
+        started: list[Session] = []
+        failed: list[tuple[str, str]] = []
+        for done, sid in enumerate(session_ids, 1):
+            try:
+                started.append(self.restore(sid))
+                label = f"{sid} started"
+            except AgentsError as e:
+                failed.append((sid, str(e)))
+                label = f"{sid} FAILED: {e}"
+            if progress is not None:
+                progress(done, len(session_ids), label)
+        if not started:
+            return RestoreResult([], failed)
+        with ThreadPoolExecutor(max_workers=min(8, len(started))) as pool:
+            return RestoreResult(list(pool.map(self.watch, started)), failed)

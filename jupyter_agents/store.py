@@ -225,6 +225,11 @@ class SessionStore:
             found.extend(Session.from_row(r) for r in rows)
         return found
 
+    def data_version(self) -> int:
+        """A number that changes whenever another connection (another process) commits
+        a change to the store: a cheap way to notice writes made elsewhere."""
+        return int(self._query("PRAGMA data_version")[0][0])
+
     def live_names(self) -> set[str]:
         return {r[0] for r in self._query("SELECT name FROM sessions WHERE status='running'")}
 

@@ -1,14 +1,14 @@
 """``Dashboard``: an ipywidgets view of the sessions of a state dir, live.
 
 One row per session (status, kind, name, conversation) with the actions its status
-allows (kill, restore, adopt), and the tail of a selected session's transcript. A
-background thread refreshes it every ``interval`` seconds from the store, so a change
-made elsewhere (JupyterLab, the CLI, another kernel) shows within that time.
+allows (kill, restore, adopt), and the tail of a selected session's transcript. It
+redraws on every event of its session service (changes made from this kernel), and a
+background thread reconciles every ``interval`` seconds, so a change made elsewhere
+(JupyterLab, the CLI, another kernel) or a process ending shows within that time.
 """
 
 from __future__ import annotations
 
-import asyncio
 import html
 import threading
 from collections.abc import Callable
@@ -17,10 +17,13 @@ from typing import Any
 import ipywidgets as widgets
 from traitlets import Float, List
 
-from .display import html_table, plain_text
+from .config import open_sessions
+from .display import html_table
 from .errors import AgentsError
+from .events import SessionEvent
+from .sessions import SessionService
 from .store import Session
-from .terminals import TerminalManager
+from .transcripts import plain_text
 
 
 class Dashboard(widgets.VBox):  # type: ignore[misc]
@@ -34,16 +37,12 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     def __init__(
         self,
-        manager: TerminalManager | None = None,
+        service: SessionService | None = None,
         state_dir: str | None = None,
         interval: float = 1.0,
         tail_bytes: int = 8192,
     ) -> None:
-        if manager is None:
-            from .cli import open_manager
-
-            manager = open_manager(state_dir, create=True)
-        self.manager = manager
+        self.service = service if service is not None else open_sessions(state_dir)
         self.tail_bytes = tail_bytes
         self.table = widgets.HTML()
         self.rows = widgets.VBox()
@@ -57,6 +56,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self._stop = threading.Event()
         self.selected.observe(lambda _: self.refresh(), names="value")
         self.refresh()
+        self._unsubscribe = self.service.subscribe(self._on_event)
         self._thread = threading.Thread(target=self._poll, name="agents-dashboard", daemon=True)
         self._thread.start()
 
@@ -67,11 +67,18 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             except AgentsError as e:
                 self.status.value = f"<b>refresh failed:</b> {html.escape(str(e))}"
 
+    def _on_event(self, event: SessionEvent) -> None:
+        if event.action != "activity":
+            self._redraw()
+
     def refresh(self) -> None:
-        """Read the store (after a reconcile) and redraw what changed."""
+        """Reconcile, then redraw what changed."""
+        self.service.reconcile()
+        self._redraw()
+
+    def _redraw(self) -> None:
         with self._lock:
-            self.manager.reconcile()
-            current = self.manager.store.list()
+            current = self.service.store.list()
             models = [s.to_model() for s in current]
             if models != self.sessions:
                 self.sessions = models
@@ -88,12 +95,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         sid = self.selected.value
         if not sid:
             return ""
-        path = self.manager.backend.transcript_path(sid)
-        try:
-            with path.open("rb") as f:
-                f.seek(max(0, f.seek(0, 2) - self.tail_bytes))
-                data = f.read()
-        except OSError:
+        data = self.service.transcript(sid).tail(self.tail_bytes)
+        if not data:
             return "<i>no transcript</i>"
         return f"<pre>{html.escape(plain_text(data))}</pre>"
 
@@ -105,11 +108,11 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         buttons = []
         actions: dict[str, Callable[[str], Any]] = {}
         if session.status in ("running", "orphaned"):
-            actions["kill"] = lambda sid: asyncio.run(self.manager.terminate_session(sid))
+            actions["kill"] = self.service.terminate
         if session.status == "orphaned":
-            actions["adopt"] = self.manager.adopt
+            actions["adopt"] = self.service.adopt
         if session.status in ("interrupted", "exited", "killed"):
-            actions["restore"] = lambda sid: self.manager.watch_resumed(self.manager.restore(sid))
+            actions["restore"] = lambda sid: self.service.watch_restored(self.service.restore(sid))
         for name, action in actions.items():
             button = widgets.Button(description=name, layout=widgets.Layout(width="auto"))
             button.on_click(self._handler(name, action, session.id))
@@ -133,4 +136,5 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
     def close(self) -> None:
         """Stop refreshing and close the widgets."""
         self._stop.set()
+        self._unsubscribe()
         super().close()

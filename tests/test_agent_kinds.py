@@ -13,9 +13,10 @@ import pytest
 from jupyter_agents.agents import ClaudeKind, CodexKind, make_kinds, validate_args
 from jupyter_agents.agents.claude import project_slug
 from jupyter_agents.errors import InvalidRequest, OutOfRange
-from jupyter_agents.handlers import MAX_LOG_CHUNK, log_window
 from jupyter_agents.restore import prelude, prelude_argv, sanitize_tail
 from jupyter_agents.store import Session
+from jupyter_agents.transcripts import MAX_CHUNK as MAX_LOG_CHUNK
+from jupyter_agents.transcripts import window as log_window
 
 
 def session(kind: str, cwd: Path, cid: str | None, args: list[str] | None = None) -> Session:
@@ -194,10 +195,8 @@ def test_sanitized_tail_has_no_queries_or_mode_switches():
 
 
 def test_prelude_runs_before_the_program_without_a_shell_parsing_either(tmp_path):
-    transcript = tmp_path / "t.log"
-    transcript.write_bytes(b"old line 1\r\nold line 2\r\n")
     odd = tmp_path / "pre $(touch pwned) 'q'"
-    odd.write_bytes(prelude(transcript, "--- restored shell session s1 ---"))
+    odd.write_bytes(prelude(b"old line 1\r\nold line 2\r\n", "--- restored shell session s1 ---"))
     argv = prelude_argv(odd, ["printf", "%s|", "new $(run)", "`x`"])
     out = subprocess.run(argv, capture_output=True, cwd=tmp_path, check=True).stdout
     assert out.index(b"old line 2") < out.index(b"--- restored") < out.index(b"new $(run)|`x`|")

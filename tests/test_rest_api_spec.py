@@ -12,8 +12,7 @@ import jsonschema
 import yaml
 
 import jupyter_agents
-from jupyter_agents.handlers import agents_handlers
-from jupyter_agents.terminals import terminal_handlers
+from jupyter_agents.handlers import handlers
 
 SPEC = yaml.safe_load((Path(jupyter_agents.__file__).parent / "rest-api.yml").read_text())
 
@@ -21,7 +20,7 @@ SPEC = yaml.safe_load((Path(jupyter_agents.__file__).parent / "rest-api.yml").re
 def served() -> set[tuple[str, str]]:
     """(spec-style path, method) for every route and method our handlers implement."""
     found = set()
-    for pattern, handler, _ in [*terminal_handlers(None), *agents_handlers(None)]:  # type: ignore[arg-type]
+    for pattern, handler, _ in handlers(None, None, None):  # type: ignore[arg-type]
         param = "{name}" if "terminals" in pattern else "{id}"
         path = pattern.replace(r"(\w+)", param)
         for method in ("get", "post", "delete"):

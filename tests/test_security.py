@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from jupyter_server.auth.authorizer import Authorizer
 from tornado.httpclient import HTTPClientError
 
-from jupyter_agents.handlers import agents_handlers
+from jupyter_agents.handlers import handlers
+from jupyter_agents.launch import NAME_PATTERN
 from jupyter_agents.pytest_plugin import TOKEN
-from jupyter_agents.terminals import NAME_PATTERN, terminal_handlers
 
 FUZZ_SCALE = float(os.environ.get("JUPYTER_AGENTS_FUZZ_SCALE", "1"))
 
@@ -26,7 +26,7 @@ FUZZ_SCALE = float(os.environ.get("JUPYTER_AGENTS_FUZZ_SCALE", "1"))
 def every_route(session_id: str, name: str) -> list[tuple[str, str]]:
     """(method, path) for every method of every route we serve."""
     found = []
-    for pattern, handler, _ in [*terminal_handlers(None), *agents_handlers(None)]:  # type: ignore[arg-type]
+    for pattern, handler, _ in handlers(None, None, None):  # type: ignore[arg-type]
         path = pattern.replace(r"(\w+)", name if "terminals" in pattern else session_id, 1)
         for method in ("GET", "POST", "DELETE"):
             if method.lower() in vars(handler) or (method == "GET" and "websocket" in pattern):
@@ -82,7 +82,7 @@ async def test_every_route_is_authorized_and_authenticated(
                 )
         assert e.value.code == 403, (method, path, e.value.code)
     assert tmux_sessions(tmp_path / "st") == before  # nothing spawned, nothing killed
-    store_model = jp_serverapp.web_app.settings["terminal_manager"].store.get(model["id"])
+    store_model = jp_serverapp.web_app.settings["terminal_manager"].service.get(model["id"])
     assert store_model.status == "running"
 
 

@@ -8,13 +8,38 @@ terminals front) talks to this interface only.
 
 from __future__ import annotations
 
+import asyncio
+import codecs
+import contextlib
 import dataclasses
+import re
 from abc import ABC, ABCMeta, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from traitlets.config import LoggingConfigurable
+
+from ..errors import InvalidRequest
+
+#: what a session id looks like everywhere (store, tmux session names, broker frames)
+SESSION_ID = re.compile(r"\w{1,128}", re.ASCII)
+
+
+def check_session_id(session_id: object) -> str:
+    """``session_id`` if it is a valid session id, else :class:`InvalidRequest`.
+
+    The one check of session ids: they become tmux target names, file names and broker
+    frame fields, so nothing else may ever reach a backend.
+
+    >>> check_session_id("18c2f1a0b3c4d5e6")
+    '18c2f1a0b3c4d5e6'
+    """
+    if not isinstance(session_id, str) or not SESSION_ID.fullmatch(session_id):
+        shown = str(session_id)[:80]
+        raise InvalidRequest(f"invalid session id {shown!r}: use 1-128 letters, digits or _")
+    return session_id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +107,109 @@ class Stream(ABC):
     def close(self) -> None:
         """Stop streaming. The session itself keeps running."""
 
+    async def aclose(self, timeout: float = 2.0) -> None:
+        """:meth:`close` and wait until the connection is gone (server shutdown)."""
+        self.close()
+
+
+R = TypeVar("R")
+
+
+class QueuedStream(Stream, Generic[R]):
+    """The skeleton both backends' streams share: one asyncio connection per stream,
+    requests queued until it is up, replies matched to requests in order, output
+    decoded as UTF-8 across chunk boundaries, the end reported to the listener once.
+
+    Subclasses implement :meth:`_connect` (open the connection, send the queue with
+    :meth:`_flush_outbox`, read until it ends), :meth:`_transmit` and :meth:`_hang_up`.
+    """
+
+    def __init__(self, listener: StreamListener) -> None:
+        self._listener = listener
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        #: what each outstanding reply answers, in request order
+        self._pending: deque[R] = deque()
+        self._outbox: list[bytes] = []
+        self._ready = False
+        self._closed = False
+        self._exit_reported = False
+        self._task: asyncio.Future[None] | None = None
+
+    def _start(self, connect: Coroutine[Any, Any, None]) -> None:
+        self._task = asyncio.ensure_future(self._guard(connect))
+
+    async def _guard(self, connect: Coroutine[Any, Any, None]) -> None:
+        try:
+            await connect
+        except (OSError, ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass  # the connection broke: the session is gone or unreachable
+        finally:
+            self._report_exit(None)
+
+    def _send(self, data: bytes, *replies: R) -> None:
+        """Send one request (queued until connected); ``replies`` are what its replies
+        answer, in order."""
+        if self._closed:
+            return
+        self._pending.extend(replies)
+        if self._ready:
+            self._transmit(data)
+        else:
+            self._outbox.append(data)
+
+    def _flush_outbox(self) -> None:
+        """The connection is up: send what was queued, in order."""
+        self._ready = True
+        for data in self._outbox:
+            self._transmit(data)
+        self._outbox.clear()
+
+    def _deliver(self, raw: bytes) -> None:
+        """Raw output bytes to the listener, as text (UTF-8 split across reads kept)."""
+        text = self._decoder.decode(raw)
+        if text:
+            self._listener.on_output(text)
+
+    def _report_exit(self, exit_code: int | None) -> None:
+        if self._exit_reported or self._closed:
+            return
+        self._exit_reported = True
+        self._listener.on_exit(exit_code)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._ready:
+            self._hang_up()
+        elif self._task is not None:
+            self._task.cancel()
+
+    async def aclose(self, timeout: float = 2.0) -> None:
+        """:meth:`close`, then wait (bounded) until the connection is really gone, so a
+        server stopping leaves no transport open."""
+        self.close()
+        if self._task is not None and not self._task.done():
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._task), timeout)
+            if not self._task.done():
+                self._abort()
+                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(self._task, timeout)
+
+    @abstractmethod
+    def _transmit(self, data: bytes) -> None:
+        """Write ``data`` on the open connection."""
+
+    @abstractmethod
+    def _hang_up(self) -> None:
+        """Start closing the open connection (the reader then ends)."""
+
+    def _abort(self) -> None:
+        """Force the connection closed when :meth:`_hang_up` did not end it in time."""
+        if self._task is not None:
+            self._task.cancel()
+
 
 class _BackendMeta(ABCMeta, type(LoggingConfigurable)):  # type: ignore[misc]
     """Lets an ABC also be a traitlets configurable."""
@@ -101,6 +229,11 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
     def transcript_path(self, session_id: str) -> Path:
         """The raw output log of a session; it stays complete while no server runs."""
         return self.transcript_dir / f"{session_id}.log"
+
+    @abstractmethod
+    def present(self) -> bool:
+        """Whether an owner process of this state dir may be running (its socket
+        exists). Reading and judging records never starts one."""
 
     @abstractmethod
     def start(self) -> None:

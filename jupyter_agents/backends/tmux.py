@@ -30,18 +30,24 @@ import shutil
 import signal
 import subprocess
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from traitlets import Int, Unicode, default
 
-from ..errors import BackendUnavailable, InvalidRequest
+from ..errors import BackendUnavailable
 from ..paths import create_private_file, ensure_private_dir
-from .base import Backend, LiveSession, SpawnRequest, Stream, StreamListener
+from .base import (
+    Backend,
+    LiveSession,
+    QueuedStream,
+    SpawnRequest,
+    Stream,
+    StreamListener,
+    check_session_id,
+)
 
 MIN_TMUX_VERSION = (3, 2)
-_SESSION_ID = re.compile(r"\w+", re.ASCII)
 #: longest input chunk per ``send-keys`` command (hex doubles it, plus separators)
 _SEND_CHUNK = 1024
 #: unix socket paths are limited to ~108 bytes by the kernel
@@ -284,6 +290,9 @@ class TmuxBackend(Backend):
             raise BackendUnavailable(f"tmux {args[0]} failed: {proc.stderr.strip()}")
         return proc
 
+    def present(self) -> bool:
+        return self.socket_path.exists()
+
     def start(self) -> None:
         exe = shutil.which(self.tmux_command)
         if exe is None:
@@ -306,9 +315,7 @@ class TmuxBackend(Backend):
         )
 
     def spawn(self, request: SpawnRequest) -> LiveSession:
-        sid = request.session_id
-        if not _SESSION_ID.fullmatch(sid):
-            raise InvalidRequest(f"invalid session id {sid!r}")
+        sid = check_session_id(request.session_id)
         log = self.transcript_path(sid)
         create_private_file(log)
         # The environment travels in a private file the session's first process reads
@@ -394,9 +401,7 @@ class TmuxBackend(Backend):
         self._run("kill-server", check=False)
 
     def attach(self, session_id: str, listener: StreamListener) -> Stream:
-        if not _SESSION_ID.fullmatch(session_id):
-            raise InvalidRequest(f"invalid session id {session_id!r}")
-        return TmuxStream(self, session_id, listener)
+        return TmuxStream(self, check_session_id(session_id), listener)
 
     def debug_attach_command(self, session_id: str) -> list[str]:
         return [self.tmux_command, "-S", str(self.socket_path), "attach", "-t", f"={session_id}"]
@@ -405,24 +410,18 @@ class TmuxBackend(Backend):
 _Reply = Callable[[bool, list[bytes]], None]
 
 
-class TmuxStream(Stream):
+class TmuxStream(QueuedStream[_Reply]):
     """One control-mode client attached to one session (see module docstring)."""
 
     def __init__(self, backend: TmuxBackend, session_id: str, listener: StreamListener) -> None:
+        super().__init__(listener)
         self._backend = backend
         self._target = f"={session_id}:"
-        self._listener = listener
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending: deque[_Reply] = deque()
-        self._outbox: list[bytes] = []
         self._proc: asyncio.subprocess.Process | None = None
-        self._closed = False
-        self._attached = False
-        self._exit_reported = False
         argv = backend._argv("-C", "attach-session", "-f", "ignore-size", "-t", f"={session_id}")
         # subscribe to pane death first thing: reported within a second by tmux
         self._command(f"refresh-client -B 'dead:%*:{_DEAD_FORMAT}'")
-        self._task = asyncio.ensure_future(self._run(argv, backend._env))
+        self._start(self._connect(argv, backend._env))
 
     # -- Stream API ------------------------------------------------------------------
 
@@ -460,49 +459,45 @@ class TmuxStream(Stream):
     def resize(self, rows: int, cols: int) -> None:
         self._command(f"resize-window -t {self._target} -x {int(cols)} -y {int(rows)}")
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._proc is not None and self._proc.stdin is not None:
-            self._proc.stdin.close()  # EOF detaches the control client
-        else:
-            self._task.cancel()
-
     # -- internals -------------------------------------------------------------------
 
     def _command(self, line: str, reply: _Reply | None = None, replies: int = 1) -> None:
-        if self._closed:
-            return
-        for _ in range(replies):
-            self._pending.append(reply or _ignore_reply)
-        data = line.encode() + b"\n"
-        if self._attached and self._proc is not None and self._proc.stdin is not None:
-            self._proc.stdin.write(data)
-        else:
-            # commands sent before the attach completes would run before it, and output
-            # between a snapshot and the attach would reach nobody: hold them until then
-            self._outbox.append(data)
+        # commands sent before the attach completes would run before it, and output
+        # between a snapshot and the attach would reach nobody: the skeleton holds them
+        # until %session-changed
+        self._send(line.encode() + b"\n", *([reply or _ignore_reply] * replies))
 
-    async def _run(self, argv: list[str], env: dict[str, str]) -> None:
+    def _transmit(self, data: bytes) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        self._proc.stdin.write(data)
+
+    def _hang_up(self) -> None:
+        if self._proc is not None and self._proc.stdin is not None:
+            self._proc.stdin.close()  # EOF detaches the control client
+
+    def _abort(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+
+    async def _connect(self, argv: list[str], env: dict[str, str]) -> None:
+        self._proc = await asyncio.create_subprocess_exec(
+            *argv,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        assert self._proc.stdin is not None and self._proc.stdout is not None
         try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *argv,
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            assert self._proc.stdin is not None and self._proc.stdout is not None
             if self._closed:
                 self._proc.stdin.close()
             await self._read(self._proc.stdout)
-            await self._proc.wait()
-        except (OSError, ConnectionError):
-            pass
         finally:
-            self._report_exit(None)
+            if self._proc.stdin is not None and not self._proc.stdin.is_closing():
+                self._proc.stdin.close()
+            await self._proc.wait()
 
     async def _read(self, stdout: asyncio.StreamReader) -> None:
         """Parse control-mode lines as they come, in big reads: the ``%output`` lines of
@@ -516,10 +511,8 @@ class TmuxStream(Stream):
 
         def flush() -> None:
             if output:
-                text = self._decoder.decode(unescape_output(b"".join(output)))
+                self._deliver(unescape_output(b"".join(output)))
                 output.clear()
-                if text:
-                    self._listener.on_output(text)
 
         while True:
             chunk = await stdout.read(1 << 16)
@@ -549,11 +542,8 @@ class TmuxStream(Stream):
                         self._report_exit(exit_code)
                     elif dead:  # no status yet: tmux may have missed the SIGCHLD
                         self._command("display-message -p '#{pid}'", self._nudge_later)
-                elif line.startswith(b"%session-changed") and not self._attached:
-                    self._attached = True  # attached: output from here on reaches us
-                    assert self._proc is not None and self._proc.stdin is not None
-                    self._proc.stdin.writelines(self._outbox)
-                    self._outbox.clear()
+                elif line.startswith(b"%session-changed") and not self._ready:
+                    self._flush_outbox()  # attached: output from here on reaches us
                 elif line.startswith(b"%exit"):
                     return
             flush()
@@ -566,12 +556,6 @@ class TmuxStream(Stream):
             asyncio.get_running_loop().call_later(
                 1.0, lambda: None if self._exit_reported else self._backend.nudge(pid)
             )
-
-    def _report_exit(self, exit_code: int | None) -> None:
-        if self._exit_reported or self._closed:
-            return
-        self._exit_reported = True
-        self._listener.on_exit(exit_code)
 
 
 def _ignore_reply(ok: bool, lines: list[bytes]) -> None:

@@ -19,8 +19,7 @@ import termios
 import tty
 from pathlib import Path
 
-from .client import read_frame_sync
-from .protocol import broker_paths, encode
+from .protocol import broker_paths, encode, read_frame_sync
 
 DETACH = b"\x1d"
 

@@ -18,15 +18,12 @@ sessions ``interrupted`` (their transcripts stay on disk).
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import os
-import re
 import socket
 import subprocess
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,11 +34,17 @@ from traitlets import Float
 from ...errors import AgentsError, BackendUnavailable, InvalidRequest
 from ...paths import create_private_file, ensure_private_dir
 from ...procs import ProcessIdentity, matches, terminate_tree
-from ..base import Backend, LiveSession, SpawnRequest, Stream, StreamListener
-from . import protocol
-from .protocol import ProtocolError, broker_paths, encode
+from ..base import (
+    Backend,
+    LiveSession,
+    QueuedStream,
+    SpawnRequest,
+    Stream,
+    StreamListener,
+    check_session_id,
+)
+from .protocol import ProtocolError, broker_paths, encode, read_frame, read_frame_sync
 
-_SESSION_ID = re.compile(r"\w{1,128}", re.ASCII)
 #: unix socket paths are limited to ~108 bytes by the kernel
 _MAX_SOCKET_PATH = 100
 #: input bytes per write frame
@@ -115,6 +118,9 @@ class BrokerBackend(Backend):
         return int(reply["pid"])
 
     # -- Backend API -------------------------------------------------------------------
+
+    def present(self) -> bool:
+        return self.socket_path.exists()
 
     def start(self) -> None:
         if len(str(self.socket_path)) > _MAX_SOCKET_PATH:
@@ -191,8 +197,7 @@ class BrokerBackend(Backend):
             )
 
     def spawn(self, request: SpawnRequest) -> LiveSession:
-        if not _SESSION_ID.fullmatch(request.session_id):
-            raise InvalidRequest(f"invalid session id {request.session_id!r}")
+        check_session_id(request.session_id)
         self._ensure_running()
         create_private_file(self.transcript_path(request.session_id))
         reply, _ = self._call(
@@ -245,9 +250,7 @@ class BrokerBackend(Backend):
             return None
 
     def attach(self, session_id: str, listener: StreamListener) -> Stream:
-        if not _SESSION_ID.fullmatch(session_id):
-            raise InvalidRequest(f"invalid session id {session_id!r}")
-        return BrokerStream(self.socket_path, session_id, listener)
+        return BrokerStream(self.socket_path, check_session_id(session_id), listener)
 
     def debug_attach_command(self, session_id: str) -> list[str]:
         return [
@@ -332,108 +335,75 @@ def _live(model: dict[str, Any]) -> LiveSession:
     )
 
 
-def read_frame_sync(sock: socket.socket) -> tuple[dict[str, Any], bytes]:
-    """One frame from a blocking socket (``ConnectionResetError`` at EOF)."""
-
-    def exactly(n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionResetError("the pty broker closed the connection")
-            buf += chunk
-        return bytes(buf)
-
-    head_len, payload_len = protocol.parse_prefix(exactly(protocol.PREFIX.size))
-    raw = exactly(head_len + payload_len)
-    return protocol.decode_header(raw[:head_len]), raw[head_len:]
+_Snapshot = Callable[[str], None] | None
 
 
-async def read_frame(reader: asyncio.StreamReader) -> tuple[dict[str, Any], bytes]:
-    """One frame from an asyncio stream (``IncompleteReadError`` at EOF)."""
-    head_len, payload_len = protocol.parse_prefix(await reader.readexactly(protocol.PREFIX.size))
-    raw = await reader.readexactly(head_len + payload_len)
-    return protocol.decode_header(raw[:head_len]), raw[head_len:]
-
-
-class BrokerStream(Stream):
+class BrokerStream(QueuedStream[_Snapshot]):
     """One connection attached to one session; replies and output share it, so a
     snapshot's callback runs exactly between the output before and after it."""
 
     def __init__(self, socket_path: Path, session_id: str, listener: StreamListener) -> None:
+        super().__init__(listener)
         self._sid = session_id
-        self._listener = listener
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        #: what each outstanding reply answers: "attach" or a snapshot callback
-        self._pending: deque[Callable[[str], None] | None] = deque()
-        self._outbox: list[bytes] = []
         self._writer: asyncio.StreamWriter | None = None
-        self._closed = False
-        self._exit_reported = False
-        self._send({"op": "attach", "sid": session_id}, reply=None, expects_reply=True)
-        self._task = asyncio.ensure_future(self._run(socket_path))
+        # the attach reply is pending as None: an error there means no such session
+        self._request({"op": "attach", "sid": session_id}, reply=None, expects_reply=True)
+        self._start(self._connect(socket_path))
 
     def snapshot(self, callback: Callable[[str], None]) -> None:
-        self._send({"op": "snapshot", "sid": self._sid}, reply=callback, expects_reply=True)
+        self._request({"op": "snapshot", "sid": self._sid}, reply=callback, expects_reply=True)
 
     def write(self, data: str) -> None:
         raw = data.encode("utf-8", "surrogateescape")
         for i in range(0, len(raw), _WRITE_CHUNK):
-            self._send({"op": "write", "sid": self._sid}, raw[i : i + _WRITE_CHUNK])
+            self._request({"op": "write", "sid": self._sid}, raw[i : i + _WRITE_CHUNK])
 
     def resize(self, rows: int, cols: int) -> None:
-        self._send({"op": "resize", "sid": self._sid, "rows": int(rows), "cols": int(cols)})
+        self._request({"op": "resize", "sid": self._sid, "rows": int(rows), "cols": int(cols)})
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._writer is not None:
-            self._writer.close()
-        else:
-            self._task.cancel()
-
-    def _send(
+    def _request(
         self,
         header: dict[str, Any],
         payload: bytes = b"",
-        reply: Callable[[str], None] | None = None,
+        reply: _Snapshot = None,
         expects_reply: bool = False,
     ) -> None:
-        if self._closed:
-            return
-        if expects_reply:
-            self._pending.append(reply)
         frame = encode(header, payload)
-        if self._writer is None:
-            self._outbox.append(frame)
+        if expects_reply:
+            self._send(frame, reply)
         else:
-            self._writer.write(frame)
+            self._send(frame)
 
-    async def _run(self, socket_path: Path) -> None:
+    def _transmit(self, data: bytes) -> None:
+        assert self._writer is not None
+        self._writer.write(data)
+
+    def _hang_up(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+    async def _connect(self, socket_path: Path) -> None:
+        reader, self._writer = await asyncio.open_unix_connection(str(socket_path))
         try:
-            reader, self._writer = await asyncio.open_unix_connection(str(socket_path))
             if self._closed:
-                self._writer.close()
                 return
-            self._writer.writelines(self._outbox)
-            self._outbox.clear()
+            self._flush_outbox()
             while not self._closed:
                 header, payload = await read_frame(reader)
                 if not self._dispatch(header, payload):
                     return
-        except (OSError, asyncio.IncompleteReadError, ProtocolError):
+        except ProtocolError:
             pass
         finally:
-            self._report_exit(None)
+            self._writer.close()
+            with contextlib.suppress(OSError):
+                await self._writer.wait_closed()
 
     def _dispatch(self, header: dict[str, Any], payload: bytes) -> bool:
         """Handle one frame from the broker; False when the stream is over."""
         op = header["op"]
         if op == "output":
-            text = self._decoder.decode(payload)
-            if text:
-                self._listener.on_output(text)
+            self._deliver(payload)
         elif op == "resync":  # we fell behind and output was dropped: redraw
             self._decoder.reset()
             self._listener.on_output(payload.decode("utf-8", "replace"))
@@ -447,9 +417,3 @@ class BrokerStream(Stream):
             if callback is not None and op == "ok":
                 callback(payload.decode("utf-8", "replace"))
         return True
-
-    def _report_exit(self, exit_code: int | None) -> None:
-        if self._exit_reported or self._closed:
-            return
-        self._exit_reported = True
-        self._listener.on_exit(exit_code)

@@ -45,7 +45,9 @@ everyone else.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 import struct
 from collections.abc import Mapping
 from pathlib import Path
@@ -132,3 +134,28 @@ def check_request(header: Mapping[str, Any]) -> None:
         # bool is an int subclass: never a valid size
         if not isinstance(value, kind) or isinstance(value, bool):
             raise ProtocolError(f"{op}: {name!r} must be {getattr(kind, '__name__', kind)}")
+
+
+def read_frame_sync(sock: socket.socket) -> tuple[dict[str, Any], bytes]:
+    """One frame from a blocking socket (``ConnectionResetError`` at EOF)."""
+
+    def exactly(n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionResetError("the pty broker closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    head_len, payload_len = parse_prefix(exactly(PREFIX.size))
+    raw = exactly(head_len + payload_len)
+    return decode_header(raw[:head_len]), raw[head_len:]
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[dict[str, Any], bytes]:
+    """One frame from an asyncio stream (``IncompleteReadError`` at EOF,
+    :class:`ProtocolError` for a malformed one)."""
+    head_len, payload_len = parse_prefix(await reader.readexactly(PREFIX.size))
+    raw = await reader.readexactly(head_len + payload_len)
+    return decode_header(raw[:head_len]), raw[head_len:]

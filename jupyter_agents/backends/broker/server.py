@@ -39,7 +39,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import signal
 import socket
 import struct
@@ -50,6 +49,7 @@ from typing import Any
 
 from ...paths import create_private_file, ensure_private_dir
 from ...procs import identify
+from ..base import SESSION_ID
 from . import protocol
 from .protocol import ProtocolError, broker_paths, encode
 from .ptys import Pty, open_pty
@@ -64,7 +64,6 @@ CLIENT_HARD_LIMIT = 32 << 20
 #: seconds between SIGHUP and SIGKILL when sessions are hung up at shutdown
 HANGUP_GRACE = 2.0
 MAX_ROWS, MAX_COLS = 1000, 2000
-SESSION_ID = re.compile(r"\w{1,128}", re.ASCII)
 TERM = "xterm-256color"
 _BROKER_OWNED = frozenset({"TERM", "COLUMNS", "LINES"})
 
@@ -192,7 +191,7 @@ class Broker:
     def spawn(self, header: dict[str, Any]) -> Session:
         sid, argv, env = header["sid"], header["argv"], header["env"]
         rows, cols = header["rows"], header["cols"]
-        if not SESSION_ID.fullmatch(sid):
+        if not SESSION_ID.fullmatch(sid):  # the daemon answers ValueError as an error reply
             raise ValueError(f"invalid session id {sid[:80]!r}")
         if sid in self.sessions:
             raise ValueError(f"session {sid} exists")
@@ -277,20 +276,14 @@ class Broker:
         try:
             while not client.closed:
                 try:
-                    prefix = await reader.readexactly(protocol.PREFIX.size)
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    break
-                try:
-                    head_len, payload_len = protocol.parse_prefix(prefix)
-                    raw = await reader.readexactly(head_len + payload_len)
-                    header = protocol.decode_header(raw[:head_len])
+                    header, payload = await protocol.read_frame(reader)
                     protocol.check_request(header)
-                except asyncio.IncompleteReadError:
+                except (asyncio.IncompleteReadError, ConnectionError):
                     break
                 except ProtocolError as e:
                     client.send(encode({"op": "error", "error": str(e)}))
                     break
-                self._handle(client, header, raw[head_len:])
+                self._handle(client, header, payload)
             # let queued replies go out before closing (e.g. the error of a bad frame)
             with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
                 await asyncio.wait_for(self._flushed(client), 2)

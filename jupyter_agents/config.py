@@ -1,0 +1,220 @@
+"""Configuration, read the same way by the server, the CLI and kernels.
+
+:class:`AgentsSettings` holds every ``c.AgentsApp`` trait (``AgentsApp``, the server
+extension, inherits them, so ``jupyter server --help-all`` lists them). Outside the
+server, :func:`load_settings` reads the user's Jupyter Server config files, and
+:func:`open_sessions` turns settings into a :class:`~jupyter_agents.sessions.SessionService`
+on a state dir. Nothing here imports jupyter_server or tornado: ``%load_ext
+jupyter_agents`` and ``jupyter agents list`` stay light.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from traitlets import Dict, Enum, Float, Int, List, Type, Unicode, Union, default
+from traitlets.config import Config, LoggingConfigurable
+
+from . import restore
+from .agents import make_kinds
+from .backends import Backends
+from .backends.base import Backend
+from .errors import NotFound
+from .launch import EnvPolicy
+from .paths import default_state_dir, ensure_private_dir
+from .sessions import SessionService
+from .store import SessionStore
+
+#: removed from every session's environment unless configured otherwise (DESIGN.md 5, 10)
+DEFAULT_SCRUB_ENV = [
+    # agent CLIs' markers for their own children: inherited, they break the agent inside
+    "CLAUDECODE",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CLAUDE_CODE_SESSION_ID",
+    "CLAUDE_CODE_CHILD_SESSION",
+    "CLAUDE_CODE_SESSION_ATTENDED",
+    "CLAUDE_PID",
+    "CLAUDE_PROJECT_DIR",
+    "CLAUDE_ENV_FILE",
+    "CLAUDE_CODE_CHILD_NOTES_DIR",
+    "CLAUDE_CODE_MESSAGING_SOCKET",
+    "CLAUDE_CODE_MESSAGING_SOCKET_TOKEN",
+    "AI_AGENT",
+    "CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS",
+    "CLAUDE_CODE_BRIDGE_SESSION_ID",
+    "CLAUDE_CODE_HOST_WORKTREE",
+    "CODEX_THREAD_ID",
+    # secrets of the server and the hub
+    "JUPYTER_TOKEN",
+    "JPY_API_TOKEN",
+    "JUPYTERHUB_API_TOKEN",
+    "JUPYTERHUB_CLIENT_ID",
+    "JUPYTERHUB_OAUTH_*",
+    "JUPYTERHUB_COOKIE_*",
+    # the server's own tmux, if it runs inside one
+    "TMUX",
+    "TMUX_PANE",
+]
+
+
+class AgentsSettings(LoggingConfigurable):
+    """The traits of ``c.AgentsApp``, usable without a server."""
+
+    state_dir = Unicode(
+        config=True,
+        help="Directory of the session store, transcripts and backend sockets (made 0700). "
+        "Default: $JUPYTER_AGENTS_STATE_DIR, else <jupyter_data_dir>/agents.",
+    )
+    backend = Union(
+        [Enum(["auto", "tmux", "broker"]), Type(klass=Backend)],
+        default_value="auto",
+        config=True,
+        help="Who owns new terminals: 'tmux' (>= 3.2), 'broker' (the pty broker daemon), "
+        "'auto' (tmux when a usable one is on PATH, else the broker), or a Backend "
+        "subclass (import string). Existing sessions stay with the backend that owns them.",
+    )
+    on_shutdown = Enum(
+        ["detach", "kill"],
+        default_value="detach",
+        config=True,
+        help="On server shutdown, 'detach' leaves every session running for the next "
+        "server; 'kill' ends them all.",
+    )
+    scrub_env = List(
+        Unicode(),
+        default_value=DEFAULT_SCRUB_ENV,
+        config=True,
+        help="Environment variable names (fnmatch patterns allowed) removed from every "
+        "session's environment.",
+    )
+    restore_on_start = Enum(
+        ["none", "agents", "all"],
+        default_value="none",
+        config=True,
+        help="At start, after reconcile, restore the interrupted sessions: 'agents' "
+        "(every kind but shell), 'all' (shells too) or 'none'.",
+    )
+    agents = Dict(
+        config=True,
+        help="Extra agent kinds, or where the claude/codex CLIs are: "
+        '{"claude": {"command": ["/opt/bin/claude"]}, "aider": {"command": ["aider"], '
+        '"resume": ["aider", "--restore-chat-history"], "id": "none"}}. '
+        "id is 'none' or 'assign' (a UUID replaces '{conversation_id}' in command and "
+        "resume).",
+    )
+    refresh_interval = Float(
+        5.0,
+        config=True,
+        help="Seconds between checks of running agents' conversation ids (e.g. after "
+        "/clear) and of changes other processes made to the store; 0 turns the periodic "
+        "check off (conversations are still checked on every listing).",
+    )
+    restore_tail_bytes = Int(
+        restore.TAIL_BYTES,
+        config=True,
+        help="Bytes of the old transcript a restored terminal shows before the new process.",
+    )
+    resume_check = Float(
+        3.0,
+        config=True,
+        help="Seconds a restored process is watched: exiting within them marks the "
+        "restore as failed (with the reason; the conversation id is kept).",
+    )
+    activity_interval = Float(
+        10.0,
+        config=True,
+        help="Seconds between writes (and events) of a streamed session's last_activity.",
+    )
+
+    @default("state_dir")
+    def _default_state_dir(self) -> str:
+        return default_state_dir()
+
+    def open_sessions(
+        self,
+        root_dir: str | None = None,
+        shell: list[str] | None = None,
+        extra_env: dict[str, str] | None = None,
+        create: bool = True,
+    ) -> SessionService:
+        """The session service of this config's state dir.
+
+        ``shell`` is the argv of new shells (default: :func:`default_shell`),
+        ``root_dir`` where relative cwds resolve (default: the current directory).
+        Without ``create``, a state dir that does not exist is :class:`NotFound` (no
+        session was ever started there). Raises ``ValueError`` for a bad ``agents``
+        config and :class:`~jupyter_agents.errors.AgentsError` for an unusable state dir.
+        """
+        path = Path(self.state_dir).expanduser().absolute()
+        if not create and not path.is_dir():
+            raise NotFound(
+                f"no state dir at {path}: no session was started there "
+                "(give --state-dir, or set JUPYTER_AGENTS_STATE_DIR)"
+            )
+        state_dir = ensure_private_dir(path)
+        shell = shell or default_shell()
+        return SessionService(
+            store=SessionStore(state_dir / "sessions.db"),
+            backends=Backends(state_dir, self.backend, parent=self, log=self.log),
+            state_dir=state_dir,
+            kinds=make_kinds(shell, self.agents),
+            env=EnvPolicy(list(self.scrub_env), extra_env or {}, root_dir or os.getcwd()),
+            restore_tail_bytes=self.restore_tail_bytes,
+            resume_check=self.resume_check,
+            log=self.log,
+        )
+
+
+def default_shell(terminado_settings: dict[str, Any] | None = None) -> list[str]:
+    """The shell of new terminals, chosen as jupyter_server_terminals does:
+    ``ServerApp.terminado_settings["shell_command"]``, else ``$SHELL`` (login shell when
+    not started from a terminal), else ``sh``."""
+    override = (terminado_settings or {}).get("shell_command")
+    if isinstance(override, str):
+        override = shlex.split(override)
+    if override:
+        return list(override)
+    shell = [os.environ.get("SHELL") or shutil.which("sh") or "/bin/sh"]
+    if not sys.stdout.isatty():
+        shell.append("-l")  # not started from a terminal: let the shell set up the env
+    return shell
+
+
+def load_config() -> Config:
+    """The user's Jupyter Server config files (where ``c.AgentsApp`` lives)."""
+    from jupyter_core.application import JupyterApp
+
+    class _ConfigReader(JupyterApp):  # type: ignore[misc]
+        name = "jupyter-agents"
+        config_file_name = "jupyter_server_config"
+
+    reader = _ConfigReader()
+    reader.load_config_file()
+    return reader.config  # type: ignore[no-any-return]
+
+
+def load_settings(state_dir: str | None = None, config: Config | None = None) -> AgentsSettings:
+    """Settings from ``config`` (default: the config files), ``c.AgentsApp`` applied;
+    ``state_dir`` overrides the configured one."""
+    config = load_config() if config is None else config
+    section = Config()
+    section.merge(config.get("AgentsSettings", Config()))
+    section.merge(config.get("AgentsApp", Config()))
+    settings = AgentsSettings(config=Config({"AgentsSettings": section}))
+    if state_dir:
+        settings.state_dir = str(Path(state_dir).expanduser().absolute())
+    return settings
+
+
+def open_sessions(state_dir: str | None = None, create: bool = True) -> SessionService:
+    """The session service of the user's config (or of ``state_dir``), for the CLI and
+    kernels: the same store and backends the server uses."""
+    config = load_config()
+    terminado = config.get("ServerApp", Config()).get("terminado_settings", {})
+    settings = load_settings(state_dir, config)
+    return settings.open_sessions(shell=default_shell(dict(terminado)), create=create)

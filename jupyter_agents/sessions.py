@@ -1,0 +1,423 @@
+"""The session service: the one place where sessions start, end and change state.
+
+:class:`SessionService` owns the life of every terminal and agent session of a state
+dir: create, restore (one or many, with the resume watch), adopt, terminate,
+kill_server, the listing, conversation following and process gc. It is synchronous and
+blocking (it waits on tmux, the broker, SQLite and the state lock), never tornado-bound:
+the server calls it from worker threads, the CLI and kernels directly. Every change it
+makes is published as a :class:`SessionEvent` to its subscribers (the server turns them
+into jupyter_events and closes streams of sessions that ended).
+
+The store and the backends are the truth, shared with other processes on the same state
+dir; the service keeps no session state of its own.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import conversations
+from .agents import AgentKind, Launch
+from .backends import Backends
+from .backends.base import SpawnRequest
+from .errors import AgentsError, Conflict, InvalidRequest, NotFound
+from .events import EventHub, SessionEvent
+from .launch import NAME_PATTERN, EnvPolicy, next_free_name, validate_name
+from .paths import state_lock
+from .procs import (
+    SESSION_MARKER,
+    MarkedProcess,
+    ProcessIdentity,
+    identify,
+    session_marker,
+    stale_processes,
+    terminate_tree,
+)
+from .reconcile import Action, apply_plan
+from .restore import TAIL_BYTES, Progress, Restorer, RestoreResult
+from .store import Session, SessionStore, Status, new_session_id, utcnow_iso
+from .transcripts import Transcript
+
+ENDED: tuple[Status, ...] = ("exited", "interrupted", "killed")
+
+
+@dataclasses.dataclass
+class Report:
+    """The actions of one reconcile and when it ran."""
+
+    time: str | None = None
+    actions: list[Action] = dataclasses.field(default_factory=list)
+
+
+class SessionService:
+    """Sessions of one state dir (module docstring)."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        backends: Backends,
+        state_dir: Path,
+        kinds: dict[str, AgentKind],
+        env: EnvPolicy,
+        restore_tail_bytes: int = TAIL_BYTES,
+        resume_check: float = 3.0,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.store = store
+        self.backends = backends
+        self.state_dir = state_dir
+        self.kinds = kinds
+        self.env = env
+        self.restore_tail_bytes = restore_tail_bytes
+        self.resume_check = resume_check
+        self.log = log or logging.getLogger("jupyter_agents")
+        self.last_report = Report()
+        #: the reconcile at server start (clients report re-adoptions from it)
+        self.boot_report = Report()
+        self.restorer = Restorer(self)
+        self.events = EventHub(self.log)
+        self.publish = self.events.publish
+
+    def close(self) -> None:
+        """Close the store (the backends' sessions keep running)."""
+        self.store.close()
+
+    # -- events ------------------------------------------------------------------------
+
+    def subscribe(self, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
+        """Call ``listener`` with every event (:meth:`events.EventHub.subscribe`)."""
+        return self.events.subscribe(listener)
+
+    def publish_external_changes(self) -> int:
+        """Publish other processes' changes (:meth:`events.EventHub.publish_external`)."""
+        return self.events.publish_external(self.store)
+
+    def set_status(
+        self, session_id: str, status: Status, expect: Iterable[Status], **fields: Any
+    ) -> Session | None:
+        """Change a record's status (compare-and-set on ``expect``) and publish it; the
+        new record, or None when it was not in an expected status."""
+        before = self.store.get(session_id)
+        if not self.store.update(session_id, status=status, expect=tuple(expect), **fields):
+            return None
+        after = self.store.get(session_id)
+        self.publish("status", after, before.status)
+        return after
+
+    # -- reading -----------------------------------------------------------------------
+
+    def reconcile(self, boot: bool = False) -> list[Action]:
+        """Match the store with the backends now (:mod:`~jupyter_agents.reconcile`); log
+        and publish what changed. At boot every decision is logged."""
+        actions = apply_plan(self.store, self.backends, self.state_dir, self.log)
+        self.last_report = Report(utcnow_iso(), actions)
+        if boot:
+            self.boot_report = self.last_report
+            counts = {
+                k: sum(a.kind == k for a in actions)
+                for k in ("adopt", "interrupt", "orphan", "exit", "release")
+            }
+            self.log.info("jupyter_agents: reconciled at start: %s", counts)
+        changed = {a.session_id: a for a in actions if a.kind in ("exit", "interrupt", "orphan")}
+        for action in actions:
+            if boot or action.session_id in changed:
+                self.log.info("jupyter_agents: %s", action.describe())
+        for session in self.store.get_many(changed):
+            was = changed[session.id].was
+            self.publish("created" if was is None else "status", session, was)
+        return actions
+
+    def list(self, statuses: Iterable[Status] | None = None) -> builtins.list[Session]:
+        """Every record (of ``statuses``), oldest first, after a reconcile and a check of
+        the running agents' conversation ids."""
+        self.reconcile()
+        self.follow_conversations()
+        return self.store.list(statuses)
+
+    def terminals(self) -> builtins.list[Session]:
+        """The running sessions (the terminals), after a reconcile."""
+        self.reconcile()
+        return self.store.list(["running"])
+
+    def get(self, session_id: str) -> Session:
+        """The record with this id; :class:`NotFound` if there is none."""
+        return self.store.get(session_id)
+
+    def terminal(self, name: str) -> Session:
+        """The running session whose terminal is called ``name``; :class:`NotFound`."""
+        session = self.store.find_live(name)
+        if session is None:
+            raise NotFound(f"no terminal named {name!r}")
+        return session
+
+    def lookup(self, ref: str) -> Session:
+        """A session by id, else the running session whose terminal is called ``ref``."""
+        try:
+            return self.store.get(ref)
+        except NotFound:
+            session = self.store.find_live(ref)
+            if session is None:
+                raise NotFound(f"no session with id or running terminal name {ref!r}") from None
+            return session
+
+    def interrupted(self, kinds: Iterable[str] | None = None) -> builtins.list[Session]:
+        """The ``interrupted`` sessions (of ``kinds`` if given), oldest first."""
+        wanted = None if kinds is None else set(kinds)
+        return [s for s in self.store.list(["interrupted"]) if wanted is None or s.kind in wanted]
+
+    def kind(self, name: object) -> AgentKind:
+        """The agent kind called ``name``; :class:`InvalidRequest` listing the known ones."""
+        if isinstance(name, str) and name in self.kinds:
+            return self.kinds[name]
+        raise InvalidRequest(
+            f"unknown session kind {str(name)[:40]!r}; known kinds: {', '.join(self.kinds)}"
+        )
+
+    def transcript(self, session_id: str) -> Transcript:
+        """The transcript of a recorded session (:class:`NotFound` for unknown ids)."""
+        session = self.store.get(session_id)
+        return Transcript(
+            session.id, self.backends.get(session.backend).transcript_path(session.id)
+        )
+
+    def follow_conversations(self) -> int:
+        """Record the conversation ids running agents hold now; how many changed."""
+        changes = conversations.follow(self.store, self.kinds, self.log)
+        for session in self.store.get_many(c.session_id for c in changes):
+            self.publish("conversation", session)
+        return len(changes)
+
+    # -- starting ----------------------------------------------------------------------
+
+    def create(
+        self,
+        name: str | None = None,
+        cwd: object = None,
+        kind: str = "shell",
+        args: object = None,
+        strict: bool = False,
+    ) -> tuple[Session, bool]:
+        """Start a session of ``kind`` (a shell by default), or return the running one
+        already called ``name`` (``strict``: refuse with :class:`Conflict`; a ``cwd``
+        that is not a directory is refused too instead of falling back to the root).
+
+        Returns ``(session, created)``. Everything is validated before anything runs;
+        the process is started and recorded under the state lock, so a concurrent
+        reconcile never sees one without the other.
+        """
+        if name is not None:
+            validate_name(name)
+        agent = self.kind(kind)
+        checked = agent.check_args(args)
+        workdir = self.env.resolve_cwd(cwd, strict=strict)
+        launch = agent.launch(checked)
+        env = self.env.environment()
+        backend = self.backends.default()
+        with state_lock(self.state_dir):
+            if name is not None:
+                existing = self.store.find_live(name)
+                if existing is not None:
+                    if strict:
+                        raise Conflict(f"a running session is already called {name!r}")
+                    return existing, False
+            else:
+                name = next_free_name(self.store.live_names())
+            session = Session(
+                id=new_session_id(),
+                name=name,
+                status="running",
+                backend=backend.name,
+                kind=agent.name,
+                cwd=workdir,
+                args=checked,
+                env=env,
+                rows=24,
+                cols=80,
+            )
+            self.launch(session, launch, launch.argv, was=None)
+        self.publish("created", session)
+        return session, True
+
+    def launch(
+        self, session: Session, launch: Launch, argv: builtins.list[str], was: Status | None
+    ) -> None:
+        """Spawn ``argv`` for ``session`` in its backend and record it running (under the
+        state lock). ``was`` None: a new record; else (a restore) the record is updated
+        only while its status is still ``was``."""
+        backend = self.backends.get(session.backend)
+        marker = session_marker(session.id, str(self.state_dir))
+        live = backend.spawn(
+            SpawnRequest(
+                session.id,
+                argv,
+                session.cwd or str(Path.home()),
+                {**(session.env or {}), SESSION_MARKER: marker},
+                session.rows or 24,
+                session.cols or 80,
+            )
+        )
+        try:
+            ident = identify(live.pid) if live.pid else None
+            fields: dict[str, Any] = {
+                "status": "running",
+                "argv": launch.argv,
+                "pid": live.pid,
+                "pid_created": ident.created if ident else None,
+                "conversation_id": launch.conversation_id or session.conversation_id,
+                "ambiguous": launch.ambiguous,
+                "exit_code": None,
+                "reason": None,
+                "last_activity": utcnow_iso(),
+            }
+            if was is None:
+                for key, value in fields.items():
+                    setattr(session, key, value)
+                self.store.add(session)
+            else:
+                fields["name"] = session.name
+                if not self.store.update(session.id, expect=(was,), **fields):
+                    raise Conflict(f"session {session.id} changed while it was being restored")
+                for key, value in fields.items():
+                    setattr(session, key, value)
+        except BaseException:
+            backend.remove(session.id)
+            raise
+        self.log.info(
+            "jupyter_agents: %s %s session %s (terminal %r, pid %s%s) in %s",
+            "spawned" if was is None else "restored",
+            session.kind,
+            session.id,
+            session.name,
+            live.pid,
+            f", conversation {launch.conversation_id}" if launch.conversation_id else "",
+            session.cwd,
+        )
+
+    def restore(self, session_id: str) -> Session:
+        """Relaunch one ended session (:meth:`restore.Restorer.restore`)."""
+        return self.restorer.restore(session_id)
+
+    def watch_restored(self, session: Session) -> Session:
+        """Watch a just-restored session (:meth:`restore.Restorer.watch`). Blocking."""
+        return self.restorer.watch(session)
+
+    def restore_many(
+        self, session_ids: Sequence[str], progress: Progress | None = None
+    ) -> RestoreResult:
+        """Restore several sessions and watch them (:meth:`restore.Restorer.restore_many`)."""
+        return self.restorer.restore_many(session_ids, progress)
+
+    # -- changing ----------------------------------------------------------------------
+
+    def adopt(self, session_id: str) -> Session:
+        """Make an ``orphaned`` session (live in its backend, not recorded as running) a
+        normal running terminal, keeping its name when free. :class:`Conflict` if it is
+        not orphaned or no longer live."""
+        with state_lock(self.state_dir):
+            session = self.store.get(session_id)
+            if session.status != "orphaned":
+                raise Conflict(f"session {session_id} is {session.status}, not orphaned")
+            backend = self.backends.get(session.backend)
+            held = {s.session_id: s for s in backend.list_live()}.get(session_id)
+            if held is None or held.dead:
+                raise Conflict(f"session {session_id} has no live process to adopt")
+            name = session.name
+            if not NAME_PATTERN.fullmatch(name) or self.store.find_live(name) is not None:
+                name = next_free_name(self.store.live_names())
+            adopted = self.set_status(session_id, "running", ("orphaned",), name=name)
+            if adopted is None:
+                raise Conflict(f"session {session_id} changed while being adopted")
+        self.log.info("jupyter_agents: adopted session %s as terminal %r", session_id, name)
+        return adopted
+
+    def terminate(self, session_id: str, reason: str | None = None) -> Session:
+        """End a running or orphaned session: record ``killed`` (with ``reason``), end
+        its process tree (only if pid and start time still match), release it."""
+        session = self.store.get(session_id)
+        if session.status not in ("running", "orphaned"):
+            raise Conflict(f"session {session_id} is {session.status}, not running")
+        with state_lock(self.state_dir):
+            ended = self.set_status(
+                session.id, "killed", (session.status,), last_activity=utcnow_iso(), reason=reason
+            )
+        if ended is None:
+            raise Conflict(f"session {session.id} changed; not killed")
+        if session.pid and session.pid_created:
+            terminate_tree(ProcessIdentity(session.pid, session.pid_created))
+        self.backends.get(session.backend).remove(session.id)
+        self.log.info(
+            "jupyter_agents: killed session %s (terminal %r, pid %s)%s",
+            session.id,
+            session.name,
+            session.pid,
+            f": {reason}" if reason else "",
+        )
+        return ended
+
+    def record_exit(self, session_id: str, exit_code: int) -> None:
+        """A streamed session's process ended with ``exit_code``: record it, release it."""
+        with state_lock(self.state_dir):
+            ended = self.set_status(session_id, "exited", ("running",), exit_code=exit_code)
+            if ended is not None:
+                self.backends.get(ended.backend).remove(session_id)
+        if ended is not None:
+            self.log.info(
+                "jupyter_agents: session %s (terminal %r) exited (code %s)",
+                session_id,
+                ended.name,
+                exit_code,
+            )
+
+    def note_activity(self, session_id: str) -> None:
+        """Output or input happened now: record ``last_activity`` and publish it."""
+        if self.store.update(session_id, last_activity=utcnow_iso()):
+            self.publish("activity", self.store.get(session_id))
+
+    def set_size(self, session_id: str, rows: int, cols: int) -> None:
+        """Remember a session's terminal size (re-applied when it is re-adopted)."""
+        self.store.update(session_id, rows=rows, cols=cols)
+
+    def kill_server(self) -> builtins.list[str]:
+        """Emergency stop of every backend of this state dir: every session ends,
+        running and orphaned records become ``killed``, transcripts stay. Their ids."""
+        with state_lock(self.state_dir):
+            ended = self.store.list(["running", "orphaned"])
+            names = {s.backend for s in ended} | {b.name for b in self.backends.present()}
+            for name in sorted(names):
+                try:
+                    self.backends.get(name).kill_server()
+                except AgentsError as e:
+                    self.log.error("jupyter_agents: could not stop backend %s: %s", name, e)
+            for session in ended:
+                self.set_status(
+                    session.id,
+                    "killed",
+                    ("running", "orphaned"),
+                    last_activity=utcnow_iso(),
+                    reason="backend stopped by kill-server",
+                )
+        self.log.warning(
+            "jupyter_agents: backends %s killed; %d sessions ended", sorted(names), len(ended)
+        )
+        return [s.id for s in ended]
+
+    def stale_processes(self) -> builtins.list[MarkedProcess]:
+        """Processes left by sessions that no longer run (:func:`procs.stale_processes`)."""
+        live = {s.session_id for b in self.backends.present() for s in b.list_live() if not s.dead}
+        records = {s.id: s.status for s in self.store.list()}
+        return stale_processes(str(self.state_dir), live, records)
+
+    def gc(self, stale: Iterable[MarkedProcess]) -> builtins.list[MarkedProcess]:
+        """End the process trees of ``stale``, each only if its pid still has the
+        recorded create time. Returns the ones signalled."""
+        ended = [m for m in stale if terminate_tree(m.identity)]
+        for m in ended:
+            self.log.info(
+                "jupyter_agents: gc ended pid %s of session %s", m.identity.pid, m.session_id
+            )
+        return ended

@@ -1,0 +1,216 @@
+"""Live terminals in this server process: backend streams, their viewers, sizes, activity.
+
+A :class:`LiveTerminal` exists while at least one viewer (a websocket) watches a running
+session. :class:`Streams` keeps them and runs on the IO loop; it never decides a
+session's fate. It subscribes to the session service's events and closes the terminal
+of a session that stopped running (``disconnect``: the process ended, so JupyterLab
+closes the tab; an orphaned one is only dropped). Blocking work (recording an exit,
+activity, sizes) goes to worker threads.
+
+Protocol, in one place: JSON text frames ``[type, ...]``. Server -> client:
+``["setup", {}]`` first, then ``["stdout", text]`` (the first one a replay that redraws
+the screen from a reset), ``["disconnect", 1]`` when the process ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from .backends import Backends
+from .errors import AgentsError
+from .events import SessionEvent
+from .sessions import SessionService
+from .store import Session
+
+
+class Viewer(Protocol):
+    """A connected client (the websocket handler)."""
+
+    def send(self, message: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LiveTerminal:
+    """The streaming side of one session here: its backend stream and its viewers."""
+
+    def __init__(self, streams: Streams, session: Session) -> None:
+        self.streams = streams
+        self.session = session
+        self.viewers: dict[Viewer, tuple[int, int] | None] = {}
+        self._active: list[Viewer] = []
+        self._size: tuple[int, int] | None = None
+        self.stream = streams.backends.get(session.backend).attach(session.id, self)
+
+    def add_viewer(self, viewer: Viewer) -> None:
+        """Send ``setup``, then the replay in stream order, then live output."""
+        self.viewers[viewer] = None
+        viewer.send(json.dumps(["setup", {}]))
+
+        def replay(text: str) -> None:
+            if viewer in self.viewers:
+                viewer.send(json.dumps(["stdout", text]))
+                self._active.append(viewer)
+
+        self.stream.snapshot(replay)
+
+    def remove_viewer(self, viewer: Viewer) -> None:
+        """A viewer left; the last one leaving stops the stream (not the session)."""
+        if viewer not in self.viewers:
+            return
+        del self.viewers[viewer]
+        if viewer in self._active:
+            self._active.remove(viewer)
+        if self.viewers:
+            self._apply_size()
+        else:
+            self.streams.drop(self, disconnect=False)
+
+    def set_size(self, viewer: Viewer, rows: int, cols: int) -> None:
+        """Remember this viewer's size; the session gets the smallest of all viewers."""
+        if viewer in self.viewers:
+            self.viewers[viewer] = (rows, cols)
+            self._apply_size()
+
+    def _apply_size(self) -> None:
+        sizes = [s for s in self.viewers.values() if s is not None]
+        if not sizes:
+            return
+        size = (min(r for r, _ in sizes), min(c for _, c in sizes))
+        if size != self._size:
+            self._size = size
+            self.stream.resize(*size)
+            self.streams.offload(self.streams.service.set_size, self.session.id, *size)
+
+    def write(self, data: str) -> None:
+        """Input from a viewer."""
+        self.stream.write(data)
+        self.streams.touch(self.session.id)
+
+    def close(self, disconnect: bool) -> None:
+        """Stop streaming; tell viewers the process ended (``disconnect``) or just drop
+        them (they reconnect by themselves)."""
+        viewers = list(self.viewers)
+        self.viewers.clear()
+        self._active.clear()
+        self.stream.close()
+        for viewer in viewers:
+            if disconnect:
+                viewer.send(json.dumps(["disconnect", 1]))
+            viewer.close()
+
+    # StreamListener
+    def on_output(self, data: str) -> None:
+        if self._active:
+            message = json.dumps(["stdout", data])
+            for viewer in self._active:
+                viewer.send(message)
+        self.streams.touch(self.session.id)
+
+    def on_exit(self, exit_code: int | None) -> None:
+        self.streams.stream_ended(self, exit_code)
+
+
+class Streams:
+    """The live terminals of this server process, by session id (module docstring).
+
+    Call from the IO loop, except :meth:`on_event`, which any thread may call.
+    """
+
+    def __init__(
+        self,
+        service: SessionService,
+        backends: Backends,
+        activity_interval: float = 10.0,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.service = service
+        self.backends = backends
+        self.activity_interval = activity_interval
+        self.log = log or logging.getLogger("jupyter_agents")
+        self.terminals: dict[str, LiveTerminal] = {}
+        #: the IO loop, known once a viewer connected (before that nothing streams)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._touched: dict[str, float] = {}
+        self._unsubscribe = service.subscribe(self.on_event)
+
+    def connect(self, session: Session, viewer: Viewer) -> LiveTerminal:
+        """Add a viewer to the running ``session`` (setup, replay, then live output)."""
+        self._loop = asyncio.get_running_loop()
+        term = self.terminals.get(session.id)
+        if term is None:
+            term = self.terminals[session.id] = LiveTerminal(self, session)
+        term.add_viewer(viewer)
+        return term
+
+    def drop(self, term: LiveTerminal, disconnect: bool) -> None:
+        """Stop streaming ``term`` (the session itself is not touched)."""
+        if self.terminals.get(term.session.id) is term:
+            del self.terminals[term.session.id]
+        term.close(disconnect)
+
+    def offload(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """Run blocking ``fn(*args)`` in a worker thread; failures are logged."""
+        future = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+        def logged(f: asyncio.Future[Any]) -> None:
+            if not f.cancelled() and isinstance(f.exception(), AgentsError):
+                self.log.warning("jupyter_agents: %s", f.exception())
+            elif not f.cancelled() and f.exception() is not None:
+                self.log.error("jupyter_agents: %r failed", fn, exc_info=f.exception())
+
+        future.add_done_callback(logged)
+        return future
+
+    def touch(self, session_id: str) -> None:
+        """Note activity; written (and published) at most every ``activity_interval``."""
+        now = time.monotonic()
+        if now - self._touched.get(session_id, 0.0) >= self.activity_interval:
+            self._touched[session_id] = now
+            self.offload(self.service.note_activity, session_id)
+
+    def stream_ended(self, term: LiveTerminal, exit_code: int | None) -> None:
+        """The backend stream of ``term`` ended: the process exited, or we lost it."""
+        sid = term.session.id
+
+        def settle() -> bool:
+            """Record what happened (blocking); whether the session still runs."""
+            if exit_code is not None:
+                self.service.record_exit(sid, exit_code)
+                return False
+            self.service.reconcile()
+            return self.service.get(sid).status == "running"
+
+        def done(future: asyncio.Future[Any]) -> None:
+            still = not future.cancelled() and future.exception() is None and future.result()
+            if self.terminals.get(sid) is term:
+                self.drop(term, disconnect=not still)
+
+        self.offload(settle).add_done_callback(done)
+
+    def on_event(self, event: SessionEvent) -> None:
+        """A session changed (any thread): a terminal whose session stopped running
+        closes (``disconnect`` unless it was only orphaned)."""
+        loop = self._loop
+        if loop is not None and event.action == "status" and event.session.status != "running":
+            loop.call_soon_threadsafe(self._ended, event.session)
+
+    def _ended(self, session: Session) -> None:
+        term = self.terminals.get(session.id)
+        if term is not None:
+            self.drop(term, disconnect=session.status != "orphaned")
+
+    async def shutdown(self) -> None:
+        """Server shutdown: drop every viewer (they reconnect to the next server) and
+        close every stream, waiting until their connections are gone."""
+        self._unsubscribe()
+        terms = list(self.terminals.values())
+        self.terminals.clear()
+        for term in terms:
+            term.close(disconnect=False)
+        await asyncio.gather(*(t.stream.aclose() for t in terms))

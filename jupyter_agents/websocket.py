@@ -1,0 +1,112 @@
+"""``/terminals/websocket/<name>``: the terminado protocol JupyterLab speaks.
+
+Client -> server frames: ``["stdin", text]``, ``["set_size", rows, cols, height_px,
+width_px]``; anything else is ignored. Server -> client: see :mod:`.streams`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.utils import warn_disabled_authorization
+from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
+from tornado import web
+from tornado.websocket import WebSocketClosedError, WebSocketHandler
+
+from .errors import AgentsError, http_error
+from .sessions import SessionService
+from .store import Session
+from .streams import LiveTerminal, Streams
+
+AUTH_RESOURCE = "terminals"
+MAX_ROWS, MAX_COLS = 1000, 2000
+
+
+def parse_message(raw: str | bytes) -> tuple[str, Any, Any] | None:
+    """Validate one client frame -> ``("stdin", text, None)`` or ``("set_size", rows,
+    cols)``; None for anything malformed or unknown (which the socket ignores).
+
+    >>> parse_message('["set_size", 24, 80, 400, 600]'), parse_message('["x"]')
+    (('set_size', 24, 80), None)
+    """
+    if not isinstance(raw, str):
+        return None
+    try:
+        msg = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(msg, list) or not msg or not isinstance(msg[0], str):
+        return None
+    if msg[0] == "stdin" and len(msg) >= 2 and isinstance(msg[1], str):
+        return ("stdin", msg[1], None)
+    if msg[0] == "set_size" and len(msg) >= 3:
+        rows, cols = msg[1], msg[2]
+        if (
+            type(rows) is int
+            and type(cols) is int
+            and 0 < rows <= MAX_ROWS
+            and 0 < cols <= MAX_COLS
+        ):
+            return ("set_size", rows, cols)
+    return None
+
+
+class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ignore[misc]
+    """One viewer of one running terminal (authorized ``execute`` on ``terminals``)."""
+
+    auth_resource = AUTH_RESOURCE
+
+    def initialize(self, service: SessionService, streams: Streams) -> None:
+        self.service = service
+        self.streams = streams
+        self.session: Session | None = None
+        self.terminal: LiveTerminal | None = None
+
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        user = self.current_user
+        if not user:
+            raise web.HTTPError(403)
+        if self.authorizer is None:
+            warn_disabled_authorization()
+        elif not await ensure_async(
+            self.authorizer.is_authorized(self, user, "execute", self.auth_resource)
+        ):
+            raise web.HTTPError(403)
+        try:  # 404 for unknown names: a websocket never creates a terminal
+            self.session = await asyncio.to_thread(self.service.terminal, args[0])
+        except AgentsError as e:
+            raise http_error(e) from e
+        await super().get(*args, **kwargs)
+
+    def open(self, name: str) -> None:  # type: ignore[override]
+        super().open(name)
+        assert self.session is not None
+        try:
+            self.terminal = self.streams.connect(self.session, self)
+        except AgentsError:
+            self.close(1011, "terminal is gone")
+
+    def on_message(self, message: str | bytes) -> None:
+        msg = parse_message(message)
+        if msg is None or self.terminal is None:
+            if msg is None:
+                self.log.debug("jupyter_agents: ignored malformed terminal frame")
+            return
+        if msg[0] == "stdin":
+            self.terminal.write(msg[1])
+        else:
+            self.terminal.set_size(self, msg[1], msg[2])
+
+    def on_close(self) -> None:
+        if self.terminal is not None:
+            self.terminal.remove_viewer(self)
+            self.terminal = None
+
+    def send(self, message: str) -> None:
+        with contextlib.suppress(WebSocketClosedError):
+            self.write_message(message)
