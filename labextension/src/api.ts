@@ -1,5 +1,6 @@
 /**
- * The jupyter_agents REST API (`/api/agents/...`) as typed calls.
+ * The jupyter_agents REST API (`/api/agents/...`) as typed calls. Each takes the
+ * application's `serviceManager.serverSettings`, like `@jupyterlab/services` does.
  */
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
@@ -48,20 +49,19 @@ export class AgentsError extends Error {
   }
 }
 
-const settings = (): ServerConnection.ISettings =>
-  ServerConnection.makeSettings();
+type Settings = ServerConnection.ISettings;
 
 /**
  * One request to the server; the parsed JSON body (undefined for 204).
  * Throws `AgentsError` with the server's message for error statuses.
  */
 export async function request<T>(
+  settings: Settings,
   path: string,
   init: RequestInit = {}
 ): Promise<T> {
-  const s = settings();
-  const url = URLExt.join(s.baseUrl, path);
-  const response = await ServerConnection.makeRequest(url, init, s);
+  const url = URLExt.join(settings.baseUrl, path);
+  const response = await ServerConnection.makeRequest(url, init, settings);
   const text = await response.text();
   let body: any = undefined;
   if (text) {
@@ -80,43 +80,50 @@ export async function request<T>(
   return body as T;
 }
 
-export const listSessions = (): Promise<ISession[]> =>
-  request<ISession[]>('api/agents/sessions');
+export const listSessions = (s: Settings): Promise<ISession[]> =>
+  request<ISession[]>(s, 'api/agents/sessions');
 
-export const listKinds = (): Promise<IKind[]> =>
-  request<IKind[]>('api/agents/kinds');
+export const listKinds = (s: Settings): Promise<IKind[]> =>
+  request<IKind[]>(s, 'api/agents/kinds');
 
-export const createSession = (kind: string, cwd?: string): Promise<ISession> =>
-  request<ISession>('api/agents/sessions', {
+export const createSession = (
+  s: Settings,
+  kind: string,
+  cwd?: string
+): Promise<ISession> =>
+  request<ISession>(s, 'api/agents/sessions', {
     method: 'POST',
     body: JSON.stringify(cwd ? { kind, cwd } : { kind })
   });
 
-export const killSession = (id: string): Promise<void> =>
-  request<void>(`api/agents/sessions/${id}`, { method: 'DELETE' });
+/**
+ * `DELETE /api/agents/sessions/<id>`: end a session that has no terminal (an orphan);
+ * a running one is a terminal, ended through `serviceManager.terminals.shutdown`.
+ */
+export const killSession = (s: Settings, id: string): Promise<void> =>
+  request<void>(s, `api/agents/sessions/${id}`, { method: 'DELETE' });
 
-export const adoptSession = (id: string): Promise<ISession> =>
-  request<ISession>(`api/agents/sessions/${id}/adopt`, { method: 'POST' });
+export const adoptSession = (s: Settings, id: string): Promise<ISession> =>
+  request<ISession>(s, `api/agents/sessions/${id}/adopt`, { method: 'POST' });
 
-export const restoreSession = (id: string): Promise<ISession> =>
-  request<ISession>(`api/agents/sessions/${id}/restore`, { method: 'POST' });
+export const restoreSession = (s: Settings, id: string): Promise<ISession> =>
+  request<ISession>(s, `api/agents/sessions/${id}/restore`, {
+    method: 'POST'
+  });
 
-export const restoreAll = (): Promise<IRestoreAllResult> =>
-  request<IRestoreAllResult>('api/agents/restore', {
+export const restoreAll = (s: Settings): Promise<IRestoreAllResult> =>
+  request<IRestoreAllResult>(s, 'api/agents/restore', {
     method: 'POST',
     body: '{}'
   });
 
-export const deleteTerminal = (name: string): Promise<void> =>
-  request<void>(`api/terminals/${name}`, { method: 'DELETE' });
-
 /** `GET /api/status`: when this server process started. */
-export const serverStarted = async (): Promise<string> =>
-  (await request<{ started: string }>('api/status')).started;
+export const serverStarted = async (s: Settings): Promise<string> =>
+  (await request<{ started: string }>(s, 'api/status')).started;
 
 /** `POST /api/agents/reconcile`: bring the records in line with the backend now. */
-export const reconcile = (): Promise<unknown> =>
-  request('api/agents/reconcile', { method: 'POST', body: '{}' });
+export const reconcile = (s: Settings): Promise<unknown> =>
+  request(s, 'api/agents/reconcile', { method: 'POST', body: '{}' });
 
 /** One reconcile decision (`GET /api/agents/reconcile`). */
 export interface IReconcileAction {
@@ -132,5 +139,22 @@ export interface IReconcileReport {
   boot?: { time: string | null; actions: IReconcileAction[] };
 }
 
-export const reconcileReport = (): Promise<IReconcileReport> =>
-  request<IReconcileReport>('api/agents/reconcile');
+export const reconcileReport = (s: Settings): Promise<IReconcileReport> =>
+  request<IReconcileReport>(s, 'api/agents/reconcile');
+
+/** The `schema_id` of the session lifecycle events on `/api/events/subscribe`. */
+export const SESSION_EVENT =
+  'https://events.jupyter.org/jupyter_agents/session/v1';
+
+/** One session event as the events websocket delivers it. */
+export interface ISessionEvent {
+  schema_id: typeof SESSION_EVENT;
+  action: 'created' | 'status' | 'conversation' | 'activity' | 'updated';
+  session_id: string;
+  name: string;
+  kind: string;
+  status: Status;
+  previous_status: string | null;
+  conversation_id: string | null;
+  reason: string | null;
+}

@@ -1,4 +1,8 @@
+import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 import { LabIcon, terminalIcon } from '@jupyterlab/ui-components';
+
+import { Status } from './api';
+import { DOMAIN } from './tokens';
 
 const svg = (body: string): string =>
   `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 16 16">${body}</svg>`;
@@ -43,16 +47,40 @@ export function kindIcon(kind: string): LabIcon {
   }
 }
 
-/** A human label for a session kind. */
-export function kindLabel(kind: string): string {
+/** A human label for a session kind (agent names are product names). */
+export function kindLabel(
+  kind: string,
+  trans: TranslationBundle = nullTranslator.load(DOMAIN)
+): string {
   switch (kind) {
     case 'shell':
-      return 'Shell';
+      return trans.__('Shell');
     case 'claude':
       return 'Claude Code';
     case 'codex':
       return 'Codex';
     default:
       return kind;
+  }
+}
+
+/** A session's status, as a word in the user's language. */
+export function statusLabel(
+  status: Status,
+  trans: TranslationBundle = nullTranslator.load(DOMAIN)
+): string {
+  switch (status) {
+    case 'running':
+      return trans.__('running');
+    case 'interrupted':
+      return trans.__('interrupted');
+    case 'orphaned':
+      return trans.__('orphaned');
+    case 'exited':
+      return trans.__('exited');
+    case 'killed':
+      return trans.__('killed');
+    default:
+      return status;
   }
 }

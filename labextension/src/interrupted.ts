@@ -9,6 +9,7 @@
  */
 import { MainAreaWidget } from '@jupyterlab/apputils';
 import { ITerminal } from '@jupyterlab/terminal';
+import { TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
 import { ISession } from './api';
@@ -34,25 +35,36 @@ export function interruptedFor(
 }
 
 /** Describe an interrupted session in one sentence. */
-export function describeInterrupted(s: ISession): string {
+export function describeInterrupted(
+  s: ISession,
+  trans: TranslationBundle
+): string {
   const what =
     s.kind === 'shell'
-      ? 'its shell'
-      : `its ${kindLabel(s.kind)} session` +
-        (s.conversation_id
-          ? ` (conversation ${s.conversation_id.slice(0, 8)})`
-          : '');
-  const where = s.cwd ? ` in ${s.cwd}` : '';
+      ? trans.__('its shell')
+      : s.conversation_id
+        ? trans.__(
+            'its %1 session (conversation %2)',
+            kindLabel(s.kind, trans),
+            s.conversation_id.slice(0, 8)
+          )
+        : trans.__('its %1 session', kindLabel(s.kind, trans));
+  const where = s.cwd ? trans.__(' in %1', s.cwd) : '';
   const why = s.reason ? ` (${s.reason})` : '';
-  return (
-    `Terminal ${s.name} was interrupted: ${what}${where} ended when the ` +
-    `server or the machine restarted${why}. This tab now shows a new, empty shell.`
+  return trans.__(
+    'Terminal %1 was interrupted: %2%3 ended when the server or the machine ' +
+      'restarted%4. This tab now shows a new, empty shell.',
+    s.name,
+    what,
+    where,
+    why
   );
 }
 
 export class InterruptedBanner extends Widget {
   constructor(
     session: ISession,
+    trans: TranslationBundle,
     onRestore: () => Promise<void>,
     onDismiss: () => void
   ) {
@@ -61,14 +73,14 @@ export class InterruptedBanner extends Widget {
     this.node.dataset.sessionId = session.id;
     const text = document.createElement('span');
     text.className = 'jp-AgentsInterrupted-text';
-    text.textContent = describeInterrupted(session);
+    text.textContent = describeInterrupted(session, trans);
     const restore = document.createElement('button');
     restore.className = 'jp-mod-styled jp-mod-accept';
     restore.dataset.action = 'restore';
     restore.textContent =
       session.kind === 'shell'
-        ? 'Restore session'
-        : `Resume ${kindLabel(session.kind)}`;
+        ? trans.__('Restore session')
+        : trans.__('Resume %1', kindLabel(session.kind, trans));
     restore.onclick = async () => {
       restore.disabled = true;
       try {
@@ -80,7 +92,7 @@ export class InterruptedBanner extends Widget {
     const dismiss = document.createElement('button');
     dismiss.className = 'jp-mod-styled';
     dismiss.dataset.action = 'dismiss';
-    dismiss.textContent = 'Keep the new shell';
+    dismiss.textContent = trans.__('Keep the new shell');
     dismiss.onclick = onDismiss;
     this.node.append(text, restore, dismiss);
   }

@@ -1,56 +1,162 @@
 /**
- * The sessions as the browser sees them: a modest poll of the server, paused while
- * the page is hidden, emitting `changed` only when something changed.
+ * The sessions as the browser sees them: pushed by the server, not polled.
+ *
+ * How it stays current:
+ * - One REST snapshot (`GET /api/agents/sessions`, plus `GET /api/status` for the
+ *   server's start time) when the event stream is seen open, then a new snapshot
+ *   after each session event on `serviceManager.events.stream` (debounced 100 ms, so
+ *   a burst costs one request). `activity` events only move `last_activity` here.
+ *   Nothing is requested while nothing happens.
+ * - Stream health: JupyterLab's `EventManager` reconnects its websocket by itself
+ *   but exposes no connection state, and the server replays nothing that was missed.
+ *   So every half second we look at its socket's `readyState` (the private
+ *   `_socket` of `EventManager` in @jupyterlab/services 7, read defensively; a look
+ *   at a local object, not a request):
+ *   - open: no poll. Each socket seen open (a new one is a reconnect, after which
+ *     events may have been missed and the server has often restarted) gets one
+ *     snapshot, start time included.
+ *   - not open (after a short grace while the first socket connects), or no socket
+ *     we can see (an events manager of another shape): the fallback poll, one
+ *     snapshot every `pollInterval` seconds, until a socket is seen open.
  */
-import { Poll } from '@lumino/polling';
+import { Event, ServerConnection } from '@jupyterlab/services';
+import { Debouncer, Poll, Throttler } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { ISession, listSessions, serverStarted } from './api';
+import {
+  ISession,
+  ISessionEvent,
+  listKinds,
+  listSessions,
+  serverStarted,
+  SESSION_EVENT
+} from './api';
+import { IAgentSessions, ICounts } from './tokens';
 
-/** How often the sessions are fetched while the page is visible (ms). */
-export const POLL_INTERVAL = 1000;
+/** Default seconds between snapshots while the event stream is down. */
+export const DEFAULT_POLL_INTERVAL = 10;
+/** A burst of events within this many ms costs one snapshot. */
+const EVENT_DEBOUNCE = 100;
+/** How often the events socket's state is looked at (ms, no request). */
+const WATCH_INTERVAL = 500;
+/** How long a first socket may take to connect before the fallback poll starts (ms). */
+const CONNECT_GRACE = 3000;
+/** Re-render for `activity` events at most this often (ms). */
+const ACTIVITY_THROTTLE = 1000;
 
-/** Counts shown in the status bar. */
-export interface ICounts {
-  running: number;
-  interrupted: number;
-  orphaned: number;
+const DEFAULT_KINDS = ['shell', 'claude', 'codex'];
+
+type StreamState = 'open' | 'connecting' | 'down' | 'unknown';
+
+/** The state of the events manager's websocket, as far as it can be seen. */
+function streamState(events: Event.IManager): {
+  state: StreamState;
+  socket: WebSocket | null;
+} {
+  const holder = events as unknown as { _socket?: WebSocket | null };
+  if (!('_socket' in holder)) {
+    return { state: 'unknown', socket: null };
+  }
+  const socket = holder._socket;
+  if (!socket || typeof socket.readyState !== 'number') {
+    return { state: 'down', socket: null };
+  }
+  switch (socket.readyState) {
+    case 1: // OPEN
+      return { state: 'open', socket };
+    case 0: // CONNECTING
+      return { state: 'connecting', socket };
+    default:
+      return { state: 'down', socket };
+  }
 }
 
-export class SessionsModel {
-  constructor() {
-    this._poll = new Poll({
-      auto: true,
-      factory: () => this._fetch(),
-      frequency: { interval: POLL_INTERVAL, backoff: true, max: 4000 },
-      name: 'jupyter-agents:sessions',
-      standby: 'when-hidden'
+export class SessionsModel implements IAgentSessions {
+  constructor(options: SessionsModel.IOptions) {
+    this.serverSettings = options.serverSettings;
+    this._events = options.events;
+    this._events.stream.connect(this._onEvent, this);
+    this._snapshotSoon = new Debouncer(
+      () => this._fetch(false),
+      EVENT_DEBOUNCE
+    );
+    this._activity = new Throttler(() => this._changed.emit(), {
+      limit: ACTIVITY_THROTTLE,
+      edge: 'trailing'
     });
+    const interval = this._interval(
+      options.pollInterval ?? DEFAULT_POLL_INTERVAL
+    );
+    this._fallback = new Poll({
+      auto: false,
+      factory: () => this._fetch(false),
+      frequency: { interval, backoff: false, max: interval },
+      name: 'jupyter-agents:fallback',
+      standby: options.standby ?? 'when-hidden'
+    });
+    this._ready = new Promise(resolve => (this._resolveReady = resolve));
+    this._watch();
+    this._watcher = window.setInterval(() => this._watch(), WATCH_INTERVAL);
+    this._kindsReady = listKinds(this.serverSettings).then(
+      found => (this._kinds = found.map(k => k.name)),
+      () => this._kinds
+    );
   }
 
-  /** Emitted when the list of sessions (or any field) changed. */
+  readonly serverSettings: ServerConnection.ISettings;
+
   get changed(): ISignal<this, void> {
     return this._changed;
   }
 
-  /** Emitted with the server's start time when a (re)started server is first seen. */
   get serverStarted(): ISignal<this, string> {
     return this._serverStarted;
   }
 
-  /** The sessions, oldest first; undefined before the first answer. */
   get sessions(): ISession[] | undefined {
     return this._sessions;
   }
 
-  /** When the server we talk to started (ISO 8601), once known. */
   get started(): string | undefined {
     return this._started;
   }
 
-  /** The last fetch failed (the server is probably restarting). */
   get offline(): boolean {
     return this._offline;
+  }
+
+  get kinds(): string[] {
+    return this._kinds;
+  }
+
+  get kindsReady(): Promise<string[]> {
+    return this._kindsReady;
+  }
+
+  get ready(): Promise<void> {
+    return this._ready;
+  }
+
+  /** Whether the fallback poll runs (the event stream is not confirmed open). */
+  get polling(): boolean {
+    return this._polling;
+  }
+
+  /** Seconds between snapshots while the event stream is down. */
+  get pollInterval(): number {
+    return this._fallback.frequency.interval / 1000;
+  }
+
+  set pollInterval(seconds: number) {
+    const interval = this._interval(seconds);
+    if (interval === this._fallback.frequency.interval) {
+      return;
+    }
+    this._fallback.frequency = { interval, backoff: false, max: interval };
+    if (this._polling) {
+      // reschedule on the new interval
+      this._fallback.stop().then(() => this._fallback.start());
+    }
   }
 
   get counts(): ICounts {
@@ -63,34 +169,119 @@ export class SessionsModel {
     return counts;
   }
 
-  /** Fetch now (after an action), instead of waiting for the next tick. */
   async refresh(): Promise<void> {
-    await this._poll.refresh();
-    await this._poll.tick;
+    await this._fetch(false).catch(() => undefined);
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
   }
 
   dispose(): void {
-    this._poll.dispose();
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    window.clearInterval(this._watcher);
+    this._events.stream.disconnect(this._onEvent, this);
+    this._fallback.dispose();
+    this._snapshotSoon.dispose();
+    this._activity.dispose();
     Signal.clearData(this);
   }
 
-  private async _fetch(): Promise<void> {
+  private _interval(seconds: number): number {
+    const s = Number.isFinite(seconds) && seconds > 0 ? seconds : 1;
+    return Math.round(Math.min(Math.max(s, 1), 86400) * 1000);
+  }
+
+  /** Follow the events socket: snapshot when one opens, fall back when down. */
+  private _watch(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    const { state, socket } = streamState(this._events);
+    if (state === 'open') {
+      this._downSince = null;
+      if (socket !== this._socket) {
+        this._socket = socket;
+        this._setPolling(false);
+        void this._fetch(true).catch(() => undefined);
+      }
+      return;
+    }
+    if (this._downSince === null) {
+      this._downSince = Date.now();
+    }
+    const waiting =
+      state === 'connecting' &&
+      this._socket === null &&
+      Date.now() - this._downSince < CONNECT_GRACE;
+    if (!waiting) {
+      this._setPolling(true);
+    }
+  }
+
+  private _setPolling(on: boolean): void {
+    if (on === this._polling) {
+      return;
+    }
+    this._polling = on;
+    if (on) {
+      void this._fallback.start(); // its first tick is immediate
+    } else {
+      void this._fallback.stop();
+    }
+  }
+
+  private _onEvent(_: Event.IManager, emission: Event.Emission): void {
+    if (emission.schema_id !== SESSION_EVENT) {
+      return;
+    }
+    const event = emission as unknown as ISessionEvent;
+    if (event.action === 'activity') {
+      const session = this._sessions?.find(s => s.id === event.session_id);
+      if (session) {
+        session.last_activity = new Date().toISOString();
+        this._text = ''; // the next snapshot replaces this local guess
+        void this._activity.invoke().catch(() => undefined);
+        return;
+      }
+    }
+    void this._snapshotSoon.invoke().catch(() => undefined);
+  }
+
+  /**
+   * One snapshot. Answers are applied in the order the requests were made, so an
+   * older answer arriving late never overwrites a newer one.
+   */
+  private async _fetch(checkStart: boolean): Promise<void> {
+    const seq = ++this._requested;
+    let started = this._started;
     let sessions: ISession[];
     try {
-      if (this._started === undefined || this._offline) {
-        const started = await serverStarted();
-        if (started !== this._started) {
-          this._started = started;
-          this._startSeen = false;
+      if (checkStart || started === undefined || this._offline) {
+        started = await serverStarted(this.serverSettings);
+      }
+      sessions = await listSessions(this.serverSettings);
+    } catch (error) {
+      if (seq > this._applied) {
+        this._applied = seq;
+        if (!this._offline) {
+          this._offline = true;
+          this._changed.emit();
         }
       }
-      sessions = await listSessions();
-    } catch (error) {
-      if (!this._offline) {
-        this._offline = true;
-        this._changed.emit();
-      }
+      this._resolveReady();
       throw error;
+    }
+    if (seq < this._applied || this._isDisposed) {
+      return;
+    }
+    this._applied = seq;
+    if (started !== this._started) {
+      this._started = started;
+      this._startSeen = false;
     }
     const text = JSON.stringify(sessions);
     const wasOffline = this._offline;
@@ -100,18 +291,46 @@ export class SessionsModel {
       this._sessions = sessions;
       this._changed.emit();
     }
+    this._resolveReady();
     if (!this._startSeen && this._started !== undefined) {
       this._startSeen = true;
       this._serverStarted.emit(this._started);
     }
   }
 
-  private _poll: Poll;
+  private _events: Event.IManager;
+  private _fallback: Poll;
+  private _snapshotSoon: Debouncer;
+  private _activity: Throttler;
+  private _watcher: number;
+  private _polling = false;
+  private _socket: WebSocket | null = null;
+  private _downSince: number | null = null;
+  private _requested = 0;
+  private _applied = 0;
   private _sessions: ISession[] | undefined;
   private _text = '';
   private _started: string | undefined;
   private _startSeen = false;
   private _offline = false;
+  private _kinds: string[] = DEFAULT_KINDS;
+  private _kindsReady: Promise<string[]>;
+  private _ready: Promise<void>;
+  private _resolveReady: () => void = () => undefined;
+  private _isDisposed = false;
   private _changed = new Signal<this, void>(this);
   private _serverStarted = new Signal<this, string>(this);
+}
+
+export namespace SessionsModel {
+  export interface IOptions {
+    /** The application's `serviceManager.serverSettings`. */
+    serverSettings: ServerConnection.ISettings;
+    /** The application's `serviceManager.events`. */
+    events: Event.IManager;
+    /** Seconds between snapshots while the event stream is down. */
+    pollInterval?: number;
+    /** When the fallback poll stands by (as JupyterLab's own managers do). */
+    standby?: Poll.Standby | (() => boolean | Poll.Standby);
+  }
 }

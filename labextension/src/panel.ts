@@ -3,47 +3,69 @@
  * Plain DOM, rebuilt when the model changes (a few dozen rows at most).
  */
 import { Time } from '@jupyterlab/coreutils';
+import { TranslationBundle } from '@jupyterlab/translation';
 import { refreshIcon } from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
 import { Widget } from '@lumino/widgets';
 
 import { ISession, Status } from './api';
-import { agentsIcon, kindIcon, kindLabel } from './icons';
-import { SessionsModel } from './model';
+import { agentsIcon, kindIcon, kindLabel, statusLabel } from './icons';
+import { CommandIDs, IAgentSessions } from './tokens';
 
-/** What the panel's buttons do (wired by the plugin). */
+/** What the panel's buttons do. */
 export interface IPanelActions {
   open(session: ISession): void | Promise<void>;
   kill(session: ISession): void | Promise<void>;
   adopt(session: ISession): void | Promise<void>;
   restore(session: ISession): void | Promise<void>;
   restoreAll(): void | Promise<void>;
-  create(kind: string): void;
-  refresh(): void;
+  create(kind: string): void | Promise<void>;
+  refresh(): void | Promise<void>;
+}
+
+/** The actions as the extension's commands (`commands.ts`). */
+export function commandActions(commands: CommandRegistry): IPanelActions {
+  const run = (id: string, args = {}) => commands.execute(id, args);
+  return {
+    open: s => run(CommandIDs.open, { name: s.name }),
+    kill: s => run(CommandIDs.kill, { id: s.id }),
+    adopt: s => run(CommandIDs.adopt, { id: s.id }),
+    restore: s => run(CommandIDs.restore, { id: s.id }),
+    restoreAll: () => run(CommandIDs.restoreAll),
+    create: kind => run(CommandIDs.create, { kind }),
+    refresh: () => run(CommandIDs.refresh)
+  };
 }
 
 /** Status groups, in the order shown; ended ones are folded. */
-const GROUPS: { status: Status; label: string; folded: boolean }[] = [
-  { status: 'running', label: 'Running', folded: false },
-  { status: 'interrupted', label: 'Interrupted', folded: false },
-  { status: 'orphaned', label: 'Orphaned', folded: false },
-  { status: 'exited', label: 'Exited', folded: true },
-  { status: 'killed', label: 'Killed', folded: true }
+const GROUPS: { status: Status; folded: boolean }[] = [
+  { status: 'running', folded: false },
+  { status: 'interrupted', folded: false },
+  { status: 'orphaned', folded: false },
+  { status: 'exited', folded: true },
+  { status: 'killed', folded: true }
 ];
 
+/** The title of each status group. */
+function groupTitles(trans: TranslationBundle): Record<Status, string> {
+  return {
+    running: trans.__('Running'),
+    interrupted: trans.__('Interrupted'),
+    orphaned: trans.__('Orphaned'),
+    exited: trans.__('Exited'),
+    killed: trans.__('Killed')
+  };
+}
+
+type Action = 'open' | 'kill' | 'adopt' | 'restore';
+
 /** The action buttons of a session in each status. */
-const ACTIONS: Record<Status, ('open' | 'kill' | 'adopt' | 'restore')[]> = {
+const ACTIONS: Record<Status, Action[]> = {
   running: ['open', 'kill'],
   orphaned: ['adopt', 'kill'],
   interrupted: ['restore'],
   exited: ['restore'],
   killed: ['restore']
-};
-
-const ACTION_LABELS = {
-  open: 'Open',
-  kill: 'Kill',
-  adopt: 'Adopt',
-  restore: 'Restore'
 };
 
 function el<K extends keyof HTMLElementTagNameMap>(
@@ -61,35 +83,49 @@ function el<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
-/** Relative time with the exact time as a tooltip. */
-function timeNode(label: string, iso: string | null): HTMLElement {
+/** Relative time with the exact time as a tooltip, each put in a sentence by `say`. */
+function timeNode(
+  iso: string | null,
+  say: (when: string) => string
+): HTMLElement {
   const node = el('span', 'jp-AgentsPanel-time');
   if (!iso) {
     return node;
   }
-  node.textContent = `${label} ${Time.formatHuman(new Date(iso))}`;
-  node.title = `${label} ${Time.format(new Date(iso))}`;
+  node.textContent = say(Time.formatHuman(new Date(iso)));
+  node.title = say(Time.format(new Date(iso)));
   return node;
 }
 
 export class AgentsPanel extends Widget {
   constructor(
-    private _model: SessionsModel,
+    private _model: IAgentSessions,
     private _actions: IPanelActions,
-    kinds: () => string[]
+    private _trans: TranslationBundle
   ) {
     super();
-    this._kinds = kinds;
     this.id = 'jupyter-agents-panel';
     this.addClass('jp-AgentsPanel');
     this.title.icon = agentsIcon;
-    this.title.caption = 'Agents: terminals and agent sessions';
+    this.title.caption = _trans.__('Agents: terminals and agent sessions');
+    this._groupTitles = groupTitles(_trans);
+    this._actionLabels = {
+      open: _trans.__('Open'),
+      kill: _trans.__('Kill'),
+      adopt: _trans.__('Adopt'),
+      restore: _trans.__('Restore')
+    };
     this._model.changed.connect(this.render, this);
     this.render();
+    void this._model.kindsReady.then(() => this.render());
   }
 
-  /** Re-render, e.g. when the kinds are known. */
+  /** Re-render (the model or the kinds changed). */
   render(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    const trans = this._trans;
     const root = this.node;
     const open = new Set<string>();
     root
@@ -98,9 +134,9 @@ export class AgentsPanel extends Widget {
     root.replaceChildren();
 
     const header = el('div', 'jp-AgentsPanel-header');
-    header.append(el('h2', 'jp-AgentsPanel-title', 'Agents'));
+    header.append(el('h2', 'jp-AgentsPanel-title', trans.__('Agents')));
     const refresh = el('button', 'jp-AgentsPanel-iconButton jp-mod-styled');
-    refresh.title = 'Check the backend now and refresh';
+    refresh.title = trans.__('Check the backend now and refresh');
     refresh.dataset.action = 'refresh';
     refreshIcon.element({ container: refresh, tag: 'span' });
     refresh.onclick = () => this._actions.refresh();
@@ -108,12 +144,12 @@ export class AgentsPanel extends Widget {
     root.append(header);
 
     const toolbar = el('div', 'jp-AgentsPanel-toolbar');
-    for (const kind of this._kinds()) {
+    for (const kind of this._model.kinds) {
       const button = el('button', 'jp-AgentsPanel-new jp-mod-styled');
       button.dataset.action = 'new';
       button.dataset.kind = kind;
       kindIcon(kind).element({ container: button, tag: 'span' });
-      button.append(el('span', '', `New ${kindLabel(kind)}`));
+      button.append(el('span', '', trans.__('New %1', kindLabel(kind, trans))));
       button.onclick = () => this._actions.create(kind);
       toolbar.append(button);
     }
@@ -125,16 +161,18 @@ export class AgentsPanel extends Widget {
         el(
           'div',
           'jp-AgentsPanel-offline',
-          'The server is not answering (restarting?); retrying…'
+          trans.__('The server is not answering (restarting?); retrying…')
         )
       );
     }
     if (sessions === undefined) {
-      root.append(el('div', 'jp-AgentsPanel-empty', 'Loading…'));
+      root.append(el('div', 'jp-AgentsPanel-empty', trans.__('Loading…')));
       return;
     }
     if (sessions.length === 0) {
-      root.append(el('div', 'jp-AgentsPanel-empty', 'No sessions yet.'));
+      root.append(
+        el('div', 'jp-AgentsPanel-empty', trans.__('No sessions yet.'))
+      );
     }
     for (const group of GROUPS) {
       const rows = sessions
@@ -148,14 +186,14 @@ export class AgentsPanel extends Widget {
       section.open = !group.folded || open.has(group.status);
       const summary = el('summary', 'jp-AgentsPanel-groupTitle');
       summary.append(
-        el('span', '', group.label),
+        el('span', '', this._groupTitles[group.status]),
         el('span', 'jp-AgentsPanel-count', String(rows.length))
       );
       if (group.status === 'interrupted') {
         const all = el(
           'button',
           'jp-AgentsPanel-action jp-mod-styled jp-mod-accept',
-          'Restore all'
+          trans.__('Restore all')
         );
         all.dataset.action = 'restore-all';
         all.onclick = event => {
@@ -175,6 +213,8 @@ export class AgentsPanel extends Widget {
   }
 
   private _row(s: ISession): HTMLElement {
+    const trans = this._trans;
+    const kind = kindLabel(s.kind, trans);
     const row = el('li', 'jp-AgentsPanel-row');
     row.dataset.sessionId = s.id;
     row.dataset.name = s.name;
@@ -183,24 +223,25 @@ export class AgentsPanel extends Widget {
 
     const line1 = el('div', 'jp-AgentsPanel-line');
     const icon = el('span', 'jp-AgentsPanel-kind');
-    icon.title = kindLabel(s.kind);
+    icon.title = kind;
     kindIcon(s.kind).element({ container: icon, tag: 'span' });
     line1.append(icon);
     const name = el('span', 'jp-AgentsPanel-name', s.name);
-    name.title = `terminal ${s.name} · session ${s.id} · ${kindLabel(s.kind)}`;
-    line1.append(
-      name,
-      el('span', 'jp-AgentsPanel-kindLabel', kindLabel(s.kind))
-    );
+    name.title = trans.__('terminal %1 · session %2 · %3', s.name, s.id, kind);
+    line1.append(name, el('span', 'jp-AgentsPanel-kindLabel', kind));
     const badge = el(
       'span',
       `jp-AgentsPanel-badge jp-AgentsPanel-badge-${s.status}`,
-      s.status
+      statusLabel(s.status, trans)
     );
     line1.append(badge);
     if (s.exit_code !== null && s.exit_code !== undefined) {
-      const code = el('span', 'jp-AgentsPanel-exit', `exit ${s.exit_code}`);
-      code.title = 'exit code';
+      const code = el(
+        'span',
+        'jp-AgentsPanel-exit',
+        trans.__('exit %1', s.exit_code)
+      );
+      code.title = trans.__('exit code');
       line1.append(code);
     }
     row.append(line1);
@@ -218,18 +259,21 @@ export class AgentsPanel extends Widget {
         'jp-AgentsPanel-conversation',
         s.conversation_id.slice(0, 8) + (s.ambiguous ? '?' : '')
       );
-      conv.title =
-        `conversation ${s.conversation_id}` +
-        (s.ambiguous
-          ? ' (ambiguous: resumed "the most recent conversation" in this directory)'
-          : '');
+      conv.title = s.ambiguous
+        ? trans.__(
+            'conversation %1 (ambiguous: resumed "the most recent conversation" in this directory)',
+            s.conversation_id
+          )
+        : trans.__('conversation %1', s.conversation_id);
       line2.append(conv);
     }
     row.append(line2);
 
     const line3 = el('div', 'jp-AgentsPanel-line jp-AgentsPanel-meta');
-    line3.append(timeNode('started', s.created));
-    line3.append(timeNode('active', s.last_activity));
+    line3.append(timeNode(s.created, when => trans.__('started %1', when)));
+    line3.append(
+      timeNode(s.last_activity, when => trans.__('active %1', when))
+    );
     row.append(line3);
 
     if (s.reason) {
@@ -242,7 +286,7 @@ export class AgentsPanel extends Widget {
         'button',
         'jp-AgentsPanel-action jp-mod-styled' +
           (action === 'kill' ? ' jp-mod-warn' : ''),
-        ACTION_LABELS[action]
+        this._actionLabels[action]
       );
       button.dataset.action = action;
       button.onclick = async () => {
@@ -263,5 +307,6 @@ export class AgentsPanel extends Widget {
     return row;
   }
 
-  private _kinds: () => string[];
+  private _groupTitles: Record<Status, string>;
+  private _actionLabels: Record<Action, string>;
 }

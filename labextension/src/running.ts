@@ -4,55 +4,66 @@
  * panel has the full picture (exited/killed, conversation ids, times).
  */
 import { IRunningSessions } from '@jupyterlab/running';
+import { TranslationBundle } from '@jupyterlab/translation';
+import { CommandRegistry } from '@lumino/commands';
 
 import { ISession } from './api';
-import { kindIcon, kindLabel } from './icons';
-import { SessionsModel } from './model';
-import { IPanelActions } from './panel';
+import { kindIcon, kindLabel, statusLabel } from './icons';
+import { commandActions } from './panel';
+import { CommandIDs, IAgentSessions } from './tokens';
 
 const LISTED = ['running', 'interrupted', 'orphaned'];
 
 export function runningManager(
-  model: SessionsModel,
-  actions: IPanelActions,
-  killAll: () => Promise<void>
+  model: IAgentSessions,
+  commands: CommandRegistry,
+  trans: TranslationBundle
 ): IRunningSessions.IManager {
-  const item = (s: ISession): IRunningSessions.IRunningItem => ({
-    className: `jp-AgentsRunning-item jp-AgentsRunning-${s.status}`,
-    icon: () => kindIcon(s.kind),
-    label: () => `${s.name} · ${kindLabel(s.kind)} · ${s.status}`,
-    labelTitle: () =>
-      [
-        `terminal ${s.name} (session ${s.id})`,
-        `${kindLabel(s.kind)}, ${s.status}`,
-        s.cwd ? `in ${s.cwd}` : '',
-        s.conversation_id ? `conversation ${s.conversation_id}` : '',
-        s.reason ?? ''
-      ]
-        .filter(Boolean)
-        .join('\n'),
-    open: () => {
-      if (s.status === 'running') {
-        actions.open(s);
-      } else if (s.status === 'orphaned') {
-        actions.adopt(s);
-      } else {
-        actions.restore(s);
-      }
-    },
-    shutdown: s.status === 'interrupted' ? undefined : () => actions.kill(s)
-  });
+  const actions = commandActions(commands);
+  const item = (s: ISession): IRunningSessions.IRunningItem => {
+    const kind = kindLabel(s.kind, trans);
+    return {
+      className: `jp-AgentsRunning-item jp-AgentsRunning-${s.status}`,
+      icon: () => kindIcon(s.kind),
+      label: () => `${s.name} · ${kind} · ${statusLabel(s.status, trans)}`,
+      labelTitle: () =>
+        [
+          trans.__('terminal %1 (session %2)', s.name, s.id),
+          `${kind}, ${statusLabel(s.status, trans)}`,
+          s.cwd ? trans.__('in %1', s.cwd) : '',
+          s.conversation_id
+            ? trans.__('conversation %1', s.conversation_id)
+            : '',
+          s.reason ?? ''
+        ]
+          .filter(Boolean)
+          .join('\n'),
+      open: () => {
+        if (s.status === 'running') {
+          void actions.open(s);
+        } else if (s.status === 'orphaned') {
+          void actions.adopt(s);
+        } else {
+          void actions.restore(s);
+        }
+      },
+      shutdown:
+        s.status === 'interrupted' ? undefined : () => void actions.kill(s)
+    };
+  };
   return {
-    name: 'Agent sessions',
+    name: trans.__('Agent sessions'),
     running: () =>
       (model.sessions ?? []).filter(s => LISTED.includes(s.status)).map(item),
     refreshRunning: () => void model.refresh(),
     runningChanged: model.changed,
-    shutdownAll: () => void killAll(),
-    shutdownLabel: 'Kill',
-    shutdownAllLabel: 'Kill All',
-    shutdownAllConfirmationText:
+    shutdownAll: () =>
+      void commands.execute(CommandIDs.killAll, { noConfirm: true }),
+    shutdownLabel: trans.__('Kill'),
+    shutdownAllLabel: trans.__('Kill All'),
+    shutdownAllConfirmationText: trans.__(
       'Kill every running and orphaned session (shells and agents)? ' +
-      'Transcripts are kept; the sessions can be restored later.'
+        'Transcripts are kept; the sessions can be restored later.'
+    )
   };
 }

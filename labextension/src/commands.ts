@@ -1,0 +1,261 @@
+/**
+ * The commands every front end of the extension goes through (panel buttons, the
+ * Running sidebar, the banner, the notification, the palette and the launcher):
+ * one place for each action, its confirmation and its error message.
+ */
+import { JupyterFrontEnd } from '@jupyterlab/application';
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
+import { TranslationBundle } from '@jupyterlab/translation';
+import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
+
+import {
+  adoptSession,
+  createSession,
+  ISession,
+  killSession,
+  reconcile,
+  restoreAll,
+  restoreSession
+} from './api';
+import { kindIcon, kindLabel } from './icons';
+import { CommandIDs, IAgentSessions } from './tokens';
+
+/** Tell the user that `what` failed, with the server's message. */
+export function fail(what: string, error: unknown): void {
+  const message = error instanceof Error ? error.message : String(error);
+  Notification.error(`${what}: ${message}`, { autoClose: 10000 });
+}
+
+export namespace Commands {
+  export interface IOptions {
+    app: JupyterFrontEnd;
+    model: IAgentSessions;
+    trans: TranslationBundle;
+    /** Where new sessions start when no `cwd` is given (the file browser's path). */
+    cwd?: () => string | undefined;
+  }
+}
+
+/** Register the commands; the session ones take `{id}` (or `{name}` for open). */
+export function addCommands(options: Commands.IOptions): void {
+  const { app, model, trans } = options;
+  const { commands } = app;
+  const settings = model.serverSettings;
+  const terminals = app.serviceManager.terminals;
+  const label = (kind: string) => kindLabel(kind, trans);
+
+  /** The session of a command's `{id}`, after a snapshot if it is not known yet. */
+  const lookup = async (
+    args: ReadonlyPartialJSONObject
+  ): Promise<ISession | undefined> => {
+    const id = String(args.id ?? '');
+    const find = () => model.sessions?.find(s => s.id === id);
+    if (!find()) {
+      await model.refresh();
+    }
+    return find();
+  };
+
+  const open = async (name: string): Promise<void> => {
+    try {
+      await commands.execute('terminal:open', { name });
+    } catch (error) {
+      fail(trans.__('Could not open terminal %1', name), error);
+    }
+  };
+
+  /**
+   * A running session is a terminal: end it through JupyterLab's terminal manager,
+   * which also closes its tabs. An orphan has no terminal yet: end its record.
+   */
+  const kill = async (session: ISession): Promise<void> => {
+    if (session.status === 'running' && terminals.isAvailable()) {
+      await terminals.refreshRunning();
+      const listed = Array.from(terminals.running()).some(
+        t => t.name === session.name
+      );
+      if (listed) {
+        await terminals.shutdown(session.name);
+        return;
+      }
+    }
+    await killSession(settings, session.id);
+  };
+
+  commands.addCommand(CommandIDs.open, {
+    label: trans.__('Open Agent Session'),
+    execute: args => open(String(args.name))
+  });
+
+  commands.addCommand(CommandIDs.create, {
+    label: args => {
+      const kind = String(args.kind ?? 'shell');
+      return args.isLauncher
+        ? label(kind)
+        : trans.__('New %1 Session', label(kind));
+    },
+    caption: args =>
+      trans.__(
+        'Start a %1 session that survives server restarts',
+        label(String(args.kind ?? 'shell'))
+      ),
+    icon: args => kindIcon(String(args.kind ?? 'shell')),
+    execute: async args => {
+      const kind = String(args.kind ?? 'shell');
+      const cwd = args.cwd ? String(args.cwd) : options.cwd?.();
+      try {
+        const session = await createSession(settings, kind, cwd || undefined);
+        await model.refresh();
+        await open(session.name);
+      } catch (error) {
+        fail(trans.__('Could not start a %1 session', label(kind)), error);
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.kill, {
+    label: trans.__('Kill Agent Session'),
+    execute: async args => {
+      const session = await lookup(args);
+      if (!session) {
+        return;
+      }
+      if (!args.noConfirm) {
+        const answer = await showDialog({
+          title: trans.__(
+            'Kill %1 session %2?',
+            label(session.kind),
+            session.name
+          ),
+          body: trans.__(
+            'Its process and every process it started are terminated. ' +
+              'The transcript is kept and the session can be restored later.'
+          ),
+          buttons: [
+            Dialog.cancelButton({ label: trans.__('Cancel') }),
+            Dialog.warnButton({ label: trans.__('Kill') })
+          ]
+        });
+        if (!answer.button.accept) {
+          return;
+        }
+      }
+      try {
+        await kill(session);
+      } catch (error) {
+        fail(trans.__('Could not kill %1', session.name), error);
+      }
+      await model.refresh();
+    }
+  });
+
+  commands.addCommand(CommandIDs.killAll, {
+    label: trans.__('Kill All Agent Sessions'),
+    execute: async () => {
+      await model.refresh();
+      const live = (model.sessions ?? []).filter(
+        s => s.status === 'running' || s.status === 'orphaned'
+      );
+      await Promise.all(
+        live.map(s =>
+          kill(s).catch(error =>
+            fail(trans.__('Could not kill %1', s.name), error)
+          )
+        )
+      );
+      await model.refresh();
+    }
+  });
+
+  commands.addCommand(CommandIDs.adopt, {
+    label: trans.__('Adopt Orphaned Session'),
+    execute: async args => {
+      const session = await lookup(args);
+      if (!session) {
+        return;
+      }
+      try {
+        const adopted = await adoptSession(settings, session.id);
+        await model.refresh();
+        await open(adopted.name);
+      } catch (error) {
+        fail(trans.__('Could not adopt %1', session.name), error);
+        await model.refresh();
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.restore, {
+    label: trans.__('Restore Agent Session'),
+    execute: async args => {
+      const session = await lookup(args);
+      if (!session) {
+        return;
+      }
+      try {
+        const restored = await restoreSession(settings, session.id);
+        await model.refresh();
+        if (restored.status === 'running') {
+          await open(restored.name);
+        } else {
+          Notification.warning(
+            trans.__(
+              '%1 session %2 did not resume: %3',
+              label(restored.kind),
+              restored.name,
+              restored.reason ??
+                trans.__('it exited with code %1', restored.exit_code)
+            ),
+            { autoClose: false }
+          );
+        }
+      } catch (error) {
+        fail(trans.__('Could not restore %1', session.name), error);
+        await model.refresh();
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.restoreAll, {
+    label: trans.__('Restore All Interrupted Sessions'),
+    execute: async () => {
+      try {
+        const result = await restoreAll(settings);
+        await model.refresh();
+        const failed = result.failed.length;
+        const restored = trans._n(
+          'Restored %1 interrupted session',
+          'Restored %1 interrupted sessions',
+          result.restored.length
+        );
+        const message = failed
+          ? trans.__(
+              '%1; %2 failed: %3',
+              restored,
+              failed,
+              result.failed.map(f => `${f.id}: ${f.error}`).join('; ')
+            )
+          : restored;
+        const notify = failed ? Notification.warning : Notification.success;
+        notify(message, { autoClose: failed ? false : 5000 });
+      } catch (error) {
+        fail(trans.__('Could not restore the interrupted sessions'), error);
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.refresh, {
+    label: trans.__('Refresh Agent Sessions'),
+    caption: trans.__(
+      'Check the backend for ended or orphaned sessions, then refresh'
+    ),
+    execute: async () => {
+      try {
+        await reconcile(settings);
+      } catch (error) {
+        fail(trans.__('Could not check the sessions'), error);
+      }
+      await model.refresh();
+    }
+  });
+}

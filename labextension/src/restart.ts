@@ -1,0 +1,124 @@
+/**
+ * After a server restart: a notification that counts the terminals re-adopted (still
+ * running) and the sessions interrupted, and offers to restore the latter. Shown once
+ * per server start; which start was last shown is kept in the workspace (`IStateDB`),
+ * so a reload or a second tab does not repeat it.
+ */
+import { JupyterFrontEnd } from '@jupyterlab/application';
+import { Notification } from '@jupyterlab/apputils';
+import { IStateDB } from '@jupyterlab/statedb';
+import { TranslationBundle } from '@jupyterlab/translation';
+
+import { reconcileReport } from './api';
+import { CommandIDs, IAgentSessions } from './tokens';
+
+/** The `IStateDB` key: `{ started }`, the server start last notified. */
+const STATE_KEY = 'jupyter-agents:restart-notification';
+
+/** What changed at a server start, as counted for the notification. */
+export interface IRestartCounts {
+  readopted: number;
+  interrupted: number;
+}
+
+/**
+ * The notification's sentence, or null when there is nothing to say.
+ */
+export function restartMessage(
+  counts: IRestartCounts,
+  trans: TranslationBundle
+): string | null {
+  const { readopted, interrupted } = counts;
+  if (readopted === 0 && interrupted === 0) {
+    return null;
+  }
+  const parts = [];
+  if (readopted || !interrupted) {
+    parts.push(
+      trans._n(
+        '%1 terminal re-adopted (still running)',
+        '%1 terminals re-adopted (still running)',
+        readopted
+      )
+    );
+  }
+  if (interrupted) {
+    parts.push(
+      trans._n('%1 session interrupted', '%1 sessions interrupted', interrupted)
+    );
+  }
+  return trans.__('Jupyter server restarted: %1.', parts.join(', '));
+}
+
+/** Whether the start `started` still has to be notified; remembers it if so. */
+async function firstTime(
+  state: IStateDB | null,
+  started: string
+): Promise<boolean> {
+  if (!state) {
+    return true;
+  }
+  const seen = (await state.fetch(STATE_KEY).catch(() => undefined)) as
+    { started?: string } | undefined;
+  if (seen?.started === started) {
+    return false;
+  }
+  await state.save(STATE_KEY, { started }).catch(() => undefined);
+  return true;
+}
+
+/** Notify the server start `started` unless this workspace already did. */
+export async function notifyRestart(options: {
+  app: JupyterFrontEnd;
+  model: IAgentSessions;
+  state: IStateDB | null;
+  trans: TranslationBundle;
+  started: string;
+}): Promise<void> {
+  const { app, model, state, trans, started } = options;
+  if (!(await firstTime(state, started))) {
+    return;
+  }
+  const sessions = model.sessions ?? [];
+  const interrupted = sessions.filter(s => s.status === 'interrupted').length;
+  // re-adopted at start: from the server's boot report when it keeps one, else
+  // the running sessions older than this server process
+  const boot = await reconcileReport(model.serverSettings).then(
+    report => report.boot,
+    () => undefined
+  );
+  const since = Date.parse(started);
+  const readopted = boot
+    ? boot.actions.filter(a => a.kind === 'adopt').length
+    : sessions.filter(
+        s => s.status === 'running' && Date.parse(s.created) < since
+      ).length;
+  const message = restartMessage({ readopted, interrupted }, trans);
+  if (message === null) {
+    return;
+  }
+  const { commands } = app;
+  const notify = interrupted ? Notification.warning : Notification.info;
+  notify(message, {
+    autoClose: interrupted ? false : 8000,
+    actions: [
+      ...(interrupted
+        ? [
+            {
+              label: trans.__('Restore all'),
+              displayType: 'accent' as const,
+              callback: () => void commands.execute(CommandIDs.restoreAll)
+            }
+          ]
+        : []),
+      ...(commands.hasCommand(CommandIDs.showPanel)
+        ? [
+            {
+              label: trans.__('Show agents'),
+              callback: () => void commands.execute(CommandIDs.showPanel)
+            }
+          ]
+        : [])
+    ]
+  });
+}

@@ -1,0 +1,84 @@
+/**
+ * What the plugins of jupyter-agents share: the sessions model token and the ids of
+ * the plugins, commands and settings they refer to.
+ */
+import { ServerConnection } from '@jupyterlab/services';
+import { Token } from '@lumino/coreutils';
+import { ISignal } from '@lumino/signaling';
+
+import { ISession } from './api';
+
+/** Counts shown in the status bar. */
+export interface ICounts {
+  running: number;
+  interrupted: number;
+  orphaned: number;
+}
+
+/**
+ * The sessions as this browser knows them, kept up to date from the server's session
+ * events (see `model.ts` for how).
+ */
+export interface IAgentSessions {
+  /** The server settings every request of the extension uses. */
+  readonly serverSettings: ServerConnection.ISettings;
+
+  /** Emitted when the list of sessions (or any field, or `offline`) changed. */
+  readonly changed: ISignal<IAgentSessions, void>;
+
+  /** Emitted with the server's start time when a (re)started server is first seen. */
+  readonly serverStarted: ISignal<IAgentSessions, string>;
+
+  /** The sessions; undefined before the first answer. */
+  readonly sessions: ISession[] | undefined;
+
+  /** When the server we talk to started (ISO 8601), once known. */
+  readonly started: string | undefined;
+
+  /** The last request failed (the server is probably restarting). */
+  readonly offline: boolean;
+
+  readonly counts: ICounts;
+
+  /** The kinds of session the server can start (a default guess until it said). */
+  readonly kinds: string[];
+
+  /** Resolves with the kinds once the server said (or did not answer). */
+  readonly kindsReady: Promise<string[]>;
+
+  /** Resolves after the first snapshot (or its failure). */
+  readonly ready: Promise<void>;
+
+  /** Take a snapshot now (after an action of ours) and wait for it. */
+  refresh(): Promise<void>;
+}
+
+export const IAgentSessions = new Token<IAgentSessions>(
+  'jupyter-agents:IAgentSessions',
+  'The jupyter-agents sessions, kept current by server events.'
+);
+
+/** The translation domain of the extension's strings. */
+export const DOMAIN = 'jupyter_agents';
+
+export namespace PluginIDs {
+  export const sessions = 'jupyter-agents:sessions';
+  export const launcher = 'jupyter-agents:launcher';
+  export const panel = 'jupyter-agents:panel';
+  export const running = 'jupyter-agents:running';
+  export const status = 'jupyter-agents:status';
+  export const interrupted = 'jupyter-agents:interrupted';
+  export const restartNotification = 'jupyter-agents:restart-notification';
+}
+
+export namespace CommandIDs {
+  export const showPanel = 'jupyter-agents:show-panel';
+  export const create = 'jupyter-agents:new';
+  export const open = 'jupyter-agents:open';
+  export const kill = 'jupyter-agents:kill';
+  export const killAll = 'jupyter-agents:kill-all';
+  export const adopt = 'jupyter-agents:adopt';
+  export const restore = 'jupyter-agents:restore';
+  export const restoreAll = 'jupyter-agents:restore-all';
+  export const refresh = 'jupyter-agents:refresh';
+}
