@@ -68,6 +68,7 @@ class ServerProcess:
         quiet = [f"--ServerApp.jpserver_extensions={e}=False" for e in NON_TERMINAL_EXTENSIONS]
         self.extra_args = [*([] if lab else quiet), *(args or [])]
         self.proc: subprocess.Popen[bytes] | None = None
+        self._clients: list[TermClient] = []
         self.log_path = workdir / f"server-{self.port}.log"
 
     def start(self, timeout: float = 30) -> ServerProcess:
@@ -109,15 +110,21 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self.stop()
                 raise RuntimeError(f"server exited early:\n{self.log_path.read_text()[-3000:]}")
             try:
                 self.request("GET", "/api/status")
                 return self
             except OSError:
                 time.sleep(0.1)
+        self.stop(signal.SIGKILL)
         raise RuntimeError(f"server did not start:\n{self.log_path.read_text()[-3000:]}")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
+        """Stop the server (and close the websocket clients :meth:`ws` opened)."""
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
@@ -157,7 +164,19 @@ class ServerProcess:
                 return e.code, raw.decode(errors="replace")
 
     def ws(self, name: str) -> TermClient:
-        return TermClient(f"ws://127.0.0.1:{self.port}/terminals/websocket/{name}")
+        client = TermClient(f"ws://127.0.0.1:{self.port}/terminals/websocket/{name}")
+        self._clients.append(client)
+        return client
+
+    def type_line(self, name: str, line: str, expect: str) -> None:
+        """Type ``line`` into terminal ``name``, wait for ``expect``, disconnect."""
+        client = self.ws(name)
+        try:
+            client.wait_for(lambda c: len(c.messages) >= 2)
+            client.stdin(line + "\r")
+            client.wait_for(expect)
+        finally:
+            client.close()
 
 
 class TermClient:

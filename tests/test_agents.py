@@ -34,16 +34,6 @@ def starts_by_pid(fake_agents: Any) -> dict[int, dict[str, Any]]:
     return {r["pid"]: r for r in fake_agents.records("start")}
 
 
-def type_line(server: ServerProcess, name: str, line: str, expect: str) -> None:
-    client = server.ws(name)
-    try:
-        client.wait_for(lambda c: len(c.messages) >= 2)
-        client.stdin(line + "\r")
-        client.wait_for(expect)
-    finally:
-        client.close()
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     path = tmp_path / "proj"
@@ -76,7 +66,7 @@ def test_parallel_sessions_get_exact_distinct_ids(agents_server, fake_agents, pr
 
     # /clear rotates claude's id: the session follows it, the others keep theirs
     target = claudes[2]
-    type_line(server, target["name"], "/clear", "cleared; conversation")
+    server.type_line(target["name"], "/clear", "cleared; conversation")
     cleared = [r for r in fake_agents.records("clear") if r["pid"] == models[target["id"]]["pid"]]
     assert len(cleared) == 1
     after = poll(
@@ -92,7 +82,7 @@ def test_parallel_sessions_get_exact_distinct_ids(agents_server, fake_agents, pr
 
     # codex /new starts another thread: followed through the lock too
     target = codexes[1]
-    type_line(server, target["name"], "/new", "new thread")
+    server.type_line(target["name"], "/new", "new thread")
     renewed = [r for r in fake_agents.records("new") if r["pid"] == models[target["id"]]["pid"]]
     poll(
         lambda: sessions(server)[target["id"]]["conversation_id"] == renewed[0]["id"],
@@ -122,12 +112,12 @@ def reboot(server: ServerProcess, agents_server: Any, env: dict[str, str]) -> Se
 def test_reboot_then_restore_all(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env)
     talked = new(server, "claude", project)
-    type_line(server, talked["name"], "hello-from-A", "claude heard: hello-from-A")
+    server.type_line(talked["name"], "hello-from-A", "claude heard: hello-from-A")
     silent = new(server, "claude", project, args=["--model", "opus"])
     coder = new(server, "codex", project)
-    type_line(server, coder["name"], "hello-codex", "codex heard: hello-codex")
+    server.type_line(coder["name"], "hello-codex", "codex heard: hello-codex")
     shell = new(server, "shell", project)
-    type_line(server, shell["name"], "echo shell-was-$((6*7))", "shell-was-42")
+    server.type_line(shell["name"], "echo shell-was-$((6*7))", "shell-was-42")
     before = poll(
         lambda: sessions(server)[coder["id"]]["conversation_id"] and sessions(server),
         what="codex id",
@@ -288,7 +278,7 @@ def test_bad_input_is_refused_and_nothing_runs(agents_server, fake_agents, proje
 def test_log_serves_transcript_bytes(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env)
     shell = new(server, "shell", project)
-    type_line(server, shell["name"], "echo log-$((7*6))-end", "log-42-end")
+    server.type_line(shell["name"], "echo log-$((7*6))-end", "log-42-end")
     path = f"/api/agents/sessions/{shell['id']}/log"
     transcript = (server.state_dir / "transcripts" / f"{shell['id']}.log").read_bytes()
     import urllib.request

@@ -62,12 +62,13 @@ def test_a_reused_pid_is_never_signalled(agents_server, agents_state_dir, bystan
     assert sessions(server)[victims[0]["id"]]["status"] == "killed"
     status, _ = server.request("DELETE", f"/api/terminals/{victims[1]['name']}")
     assert status == 204 and alive(bystander)
-    from jupyter_agents.cli import open_manager
+    from jupyter_agents.config import open_sessions
 
-    manager = open_manager(str(agents_state_dir))
+    service = open_sessions(str(agents_state_dir))
     wrong = MarkedProcess(ProcessIdentity(bystander.pid, created - 1000), victims[0]["id"], [])
-    assert manager.gc([wrong]) == [] and alive(bystander)
-    assert all(m.identity.pid != bystander.pid for m in manager.stale_processes())
+    assert service.gc([wrong]) == [] and alive(bystander)
+    assert all(m.identity.pid != bystander.pid for m in service.stale_processes())
+    service.close()
     server.stop(signal.SIGTERM)  # on_shutdown=kill ends the last one's tree: not the bystander
     assert alive(bystander)
     assert store.get(victims[2]["id"]).status == "killed"
@@ -155,13 +156,12 @@ def test_store_survives_a_writer_killed_200_times(tmp_path):
     SessionStore(db).close()
     rng = random.Random(5)
     for _ in range(200):
-        writer = subprocess.Popen(
+        with subprocess.Popen(
             [sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True
-        )
-        assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
-        time.sleep(rng.uniform(0, 0.02))
-        writer.kill()
-        writer.wait()
+        ) as writer:
+            assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
+            time.sleep(rng.uniform(0, 0.02))
+            writer.kill()
     store = SessionStore(db)  # opens: no error, schema current
     assert store._query("PRAGMA integrity_check")[0][0] == "ok"
     records = store.list()
