@@ -26,19 +26,29 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psutil
 
 from jupyter_agents.pytest_plugin import (
     NON_TERMINAL_EXTENSIONS,
+    TOKEN,
     ServerProcess,
     TermClient,
     kill_backends,
 )
 
+if TYPE_CHECKING:
+    import websocket
+
 REPO = Path(__file__).resolve().parent.parent
 _T = TypeVar("_T")
+
+
+def this_tree_env() -> dict[str, str]:
+    """Environment for a subprocess that must import this tree's jupyter_agents (the
+    editable install may point elsewhere)."""
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 
 def _extensions(**enabled: bool) -> list[str]:
@@ -126,10 +136,9 @@ class BenchServer:
         self.flavor = flavor
         self.work = work
         self.state_dir = work / "st"
-        # the editable install may point elsewhere: make sure the server imports this tree
-        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-        env = {"PYTHONPATH": path}
-        self.proc = ServerProcess(self.state_dir, work, env=env, args=[*flavor.args, *extra_args])
+        self.proc = ServerProcess(
+            self.state_dir, work, env=this_tree_env(), args=[*flavor.args, *extra_args]
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -163,6 +172,12 @@ class BenchServer:
     def create_terminal(self) -> str:
         return str(self.request("POST", "/api/terminals", {})["name"])
 
+    def create_terminals(self, n: int, workers: int = 4) -> list[str]:
+        """``n`` new terminals (a few ``POST``s at a time; no client, no waiting for
+        their shells); their names."""
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(lambda _: self.create_terminal(), range(n)))
+
     def delete_terminal(self, name: str) -> None:
         self.request("DELETE", f"/api/terminals/{name}")
 
@@ -177,6 +192,15 @@ class BenchServer:
         client.ws.frame_buffer.skip_utf8_validation = True
         client.ws.cont_frame.skip_utf8_validation = True
         return client
+
+    def events_client(self) -> websocket.WebSocket:
+        """A websocket connected to ``/api/events/subscribe`` (jupyter_events: every
+        event the server emits, one JSON object per text frame), token-authenticated
+        like the terminal clients."""
+        import websocket
+
+        url = self.proc.base.replace("http", "ws", 1) + "/api/events/subscribe"
+        return websocket.create_connection(url, header=[f"Authorization: token {TOKEN}"])
 
     def connect(self, name: str, rows: int = 40, cols: int = 120) -> TermClient:
         """A websocket client that got ``setup`` and the first output; sized like a tab."""
@@ -287,7 +311,60 @@ def server(flavor: Flavor, tag: str, extra_args: tuple[str, ...] = ()) -> Iterat
             srv.stop(signal.SIGKILL)
 
 
+#: servers with sessions that groups share within one :func:`shared_servers` block
+_shared: dict[tuple[str, int], BenchServer] = {}
+_shared_stack: list[contextlib.ExitStack] = []
+
+
+@contextlib.contextmanager
+def shared_servers() -> Iterator[None]:
+    """Within this block, :func:`server_with_sessions` hands every group the same server
+    per (flavor, sessions) and stops them all at the end (one start-up instead of one
+    per group: quick mode has a time budget)."""
+    with contextlib.ExitStack() as stack:
+        _shared_stack.append(stack)
+        try:
+            yield
+        finally:
+            _shared_stack.pop()
+            _shared.clear()
+
+
+@contextlib.contextmanager
+def server_with_sessions(flavor: Flavor, sessions: int) -> Iterator[BenchServer]:
+    """A server of ``flavor`` with ``sessions`` terminals (shells, no client). Groups
+    may use it, never change it: a terminal they add they delete. Shared within a
+    :func:`shared_servers` block, else started and cleaned up here."""
+    key = (flavor.name, sessions)
+    if key in _shared:
+        yield _shared[key]
+        return
+    with contextlib.ExitStack() as own:
+        stack = _shared_stack[-1] if _shared_stack else own
+        srv = stack.enter_context(server(flavor, f"s{sessions}{flavor.name}"))
+        srv.create_terminals(sessions)
+        srv.verify_flavor()
+        if _shared_stack:
+            _shared[key] = srv
+        yield srv
+
+
 # -- raw websocket reading (no per-frame text accumulation) ------------------------------
+
+
+def each_with_sessions(
+    flavors: list[Flavor], mode: Mode, fn: Callable[[BenchServer, Mode], _T]
+) -> dict[str, _T]:
+    """``fn(server, mode)`` by flavor name, on the server with ``mode.api_sessions``
+    sessions (:func:`server_with_sessions`) of each of our flavors, one after the other:
+    for groups about our API and front ends (no stock counterpart). Quick mode, which
+    has a time budget, measures only the first of ours (tmux)."""
+    ours = [f for f in flavors if f.ours]
+    out = {}
+    for flavor in ours[:1] if mode.name == "quick" else ours:
+        with server_with_sessions(flavor, mode.api_sessions) as srv:
+            out[flavor.name] = fn(srv, mode)
+    return out
 
 
 def each(
@@ -419,6 +496,10 @@ class Mode:
     noisy_mb: int
     replay_lines: int
     settle: float  # seconds to let servers settle before a measurement
+    api_sessions: int  # live sessions of the server the CLI, load and events groups use
+    cli_runs: int  # runs of each timed command (medians are reported)
+    load_clients: int  # GET requests kept in flight while echo latency is measured
+    events_seconds: float  # each idle-CPU window of the events group
     #: run our flavors side by side where that can only make their figures worse
     #: (restart, reconcile: targets without a stock comparison); quick mode only
     parallel: bool = False
@@ -438,6 +519,10 @@ FULL = Mode(
     noisy_mb=10,
     replay_lines=20_000,
     settle=2.0,
+    api_sessions=50,
+    cli_runs=10,
+    load_clients=20,
+    events_seconds=30,
 )
 QUICK = Mode(
     "quick",
@@ -453,5 +538,9 @@ QUICK = Mode(
     noisy_mb=1,
     replay_lines=2_000,
     settle=0.5,
+    api_sessions=10,
+    cli_runs=3,
+    load_clients=20,
+    events_seconds=2,
     parallel=True,
 )

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import idle, latency, reconcile, replay, restart, throughput
-from .harness import FLAVORS, FULL, QUICK, REPO, Flavor, Mode, server, workdir
+from . import cli, events, idle, latency, load, reconcile, replay, restart, throughput
+from .harness import FLAVORS, FULL, QUICK, REPO, Flavor, Mode, server, shared_servers, workdir
 from .report import Row, machine, markdown_table, text_table, write_markdown
 
 
@@ -83,6 +83,10 @@ GROUPS: dict[str, Callable[[list[Flavor], Mode], list[Row]]] = {
     "restart": restart.run,
     "reconcile": reconcile.run,
     "idle": idle.run,
+    # 7-9 share one server with sessions per flavor (harness.shared_servers)
+    "cli": cli.run,
+    "load": load.run,
+    "events": events.run,
 }
 
 
@@ -112,17 +116,19 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     rows: list[Row] = []
     errors: list[str] = []
-    for group, fn in GROUPS.items():
-        if args.only and group not in args.only:
-            continue
-        t0 = time.monotonic()
-        print(f"[bench] {group} ({mode.name}) ...", file=sys.stderr, flush=True)
-        try:
-            rows += fn(flavors, mode)
-        except Exception:
-            errors.append(group)
-            traceback.print_exc()
-        print(f"[bench] {group} took {time.monotonic() - t0:.1f}s", file=sys.stderr, flush=True)
+    with shared_servers():
+        for group, fn in GROUPS.items():
+            if args.only and group not in args.only:
+                continue
+            t0 = time.monotonic()
+            print(f"[bench] {group} ({mode.name}) ...", file=sys.stderr, flush=True)
+            try:
+                rows += fn(flavors, mode)
+            except Exception:
+                errors.append(group)
+                traceback.print_exc()
+            took = time.monotonic() - t0
+            print(f"[bench] {group} took {took:.1f}s", file=sys.stderr, flush=True)
     total = time.monotonic() - started
     rows.sort(key=lambda r: r.bench)  # stable: groups keep their order within a number
 
