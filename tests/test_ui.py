@@ -62,7 +62,7 @@ class Lab:
         self.root = root
         self.state_dir = root / "state"
         self.browser = browser
-        settings = root / "lab-settings"
+        self.settings = settings = root / "lab-settings"
         for plugin, values in {
             # terminal text readable from the DOM
             "terminal-extension/plugin": {"screenReaderMode": True},
@@ -314,6 +314,69 @@ def test_terminal_tab_survives_sigterm_and_sigkill_restarts(lab: Lab, page: Any)
     assert running_by_name(lab, name)["pid"] == pid
     assert "sleep" in [c.name() for c in psutil.Process(pid).children()]  # the job too
     shot(page, "1-terminal-after-reload")
+
+
+# -- the panel is pushed by server events, not polled -------------------------------------
+
+
+def test_panel_follows_rest_changes_by_events_not_polling(lab: Lab, page: Any) -> None:
+    """With the fallback poll set to an hour, a session created and then killed through
+    REST (as another client would) appears in the open panel and ends there: only the
+    server's session events can have told it. While nothing happens, nothing is
+    requested."""
+    settings = lab.settings / "jupyter-agents" / "sessions.jupyterlab-settings"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({"pollInterval": 3600}))
+    try:
+        snapshots: list[str] = []
+
+        def seen(request: Any) -> None:
+            if request.method == "GET" and request.url.split("?")[0].endswith(
+                "/api/agents/sessions"
+            ):
+                snapshots.append(request.url)
+
+        page.on("request", seen)
+        open_lab(page, lab)
+        panel = show_panel(page)
+        raw = page.evaluate(
+            "async () => (await window.jupyterapp.serviceManager.settings"
+            ".fetch('jupyter-agents:sessions')).raw"
+        )
+        assert json.loads(raw)["pollInterval"] == 3600
+        panel.locator(".jp-AgentsPanel-empty", has_text="Loading").wait_for(state="detached")
+
+        shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+        wait_status(page, shell["id"], "running", timeout=5)
+        shot(page, "5-panel-event-created")
+        assert lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")[0] == 204
+        wait_status(page, shell["id"], "killed", timeout=5)
+        assert lab.sessions()[shell["id"]]["status"] == "killed"
+
+        # quiet: no event, no request (the fallback poll is not running)
+        before = len(snapshots)
+        page.wait_for_timeout(3000)
+        assert len(snapshots) == before, "the panel fetched the sessions with nothing new"
+    finally:
+        settings.unlink()
+
+
+def test_panel_falls_back_to_polling_while_event_stream_is_down(lab: Lab, page: Any) -> None:
+    """No event stream (its websocket is refused here): the panel still follows a REST
+    change, through the fallback poll (``pollInterval``, 1 s here)."""
+    settings = lab.settings / "jupyter-agents" / "sessions.jupyterlab-settings"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({"pollInterval": 1}))
+    try:
+        page.route_web_socket("**/api/events/subscribe", lambda ws: ws.close())
+        open_lab(page, lab)
+        show_panel(page)
+        shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+        wait_status(page, shell["id"], "running", timeout=5)
+        assert lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")[0] == 204
+        wait_status(page, shell["id"], "killed", timeout=5)
+    finally:
+        settings.unlink()
 
 
 # -- 2. panel: running -> interrupted (backend killed) -> restored -----------------------
