@@ -165,15 +165,15 @@ const running: JupyterFrontEndPlugin<void> = {
   id: PluginIDs.running,
   description: 'An "Agent sessions" section in the Running sidebar.',
   autoStart: true,
-  requires: [IAgentSessions, IRunningSessionManagers],
-  optional: [ITranslator],
+  requires: [IAgentSessions],
+  optional: [IRunningSessionManagers, ITranslator],
   activate: (
     app: JupyterFrontEnd,
     model: IAgentSessions,
-    managers: IRunningSessionManagers,
+    managers: IRunningSessionManagers | null,
     translator: ITranslator | null
   ) => {
-    managers.add(runningManager(model, app.commands, load(translator)));
+    managers?.add(runningManager(model, app.commands, load(translator)));
   }
 };
 
@@ -181,14 +181,17 @@ const status: JupyterFrontEndPlugin<void> = {
   id: PluginIDs.status,
   description: 'Running, interrupted and orphaned counts in the status bar.',
   autoStart: true,
-  requires: [IAgentSessions, IStatusBar],
-  optional: [ITranslator],
+  requires: [IAgentSessions],
+  optional: [IStatusBar, ITranslator],
   activate: (
     app: JupyterFrontEnd,
     model: IAgentSessions,
-    statusBar: IStatusBar,
+    statusBar: IStatusBar | null,
     translator: ITranslator | null
   ) => {
+    if (!statusBar) {
+      return; // a front end without a status bar (Notebook 7's notebook page)
+    }
     const showPanel = () => {
       if (app.commands.hasCommand(CommandIDs.showPanel)) {
         void app.commands.execute(CommandIDs.showPanel);
@@ -207,16 +210,16 @@ const interrupted: JupyterFrontEndPlugin<void> = {
   description:
     'The restored tab of an interrupted terminal says so and offers to restore it.',
   autoStart: true,
-  requires: [IAgentSessions, ITerminalTracker],
-  optional: [ITranslator],
+  requires: [IAgentSessions],
+  optional: [ITerminalTracker, ITranslator],
   activate: (
     app: JupyterFrontEnd,
     model: IAgentSessions,
-    terminals: ITerminalTracker,
+    terminals: ITerminalTracker | null,
     translator: ITranslator | null
   ) => {
     const trans = load(translator);
-    terminals.widgetAdded.connect(async (_, widget: TerminalWidget) => {
+    terminals?.widgetAdded.connect(async (_, widget: TerminalWidget) => {
       const name = widget.content.session.name;
       await model.ready;
       const find = () =>
