@@ -531,6 +531,26 @@ def test_orphan_shows_and_adopt_opens_it(lab: Lab, page: Any) -> None:
     poll(lambda: gone(pid), what=f"the adopted shell (pid {pid}) to end")
 
 
+def test_restart_notification_can_be_turned_off(lab: Lab, page: Any) -> None:
+    """The ``notifications`` setting off: a restart that re-adopts a terminal (which
+    test 1 shows is notified by default) shows no notification."""
+    shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    settings = lab.settings / "jupyter-agents" / "sessions.jupyterlab-settings"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({"notifications": False}))
+    try:
+        lab.restart(signal.SIGTERM)
+        assert lab.sessions()[shell["id"]]["status"] == "running"  # re-adopted
+        open_lab(page, lab)
+        show_panel(page)
+        wait_status(page, shell["id"], "running")
+        page.wait_for_timeout(4000)
+        assert page.locator(".Toastify__toast", has_text="Jupyter server restarted").count() == 0
+    finally:
+        settings.unlink()
+        lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")
+
+
 def test_labextension_is_installed_and_enabled() -> None:
     """What `pip install` promises: the prebuilt extension, enabled (no browser needed)."""
     out = subprocess.run(
