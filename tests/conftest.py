@@ -95,12 +95,17 @@ _LEFTOVER = ("tmux", "jupyter_agents.backends.broker", "jupyter_server", "chromi
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """No backend, server, shell of ours or browser may outlive the suite: any process of
-    this user started during the run that still runs is reported, ended, and fails it."""
+    this run (a descendant of this pytest, or one naming this run's temp dir, like a tmux
+    server or broker that detached) that still runs is reported, ended, and fails it.
+    Processes of another pytest run or a benchmark on the same machine are not ours."""
     import psutil
 
     me = psutil.Process()
     started = me.create_time()
     ours = {me.pid, *(p.pid for p in me.parents())}
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    basetemp = str(factory.getbasetemp()) if factory is not None else None
+    children = {p.pid for p in me.children(recursive=True)}
     left = []
     for proc in psutil.process_iter(["pid", "uids", "create_time", "cmdline", "status"]):
         info = proc.info
@@ -113,7 +118,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         ):
             continue
         cmdline = " ".join(info["cmdline"] or [])
-        if any(word in cmdline for word in _LEFTOVER):
+        of_this_run = info["pid"] in children or (basetemp is not None and basetemp in cmdline)
+        if of_this_run and any(word in cmdline for word in _LEFTOVER):
             left.append(proc)
     if left:
         print("\nprocesses left behind by the tests:", file=sys.stderr)
