@@ -9,8 +9,8 @@ import time
 import pytest
 
 from jupyter_agents.backends.base import SpawnRequest
-from jupyter_agents.backends.tmux import (
-    TmuxBackend,
+from jupyter_agents.backends.tmux import TmuxBackend
+from jupyter_agents.backends.tmux.formats import (
     compose_replay,
     parse_version,
     tmux_arg,

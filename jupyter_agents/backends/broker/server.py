@@ -18,10 +18,10 @@ Flow control:
   flooding session shares the loop round-robin with every other session and client.
   A pty is never paused for a slow client: the transcript must stay complete.
 - Sending: each client has its own queue. Output to a client whose queue holds more
-  than :data:`CLIENT_QUEUE_BYTES` is dropped for that client and the session is marked
+  than :data:`~.fanout.CLIENT_QUEUE_BYTES` is dropped for that client and the session is marked
   lagging; once the queue has drained, the client gets a ``resync`` frame (a fresh
   snapshot, which redraws the screen) and live output again. Replies are never dropped;
-  a client whose queue passes :data:`CLIENT_HARD_LIMIT` (it requests snapshots and reads
+  a client whose queue passes :data:`~.fanout.CLIENT_HARD_LIMIT` (it requests snapshots and reads
   nothing) is disconnected. So the broker's memory is bounded by the replays
   (:data:`~.replay.REPLAY_BYTES` x 2 per session) plus the queues, whatever the
   sessions print and however slowly clients read.
@@ -43,7 +43,6 @@ import signal
 import socket
 import struct
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -51,123 +50,17 @@ from ...paths import create_private_file, ensure_private_dir
 from ...procs import identify
 from ..base import SESSION_ID
 from . import protocol
+from .fanout import Client, Session
 from .protocol import ProtocolError, broker_paths, encode
 from .ptys import Pty, open_pty
-from .replay import Replay
 
 log = logging.getLogger("jupyter_agents.broker")
 
-#: output bytes queued for one client before output is dropped (then resynced)
-CLIENT_QUEUE_BYTES = 1 << 20
-#: bytes queued for one client (replies included) before it is disconnected
-CLIENT_HARD_LIMIT = 32 << 20
 #: seconds between SIGHUP and SIGKILL when sessions are hung up at shutdown
 HANGUP_GRACE = 2.0
 MAX_ROWS, MAX_COLS = 1000, 2000
 TERM = "xterm-256color"
 _BROKER_OWNED = frozenset({"TERM", "COLUMNS", "LINES"})
-
-
-class Session:
-    """One pty the broker holds, its transcript, replay and subscribed clients."""
-
-    def __init__(self, sid: str, pty: Pty, transcript_fd: int) -> None:
-        self.sid = sid
-        self.pty = pty
-        self.transcript_fd = transcript_fd
-        self.replay = Replay()
-        self.clients: set[Client] = set()
-        #: the tasks serving connections (waited for at stop)
-        self._handlers: set[asyncio.Task[None]] = set()
-        self.dead = False
-        self.exit_code: int | None = None
-        self.dead_since: float | None = None
-
-    def model(self) -> dict[str, Any]:
-        return {
-            "sid": self.sid,
-            "pid": self.pty.pid,
-            "dead": self.dead,
-            "exit_code": self.exit_code,
-            "dead_since": self.dead_since,
-        }
-
-    def exit_frame(self) -> bytes:
-        return encode({"op": "exit", "exit_code": self.exit_code})
-
-
-class Client:
-    """One connection: its bounded send queue and the sessions it is attached to."""
-
-    def __init__(self, broker: Broker, writer: asyncio.StreamWriter) -> None:
-        self.broker = broker
-        self.writer = writer
-        self.queue: deque[bytes] = deque()
-        self.queued = 0
-        #: attached sessions whose output was dropped for this client: resync them
-        self.lagging: set[str] = set()
-        self.attached: set[str] = set()
-        self.closed = False
-        self._wake = asyncio.Event()
-
-    def send(self, frame: bytes) -> None:
-        """Queue a frame that must arrive (a reply, an event)."""
-        if self.closed:
-            return
-        self.queue.append(frame)
-        self.queued += len(frame)
-        self._wake.set()
-        if self.queued > CLIENT_HARD_LIMIT:
-            log.warning("client reads nothing (%d bytes queued): disconnecting it", self.queued)
-            self.close()
-
-    def send_output(self, sid: str, frame: bytes) -> None:
-        """Queue output of session ``sid``, or drop it and mark the session lagging."""
-        if sid in self.lagging:
-            return
-        if self.queued + len(frame) > CLIENT_QUEUE_BYTES:
-            self.lagging.add(sid)
-            self._wake.set()
-            return
-        self.send(frame)
-
-    async def pump(self) -> None:
-        """Write the queue out; when it is empty, resync the lagging sessions."""
-        try:
-            while not self.closed:
-                while self.queue:
-                    frame = self.queue.popleft()
-                    self.queued -= len(frame)
-                    self.writer.write(frame)
-                    await self.writer.drain()
-                if self.lagging:
-                    self._resync()
-                    continue
-                self._wake.clear()
-                await self._wake.wait()
-        except (ConnectionError, OSError):  # the peer went away
-            self.close()
-
-    def _resync(self) -> None:
-        for sid in sorted(self.lagging):
-            session = self.broker.sessions.get(sid)
-            if session is not None and sid in self.attached:
-                self.send(encode({"op": "resync"}, session.replay.snapshot()))
-        self.lagging.clear()
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.queue.clear()
-        self.queued = 0
-        for sid in self.attached:
-            session = self.broker.sessions.get(sid)
-            if session is not None:
-                session.clients.discard(self)
-        self.attached.clear()
-        self._wake.set()
-        self.writer.close()
 
 
 class Broker:
@@ -267,7 +160,7 @@ class Broker:
         if not _same_user(writer):
             writer.close()
             return
-        client = Client(self, writer)
+        client = Client(self.sessions, writer)
         self.clients.add(client)
         handler = asyncio.current_task()
         if handler is not None:

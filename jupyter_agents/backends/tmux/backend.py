@@ -1,0 +1,214 @@
+"""TmuxBackend: the control plane, one ``tmux`` command per call (spawn, list,
+remove, kill-server), against the tmux server of a state dir."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from traitlets import Int, Unicode, default
+
+from ...errors import BackendUnavailable
+from ...paths import create_private_file, ensure_private_dir
+from ..base import Backend, LiveSession, SpawnRequest, Stream, StreamListener, check_session_id
+from .formats import (
+    CONFIG,
+    DEAD_FORMAT,
+    MAX_SOCKET_PATH,
+    MIN_TMUX_VERSION,
+    TMUX_OWNED,
+    default_terminal,
+    parse_dead,
+    parse_version,
+    tmux_arg,
+    tmux_format_arg,
+    write_env_file,
+)
+from .stream import TmuxStream
+
+
+class TmuxBackend(Backend):
+    """Sessions in one tmux server per state dir, on ``<state_dir>/tmux/socket``."""
+
+    name = "tmux"
+
+    tmux_command = Unicode("tmux", config=True, help="The tmux executable to use.")
+    history_limit = Int(
+        20000,
+        config=True,
+        help="Lines of history tmux keeps per session (replayed to reconnecting clients).",
+    )
+    default_terminal = Unicode(
+        config=True,
+        help="$TERM inside sessions (tmux's default-terminal); tmux-256color if its "
+        "terminfo is installed, else screen-256color.",
+    )
+
+    @default("default_terminal")
+    def _default_default_terminal(self) -> str:
+        return default_terminal()
+
+    def __init__(self, state_dir: Path, **kwargs: object) -> None:
+        super().__init__(state_dir, **kwargs)
+        self.tmux_dir = state_dir / "tmux"
+        self.socket_path = self.tmux_dir / "socket"
+        self.config_path = self.tmux_dir / "tmux.conf"
+        # tmux itself runs with a minimal environment; each session gets its own (-e)
+        self._env = {
+            k: v
+            for k, v in os.environ.items()
+            if k in ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR")
+        }
+        self._env["LC_ALL"] = "C.UTF-8"
+
+    # -- control plane ---------------------------------------------------------------
+
+    def _argv(self, *args: str) -> list[str]:
+        return [
+            self.tmux_command,
+            "-u",
+            "-S",
+            str(self.socket_path),
+            "-f",
+            str(self.config_path),
+            *args,
+        ]
+
+    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        try:
+            proc = subprocess.run(
+                self._argv(*args),
+                env=self._env,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=30,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise BackendUnavailable(f"cannot run tmux ({self.tmux_command}): {e}") from e
+        if check and proc.returncode:
+            raise BackendUnavailable(f"tmux {args[0]} failed: {proc.stderr.strip()}")
+        return proc
+
+    def present(self) -> bool:
+        return self.socket_path.exists()
+
+    def start(self) -> None:
+        exe = shutil.which(self.tmux_command)
+        if exe is None:
+            raise BackendUnavailable(
+                f"tmux ({self.tmux_command!r}) is not on PATH; install tmux >= 3.2 "
+                "or use AgentsApp.backend='broker'"
+            )
+        version = subprocess.run([exe, "-V"], capture_output=True, text=True, check=False).stdout
+        if parse_version(version) < MIN_TMUX_VERSION:
+            raise BackendUnavailable(f"{version.strip() or exe} is too old; need tmux >= 3.2")
+        if len(str(self.socket_path)) > MAX_SOCKET_PATH:
+            raise BackendUnavailable(
+                f"tmux socket path {self.socket_path} is too long for a unix socket; "
+                "choose a shorter AgentsApp.state_dir"
+            )
+        ensure_private_dir(self.tmux_dir)
+        ensure_private_dir(self.transcript_dir)
+        self.config_path.write_text(
+            CONFIG.format(history_limit=self.history_limit, default_terminal=self.default_terminal)
+        )
+
+    def spawn(self, request: SpawnRequest) -> LiveSession:
+        sid = check_session_id(request.session_id)
+        log = self.transcript_path(sid)
+        create_private_file(log)
+        # The environment travels in a private file the session's first process reads
+        # and deletes: as ``-e`` arguments it would sit in the tmux server's command line,
+        # readable by every user of the machine (secrets included).
+        env_file = self.tmux_dir / f"env-{sid}"
+        write_env_file(env_file, {k: v for k, v in request.env.items() if k not in TMUX_OWNED})
+        command = (
+            'exec env -i TERM="$TERM" TMUX="$TMUX" TMUX_PANE="$TMUX_PANE" /bin/sh -c '
+            + shlex.quote('set -a; . "$0"; rm -f "$0"; set +a; exec "$@"')
+            + " "
+            + shlex.join([str(env_file), *request.argv])
+        )
+        pipe = "exec cat >> " + shlex.quote(str(log))
+        try:
+            proc = self._run(
+                "new-session", "-d", "-s", sid, "-x", str(request.cols), "-y",
+                str(request.rows), "-c", tmux_format_arg(request.cwd), "--",
+                tmux_arg(command), ";",
+                "pipe-pane", "-O", "-t", f"={sid}:", tmux_format_arg(pipe), ";",
+                "display-message", "-p", "-t", f"={sid}:", "#{pane_pid}",
+            )  # fmt: skip
+        except BackendUnavailable:
+            env_file.unlink(missing_ok=True)
+            raise
+        return LiveSession(sid, int(proc.stdout.strip().splitlines()[-1]))
+
+    def list_live(self) -> list[LiveSession]:
+        live = self._list_panes()
+        if any(s.dead and s.exit_code is None for s in live):
+            # tmux (3.3a, seen in about 1 of 4 quick exits here) can miss a SIGCHLD and
+            # leave a dead pane's process unreaped with no status; nudge it and look again
+            self.nudge()
+            time.sleep(0.05)
+            live = self._list_panes()
+        return live
+
+    def _list_panes(self) -> list[LiveSession]:
+        if not self.socket_path.exists():
+            return []
+        proc = self._run(
+            "list-panes",
+            "-a",
+            "-F",
+            f"#{{pane_pid}}\t{DEAD_FORMAT}\t#{{pane_dead_time}}\t#{{session_name}}",
+            check=False,
+        )
+        if proc.returncode:
+            gone = ("no server running", "error connecting", "server exited unexpectedly")
+            if any(reason in proc.stderr for reason in gone):  # none, or dying right now
+                return []
+            raise BackendUnavailable(f"tmux list-panes failed: {proc.stderr.strip()}")
+        seen: dict[str, LiveSession] = {}
+        for line in proc.stdout.splitlines():
+            pid, dead_value, dead_time, name = line.split("\t", 3)
+            if name not in seen:  # first pane of a session is the one we started
+                dead, exit_code = parse_dead(dead_value)
+                seen[name] = LiveSession(
+                    name,
+                    int(pid) if pid.isdigit() else None,
+                    dead,
+                    exit_code,
+                    float(dead_time) if dead and dead_time.isdigit() else None,
+                )
+        return list(seen.values())
+
+    def nudge(self, server_pid: int | None = None) -> None:
+        """Make the tmux server reap its exited children: send it SIGCHLD, the signal it
+        missed. Harmless to any process (SIGCHLD's default is to be ignored)."""
+        if server_pid is None:
+            proc = self._run("display-message", "-p", "#{pid}", check=False)
+            if proc.returncode or not proc.stdout.strip().isdigit():
+                return
+            server_pid = int(proc.stdout.strip())
+        with contextlib.suppress(OSError):
+            os.kill(server_pid, signal.SIGCHLD)
+
+    def remove(self, session_id: str) -> None:
+        self._run("kill-session", "-t", tmux_arg(f"={session_id}"), check=False)
+
+    def kill_server(self) -> None:
+        """Stop the tmux server of this state dir and everything in it."""
+        self._run("kill-server", check=False)
+
+    def attach(self, session_id: str, listener: StreamListener) -> Stream:
+        return TmuxStream(self, check_session_id(session_id), listener)
+
+    def debug_attach_command(self, session_id: str) -> list[str]:
+        return [self.tmux_command, "-S", str(self.socket_path), "attach", "-t", f"={session_id}"]
