@@ -10,6 +10,7 @@ from jupyter_server._tz import utcnow
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Type
 
+from .attention import listen_for_hooks
 from .config import AgentsSettings, default_shell
 from .errors import AgentsError
 from .events import SCHEMA_ID, SCHEMA_PATH, SessionEvent
@@ -80,10 +81,14 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         self.serverapp.event_logger.register_event_schema(SCHEMA_PATH)
         # before the first request: the first GET /api/terminals must list survivors
         self.service.reconcile(boot=True)
+        self.service.apply_attention()  # hook events of while no server ran
         self.service.publish_external_changes()  # the baseline for changes made elsewhere
         self._restored = self._restore_on_start(self.service)
         self.manager = self.terminal_manager_class(
-            service=self.service, parent=self.serverapp, log=self.log
+            service=self.service,
+            restore_on_open=self.restore_on_open,
+            parent=self.serverapp,
+            log=self.log,
         )
         self.settings.update({"terminals_available": True, "terminal_manager": self.manager})
 
@@ -125,6 +130,9 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             lambda: loop.run_in_executor(None, service.reconcile)
         )
         self.manager.start_culling()
+        self._hooks = await listen_for_hooks(
+            service.state_dir, lambda: loop.run_in_executor(None, service.apply_attention)
+        )
         if self.refresh_interval > 0:
             self._refresher = asyncio.ensure_future(self._refresh(service))
         for session in self._restored:
@@ -144,6 +152,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             await asyncio.sleep(self.refresh_interval)
             try:
                 await asyncio.to_thread(service.follow_conversations)
+                await asyncio.to_thread(service.apply_attention)  # in case a wake was lost
                 await asyncio.to_thread(service.publish_external_changes)
             except AgentsError as e:
                 self.log.warning("jupyter_agents: refresh failed: %s", e)
@@ -161,6 +170,9 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
                 getattr(self, stop)()
         if hasattr(self, "_refresher"):
             self._refresher.cancel()
+        hooks = getattr(self, "_hooks", None)
+        if hooks is not None:
+            hooks.close()
         if self.manager is not None:
             self.manager.stop_culling()
             if self.on_shutdown == "kill":

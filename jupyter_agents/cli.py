@@ -3,7 +3,8 @@
 The CLI is a peer of the server over the same library (store + backend), so what it
 starts is visible in JupyterLab and what the server started can be listed, killed or
 restored here. Exit codes: 0 done, 1 failed, 2 bad usage, 3 unknown id, 4 the session's
-state does not allow it (e.g. restoring a running session).
+state does not allow it (e.g. restoring a running session); `wait`: 0 the session waits
+for input, 5 it asks permission, 6 it failed, 7 timed out.
 """
 
 from __future__ import annotations
@@ -14,15 +15,20 @@ import json
 import os
 import shlex
 import sys
+import time
 from collections.abc import Sequence
 from typing import TextIO
 
+from .attention import NEEDS_YOU
 from .config import open_sessions
 from .display import text_table
 from .errors import AgentsError, Conflict, NotFound
 from .sessions import SessionService
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT = 1, 2, 3, 4
+#: ``wait``'s exit codes: what the session needs (0: input), or that the wait timed out
+EXIT_WAIT = {"waiting": 0, "permission": 5, "error": 6}
+EXIT_TIMEOUT = 7
 
 
 def progress(done: int, total: int, label: str, out: TextIO) -> None:
@@ -135,6 +141,30 @@ def cmd_kill_server(service: SessionService, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_wait(service: SessionService, args: argparse.Namespace) -> int:
+    if args.any == bool(args.id):
+        raise SystemExit(_usage_error("wait: give a session id or --any, not both"))
+    watched = None if args.any else service.lookup(args.id).id
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    while True:
+        service.apply_attention()
+        running = [
+            s
+            for s in service.terminals()
+            if (watched is None or s.id == watched) and s.attention in NEEDS_YOU
+        ]
+        if running:
+            session = running[0]
+            reason = f" ({session.attention_reason})" if session.attention_reason else ""
+            print(f"{session.id} {session.name} {session.attention}{reason}")
+            return EXIT_WAIT[str(session.attention)]
+        if watched is not None and service.get(watched).status != "running":
+            raise Conflict(f"session {watched} is {service.get(watched).status}")
+        if deadline is not None and time.monotonic() >= deadline:
+            return EXIT_TIMEOUT
+        time.sleep(0.2)
+
+
 def cmd_gc(service: SessionService, args: argparse.Namespace) -> int:
     stale = service.stale_processes()
     if args.json:
@@ -168,6 +198,7 @@ COMMANDS = {
     "attach": cmd_attach,
     "kill-server": cmd_kill_server,
     "gc": cmd_gc,
+    "wait": cmd_wait,
 }
 
 
@@ -187,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jupyter agents",
         description="Persistent terminals and agent sessions of jupyter_agents.",
         parents=[common],
-        epilog="Exit codes: 0 done, 1 failed, 2 bad usage, 3 unknown id, 4 wrong state.",
+        epilog="Exit codes: 0 done, 1 failed, 2 bad usage, 3 unknown id, 4 wrong state; "
+        "wait: 0 waiting for input, 5 permission, 6 error, 7 timeout.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -221,6 +253,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("reconcile", "match the store with the backend now and print what changed")
     add("attach", "attach this terminal to a session (tmux attach)").add_argument("id")
     add("kill-server", "emergency stop of the backend: every session ends")
+    p = add(
+        "wait",
+        "block until a session needs you (exit 0 waiting for input, 5 permission, "
+        "6 error, 7 timeout)",
+    )
+    p.add_argument("id", nargs="?", help="session id or terminal name")
+    p.add_argument("--any", action="store_true", help="any running agent session")
+    p.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds")
     p = add("gc", "list processes left by ended sessions (e.g. agent daemons); --kill ends them")
     p.add_argument("--kill", action="store_true", help="end them (identity re-checked)")
     p.add_argument("--json", action="store_true", help="JSON output")

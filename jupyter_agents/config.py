@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from traitlets import Dict, Enum, Float, Int, List, Type, Unicode, Union, default
+from traitlets import Bool, Dict, Enum, Float, Int, List, Type, Unicode, Union, default
 from traitlets.config import Config, LoggingConfigurable
 
 from . import restore
@@ -106,6 +106,13 @@ class AgentsSettings(LoggingConfigurable):
         '"resume": ["aider", "--restore-chat-history"], "id": "none"}}. '
         "id is 'none' or 'assign' (a UUID replaces '{conversation_id}' in command and "
         "resume).",
+    )
+    restore_on_open = Bool(
+        True,
+        config=True,
+        help="When JupyterLab reopens a terminal tab whose session was interrupted (after "
+        "a reboot), restore that session in place (old tail, marker line, agents resumed) "
+        "instead of starting an unrelated shell.",
     )
     refresh_interval = Float(
         5.0,

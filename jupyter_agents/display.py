@@ -11,7 +11,17 @@ from collections.abc import Sequence
 
 from .store import Session
 
-COLUMNS = ("id", "name", "kind", "status", "pid", "conversation", "cwd", "last activity")
+COLUMNS = (
+    "id",
+    "name",
+    "kind",
+    "status",
+    "attention",
+    "pid",
+    "conversation",
+    "cwd",
+    "last activity",
+)
 
 
 def short_id(value: str | None) -> str:
@@ -25,11 +35,15 @@ def row(session: Session) -> tuple[str, ...]:
     if session.status == "exited" and session.exit_code is not None:
         status = f"exited ({session.exit_code})"
     conversation = short_id(session.conversation_id) + ("?" if session.ambiguous else "")
+    attention: str = session.attention or ""
+    if session.attention_reason:
+        attention += f" ({session.attention_reason})"
     return (
         session.id,
         session.name,
         session.kind,
         status,
+        attention,
         "" if session.pid is None else str(session.pid),
         conversation,
         session.cwd or "",

@@ -20,14 +20,14 @@ from .store import Session, SessionStore, Status
 SCHEMA_ID = "https://events.jupyter.org/jupyter_agents/session/v1"
 SCHEMA_PATH = Path(__file__).parent / "event_schemas" / "session" / "v1.yaml"
 
-EventAction = Literal["created", "status", "conversation", "activity", "updated"]
+EventAction = Literal["created", "status", "conversation", "attention", "activity", "updated"]
 
 
 @dataclasses.dataclass(frozen=True)
 class SessionEvent:
     """Something happened to a session: ``created``, ``status`` (``previous`` holds the
     old status), ``conversation`` (its id changed), ``activity`` (output or input),
-    ``updated`` (other fields, e.g. its size)."""
+    ``attention`` (what the agent needs changed), ``updated`` (other fields)."""
 
     action: EventAction
     session: Session
@@ -45,6 +45,9 @@ class SessionEvent:
             "previous_status": self.previous,
             "conversation_id": s.conversation_id,
             "reason": s.reason,
+            "attention": s.attention,
+            "attention_since": s.attention_since,
+            "attention_reason": s.attention_reason,
         }
 
 

@@ -160,7 +160,9 @@ class Restorer:
                 raise Conflict(f"session {session_id}: {reason}")
             previous = session.status
             session.env = self.service.env.environment(session.env)
-            launch = self.service.kinds[session.kind].resume(session, session.env)
+            kind = self.service.kinds[session.kind]
+            launch = kind.resume(session, session.env)
+            argv = kind.with_reporting(launch.argv, self.service.state_dir, session.id)
             if self.service.store.find_live(session.name) is not None:
                 session.name = next_free_name(self.service.store.live_names())
             transcript = Transcript(session.id, backend.transcript_path(session.id))
@@ -171,7 +173,7 @@ class Restorer:
                 if session.backend != backend.name:
                     session.backend = backend.name
                     self.service.store.update(session.id, backend=backend.name)
-                self.service.launch(session, launch, prelude_argv(prelude, launch.argv), previous)
+                self.service.launch(session, launch, prelude_argv(prelude, argv), previous)
             except BaseException:
                 prelude.unlink(missing_ok=True)
                 raise

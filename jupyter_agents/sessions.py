@@ -23,6 +23,7 @@ from typing import Any
 
 from . import conversations
 from .agents import AgentKind, Launch
+from .attention import SpoolReader
 from .backends import Backends
 from .backends.base import SpawnRequest
 from .errors import AgentsError, Conflict, InvalidRequest, NotFound
@@ -82,6 +83,7 @@ class SessionService:
         self.restorer = Restorer(self)
         self.events = EventHub(self.log)
         self.publish = self.events.publish
+        self.spool = SpoolReader(state_dir, store, kinds, self.publish, self.log)
 
     def close(self) -> None:
         """Close the store (the backends' sessions keep running)."""
@@ -133,10 +135,11 @@ class SessionService:
         return actions
 
     def list(self, statuses: Iterable[Status] | None = None) -> builtins.list[Session]:
-        """Every record (of ``statuses``), oldest first, after a reconcile and a check of
-        the running agents' conversation ids."""
+        """Every record (of ``statuses``), oldest first, after a reconcile, a check of
+        the running agents' conversation ids and the hook events spooled meanwhile."""
         self.reconcile()
         self.follow_conversations()
+        self.apply_attention()
         return self.store.list(statuses)
 
     def terminals(self) -> builtins.list[Session]:
@@ -170,6 +173,14 @@ class SessionService:
         wanted = None if kinds is None else set(kinds)
         return [s for s in self.store.list(["interrupted"]) if wanted is None or s.kind in wanted]
 
+    def interrupted_terminal(self, name: str) -> Session | None:
+        """The newest session whose terminal was called ``name``, if it is
+        ``interrupted`` and no running terminal has that name now."""
+        if self.store.find_live(name) is not None:
+            return None
+        named = [s for s in self.store.list() if s.name == name]
+        return named[-1] if named and named[-1].status == "interrupted" else None
+
     def kind(self, name: object) -> AgentKind:
         """The agent kind called ``name``; :class:`InvalidRequest` listing the known ones."""
         if isinstance(name, str) and name in self.kinds:
@@ -191,6 +202,12 @@ class SessionService:
         for session in self.store.get_many(c.session_id for c in changes):
             self.publish("conversation", session)
         return len(changes)
+
+    def apply_attention(self) -> int:
+        """Apply the hook events agents spooled since the last call, also those from
+        while no server ran (:class:`attention.SpoolReader`); each change is published.
+        Returns how many attention changes were made."""
+        return self.spool.apply()
 
     # -- starting ----------------------------------------------------------------------
 
@@ -239,7 +256,9 @@ class SessionService:
                 rows=24,
                 cols=80,
             )
-            self.launch(session, launch, launch.argv, was=None)
+            session.attention_source = agent.reports
+            argv = agent.with_reporting(launch.argv, self.state_dir, session.id)
+            self.launch(session, launch, argv, was=None)
         self.publish("created", session)
         return session, True
 

@@ -25,6 +25,8 @@ from typing import Any, Literal
 from .errors import Conflict, NotFound, StoreError
 
 Status = Literal["running", "exited", "interrupted", "orphaned", "killed"]
+#: what an agent session needs: ``waiting``, ``permission`` and ``error`` need the user
+Attention = Literal["working", "waiting", "permission", "error", "unknown"]
 
 #: Forward migrations; ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[str, ...] = (
@@ -59,6 +61,13 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE sessions ADD COLUMN reason TEXT;
     CREATE UNIQUE INDEX sessions_conversation ON sessions (conversation_id)
         WHERE conversation_id IS NOT NULL;
+    """,
+    # attention: what an agent session needs from its user, as its CLI reported it
+    """
+    ALTER TABLE sessions ADD COLUMN attention TEXT;
+    ALTER TABLE sessions ADD COLUMN attention_since TEXT;
+    ALTER TABLE sessions ADD COLUMN attention_reason TEXT;
+    ALTER TABLE sessions ADD COLUMN attention_source TEXT;
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -96,6 +105,14 @@ class Session:
     ambiguous: bool = False
     #: why the session is in its state, when that needs saying (e.g. a failed resume)
     reason: str | None = None
+    #: what the agent needs (None: a shell, or a kind that does not report)
+    attention: Attention | None = None
+    #: when it started needing that (ISO 8601 UTC)
+    attention_since: str | None = None
+    #: why, for ``error`` (e.g. ``authentication_failed``, ``rate_limit``)
+    attention_reason: str | None = None
+    #: how we know: ``hooks`` (exact, per-process hooks), ``notify`` (exact, at turn ends)
+    attention_source: str | None = None
 
     def to_model(self) -> dict[str, Any]:
         """The session model of the REST API (everything but process identity and env)."""

@@ -65,9 +65,12 @@ class TerminalManager(LoggingConfigurable):
         "inactive timeout value.",
     )
 
-    def __init__(self, service: SessionService, **kwargs: Any) -> None:
+    def __init__(
+        self, service: SessionService, restore_on_open: bool = True, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.service = service
+        self.restore_on_open = restore_on_open
         self._culler: asyncio.Task[None] | None = None
 
     def _session(self, name: str) -> Session:
@@ -83,9 +86,18 @@ class TerminalManager(LoggingConfigurable):
 
     def create(self, **kwargs: Any) -> MODEL:
         """Start a terminal (``name``, ``cwd`` as the REST API takes them); its model.
-        Blocking: async callers run it in a thread."""
+
+        A ``name`` that is running returns that terminal. With ``restore_on_open``, a
+        ``name`` whose latest session was ``interrupted`` (JupyterLab reopening its tabs
+        after a reboot) restores that session in place: the old tail, the marker line,
+        an agent resumed with its conversation id. Blocking: call it in a thread."""
+        name = kwargs.get("name")
         try:
-            session, _ = self.service.create(name=kwargs.get("name"), cwd=kwargs.get("cwd"))
+            if self.restore_on_open and isinstance(name, str):
+                lost = self.service.interrupted_terminal(name)
+                if lost is not None:
+                    return terminal_model(self.service.restore(lost.id))
+            session, _ = self.service.create(name=name, cwd=kwargs.get("cwd"))
         except AgentsError as e:
             raise http_error(e) from e
         return terminal_model(session)

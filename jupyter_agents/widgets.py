@@ -103,7 +103,8 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
     def _row(self, session: Session) -> widgets.HBox:
         label = widgets.HTML(
             f"<code>{html.escape(session.name)}</code> {html.escape(session.kind)} "
-            f"<b>{html.escape(session.status)}</b> {html.escape(session.conversation_id or '')}"
+            f"<b>{html.escape(session.status)}</b> {html.escape(session.attention or '')} "
+            f"{html.escape(session.conversation_id or '')}"
         )
         buttons = []
         actions: dict[str, Callable[[str], Any]] = {}

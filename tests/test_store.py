@@ -39,6 +39,10 @@ def test_round_trip_and_model(tmp_path):
         "args",
         "ambiguous",
         "reason",
+        "attention",
+        "attention_since",
+        "attention_reason",
+        "attention_source",
     }
     assert "env" not in model and "pid_created" not in model
     with pytest.raises(NotFound):

@@ -117,6 +117,15 @@ class AgentKind(ABC):
         ``env`` is the environment the new process gets (to find the CLI's files).
         """
 
+    #: how sessions of this kind report attention (``attention_source``): ``hooks``,
+    #: ``notify``, or None (they do not)
+    reports: str | None = None
+
+    def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
+        """``argv`` (from :meth:`launch` or :meth:`resume`) with this kind's attention
+        reporting for session ``session_id`` added (:mod:`jupyter_agents.attention`)."""
+        return argv
+
     #: whether the conversation id can change while the session runs (then
     #: :meth:`discover` is asked periodically)
     follows_conversation: bool = False

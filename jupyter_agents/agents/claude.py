@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
 
+from ..attention import claude_settings
 from ..errors import InvalidRequest
 from ..store import Session
 from .base import AgentKind, Launch, home_of, is_uuid
@@ -113,6 +114,10 @@ class ClaudeKind(AgentKind):
 
     name = "claude"
     follows_conversation = True
+    reports = "hooks"
+
+    def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
+        return [*argv, "--settings", str(claude_settings(state_dir, session_id))]
 
     def check_args(self, args: object) -> list[str]:
         checked = super().check_args(args)

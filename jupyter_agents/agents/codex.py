@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from ..attention import codex_notify
 from ..errors import InvalidRequest
 from ..store import Session
 from .base import AgentKind, Launch, home_of, is_uuid
@@ -92,6 +93,11 @@ class CodexKind(AgentKind):
 
     name = "codex"
     follows_conversation = True
+    reports = "notify"
+
+    def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
+        width = len(self.command)
+        return [*argv[:width], "-c", codex_notify(state_dir, session_id), *argv[width:]]
 
     def check_args(self, args: object) -> list[str]:
         checked = super().check_args(args)
