@@ -196,10 +196,12 @@ def read_spool(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return records, offset + end
 
 
-class SpoolReader:
-    """Applies the hook events spooled in a state dir to its store, in order, each file
-    from where the last call stopped. Idempotent across processes: an event no newer
-    than a session's ``attention_since`` was applied before."""
+class AttentionTracker:
+    """Keeps the store's attention states current: :meth:`apply_spool` applies the hook
+    events spooled in a state dir, in order, each file from where the last call stopped
+    (idempotent across processes: an event no newer than a session's
+    ``attention_since`` was applied before); :meth:`apply_silence` runs the heuristic of
+    kinds that report nothing exact."""
 
     def __init__(
         self,
@@ -217,7 +219,44 @@ class SpoolReader:
         self._offsets: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def apply(self) -> int:
+    def apply_silence(self, transcript_of: Callable[[str], Path], now: float) -> int:
+        """Running sessions of ``heuristic`` kinds: ``waiting`` once their transcript
+        (``transcript_of(session id)``) has been silent for the kind's ``silence``
+        seconds, else ``working``. Returns the number of changes."""
+        changed = 0
+        for session in self.store.list(["running"]):
+            kind = self.kinds.get(session.kind)
+            if kind is None or kind.reports != "heuristic":
+                continue
+            try:
+                last_output = transcript_of(session.id).stat().st_mtime
+            except OSError:
+                last_output = _epoch(session.last_activity)
+            silent = now - last_output >= getattr(kind, "silence", 5.0)
+            state: Attention = "waiting" if silent else "working"
+            if state != session.attention:
+                changed += self._set(session, state, None, last_output, "heuristic")
+        return changed
+
+    def _set(
+        self,
+        session: Session,
+        state: Attention,
+        reason: str | None,
+        when: float,
+        source: str | None,
+    ) -> int:
+        self.store.update(
+            session.id,
+            attention=state,
+            attention_reason=reason,
+            attention_since=_iso(when),
+            attention_source=source,
+        )
+        self.publish("attention", self.store.get(session.id))
+        return 1
+
+    def apply_spool(self) -> int:
         """Apply what is new in every spool file; the number of attention changes."""
         try:
             files = sorted(self.folder.glob("*.jsonl"))
@@ -249,16 +288,8 @@ class SpoolReader:
             state = state_after(record)
             if state is None or state == (session.attention, session.attention_reason):
                 continue
-            self.store.update(
-                session_id,
-                attention=state[0],
-                attention_reason=state[1],
-                attention_since=_iso(record["t"]),
-                attention_source=source,
-            )
+            changed += self._set(session, state[0], state[1], record["t"], source)
             session = self.store.get(session_id)
-            self.publish("attention", session)
-            changed += 1
         return changed
 
     def _follow(self, session: Session, conversation: object) -> Session:

@@ -17,13 +17,14 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import conversations
 from .agents import AgentKind, Launch
-from .attention import SpoolReader
+from .attention import AttentionTracker
 from .backends import Backends
 from .backends.base import SpawnRequest
 from .errors import AgentsError, Conflict, InvalidRequest, NotFound
@@ -83,7 +84,7 @@ class SessionService:
         self.restorer = Restorer(self)
         self.events = EventHub(self.log)
         self.publish = self.events.publish
-        self.spool = SpoolReader(state_dir, store, kinds, self.publish, self.log)
+        self.attention = AttentionTracker(state_dir, store, kinds, self.publish, self.log)
 
     def close(self) -> None:
         """Close the store (the backends' sessions keep running)."""
@@ -204,10 +205,15 @@ class SessionService:
         return len(changes)
 
     def apply_attention(self) -> int:
-        """Apply the hook events agents spooled since the last call, also those from
-        while no server ran (:class:`attention.SpoolReader`); each change is published.
-        Returns how many attention changes were made."""
-        return self.spool.apply()
+        """Bring attention states up to date (:class:`attention.AttentionTracker`): the
+        hook events agents spooled since the last call (also those of while no server
+        ran), and the silence heuristic of kinds that report nothing exact. Each change
+        is published; returns how many there were."""
+        changed = self.attention.apply_spool()
+        return changed + self.attention.apply_silence(
+            lambda sid: self.backends.get(self.store.get(sid).backend).transcript_path(sid),
+            time.time(),
+        )
 
     # -- starting ----------------------------------------------------------------------
 

@@ -33,7 +33,8 @@ _KIND_NAME = re.compile(r"\w{1,32}", re.ASCII)
 def make_kinds(shell_command: Sequence[str], config: Mapping[str, Any]) -> dict[str, AgentKind]:
     """The kinds a server offers: the built-ins, with ``config`` applied.
 
-    ``config`` maps a kind name to ``{"command": [...], "resume": [...], "id": ...}``.
+    ``config`` maps a kind name to ``{"command": [...], "resume": [...], "id": ...,
+    "attention": "none" | "silence", "silence": seconds}``.
     For ``claude`` and ``codex`` only ``command`` may be given (where the CLI is);
     ``shell`` is the terminal shell and cannot be configured here. Raises ``ValueError``
     naming the bad entry.
@@ -46,8 +47,16 @@ def make_kinds(shell_command: Sequence[str], config: Mapping[str, Any]) -> dict[
     for name, spec in config.items():
         if not isinstance(name, str) or not _KIND_NAME.fullmatch(name) or name == "shell":
             raise ValueError(f"agent kind name {name!r}: use 1-32 letters, digits or '_'")
-        if not isinstance(spec, Mapping) or not set(spec) <= {"command", "resume", "id"}:
-            raise ValueError(f"agent kind {name!r}: expected a dict with command, resume, id")
+        if not isinstance(spec, Mapping) or not set(spec) <= {
+            "command",
+            "resume",
+            "id",
+            "attention",
+            "silence",
+        }:
+            raise ValueError(
+                f"agent kind {name!r}: expected a dict with command, resume, id, attention, silence"
+            )
         command = spec.get("command")
         if not isinstance(command, list):
             raise ValueError(f"agent kind {name!r}: command must be a list of strings")
@@ -59,5 +68,12 @@ def make_kinds(shell_command: Sequence[str], config: Mapping[str, Any]) -> dict[
             resume = spec.get("resume")
             if resume is not None and not isinstance(resume, list):
                 raise ValueError(f"agent kind {name!r}: resume must be a list of strings")
-            kinds[name] = CustomKind(name, command, resume, str(spec.get("id", "none")))
+            kinds[name] = CustomKind(
+                name,
+                command,
+                resume,
+                str(spec.get("id", "none")),
+                str(spec.get("attention", "none")),
+                spec.get("silence", 5.0),
+            )
     return kinds

@@ -36,14 +36,29 @@ class CustomKind(AgentKind):
 
     ``id`` is ``none`` (no conversation id; resume runs ``resume`` as is) or ``assign``
     (a fresh UUID replaces ``{conversation_id}`` in ``command`` at launch and in
-    ``resume`` on restore). Launch args are appended to both.
+    ``resume`` on restore). Launch args are appended to both. ``attention`` is ``none``
+    or ``silence``: a heuristic, labelled so (``attention_source`` ``heuristic``): the
+    session is ``waiting`` once its output has been silent for ``silence`` seconds
+    (default 5), else ``working``.
     """
 
     def __init__(
-        self, name: str, command: Sequence[str], resume: Sequence[str] | None, id_strategy: str
+        self,
+        name: str,
+        command: Sequence[str],
+        resume: Sequence[str] | None,
+        id_strategy: str,
+        attention: str = "none",
+        silence: float = 5.0,
     ) -> None:
         self.name = name
         super().__init__(command)
+        if attention not in ("none", "silence"):
+            raise ValueError(f"agent kind {name!r}: attention must be 'none' or 'silence'")
+        if not isinstance(silence, (int, float)) or silence <= 0:
+            raise ValueError(f"agent kind {name!r}: silence must be a positive number")
+        self.reports = "heuristic" if attention == "silence" else None
+        self.silence = float(silence)
         self.resume_template = list(resume) if resume else list(command)
         if not all(isinstance(a, str) and a for a in self.resume_template):
             raise ValueError(f"agent kind {name!r}: resume must be a list of strings")
