@@ -96,8 +96,14 @@ class CodexKind(AgentKind):
     reports = "notify"
 
     def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
-        width = len(self.command)
-        return [*argv[:width], "-c", codex_notify(state_dir, session_id), *argv[width:]]
+        """Our options go right after ``codex`` (or ``codex resume``): ``notify`` runs
+        the hook at each turn's end, and ``--no-daemon`` keeps the thread in the
+        session's own process tree, so its thread lock (the exact conversation id) is
+        visible from the first second instead of held by a shared ``codex app-server``
+        daemon that also outlives the session."""
+        width = len(self.command) + (argv[len(self.command) : len(self.command) + 1] == ["resume"])
+        ours = ["-c", codex_notify(state_dir, session_id), "--no-daemon"]
+        return [*argv[:width], *ours, *argv[width:]]
 
     def check_args(self, args: object) -> list[str]:
         checked = super().check_args(args)
