@@ -7,30 +7,70 @@ claude: ``--session-id <uuid>`` (refused if not a UUID or already used), ``--res
 <id>`` / ``-r`` (refused without a transcript), ``--continue`` / ``-c`` (newest
 transcript of the cwd); ``$CLAUDE_CONFIG_DIR`` (else ``~/.claude``)
 ``/sessions/<pid>.json`` while running; ``projects/<slug>/<id>.jsonl`` from the first
-message; ``/clear`` rotates the id.
+message; ``/clear`` rotates the id. Hooks: those of ``--settings <file or JSON>`` and of
+the user's own ``settings.json`` (both fire, as with the real CLI) run through
+``/bin/sh -c`` with the payload JSON on stdin, waited for, with the real CLI's payload
+shapes (``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``, ...):
+``SessionStart`` (source ``startup``, ``resume`` with ``--resume``/``--continue``,
+``clear`` with the new id after ``/clear``, which first ends the old id with
+``SessionEnd`` reason ``clear``, as 2.1.197 does).
+
+Lines typed into the fake claude (a "turn" runs ``UserPromptSubmit`` first):
+
+- text: ``PreToolUse`` + ``PostToolUse`` (tool ``Bash``), the reply ``claude heard:
+  <text>``, ``Stop``;
+- ``/hold``: ``PreToolUse``, then the tool "runs" (working) until the next line;
+- ``/perm``: ``PreToolUse``, ``PermissionRequest`` + ``Notification``
+  (``permission_prompt``), then waits for the answer line;
+- ``/fail``: ``StopFailure`` (``error`` ``authentication_failed``), ends the turn;
+- after ``/hold`` or an answer to ``/perm``: ``PostToolUse``, then the line goes on:
+  ``/hold``, ``/perm`` or ``/fail`` continue the same turn as above, anything else ends
+  it (reply, ``Stop``). So ``/hold`` then ``/perm`` then ``/hold`` then ``/fail`` walks
+  working -> permission -> working -> error with every state held until the next line;
+- ``/idle``: ``Notification`` (``idle_prompt``), no turn;
+- ``/clear``: see above; ``/exit``: ``SessionEnd`` (``prompt_input_exit``), exit.
 
 codex: a new thread per run, ``resume <id>`` / ``resume --last``; ``$CODEX_HOME``
 (else ``~/.codex``) ``/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`` with a
 ``session_meta`` first record; ``thread-writer-locks/<id>.lock`` held open while running
-(not with ``FAKE_CODEX_NO_LOCK=1``); ``/new`` starts a new thread.
+(not with ``FAKE_CODEX_NO_LOCK=1``); ``/new`` starts a new thread. ``-c key=value`` /
+``--config key=value`` and ``--no-daemon`` (before or after ``resume``): ``notify`` (a
+TOML array) is run directly (no shell) at the end of every turn with one more argument,
+the JSON
+``{"type": "agent-turn-complete", "thread-id", "turn-id", "cwd", "input-messages",
+"last-assistant-message"}`` (the fake waits for it; the real one does not).
+``FAKE_CODEX_DAEMON=1`` models Codex 0.171's TUI instead: the thread lock is held by a
+detached ``codex app-server`` daemon (its own session, outside the terminal's process
+tree; one per ``$CODEX_HOME``, shared by every codex of that home, see
+:func:`app_server`), and the rollout appears only at the first message (``--no-daemon`` opts out, as
+with the real one). The daemon
+outlives the codex processes for ``FAKE_CODEX_DAEMON_LINGER`` seconds (default 3) after
+its last client went, then exits, so tests leave nothing behind.
 
 Both read lines from the terminal: ``/exit`` ends, other text is a "message". Every run
 appends one JSON line to ``$FAKE_AGENT_LOG`` (default ``~/fake-agents.jsonl``): pid,
 argv, cwd, env, the conversation id
-(``start``), or the error (``error``); id changes are logged too.
+(``start``), or the error (``error``); id changes are logged too, and every hook or
+notify command run (``hook``: ``name``, ``payload``, ``command``, ``returncode``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import re
 import signal
+import socket
+import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 
 def log(event: str, **fields: object) -> None:
@@ -68,19 +108,105 @@ def _hangup(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def lines() -> object:
+def read_line(prompt: str = "> ") -> str | None:
+    """The next line typed (stripped), None at the end of input."""
+    print(prompt, end="", flush=True)
+    line = sys.stdin.readline()
+    return line.strip() if line else None
+
+
+def lines() -> Iterator[str]:
     while True:
-        print("> ", end="", flush=True)
-        line = sys.stdin.readline()
-        if not line:
-            return
-        text = line.strip()
-        if text == "/exit":
+        text = read_line()
+        if text is None or text == "/exit":
             return
         yield text
 
 
 # -- claude ---------------------------------------------------------------------------
+
+CLAUDE_MODEL = "claude-fake-4"
+
+
+class ClaudeHooks:
+    """The hook commands of one claude process: ``--settings`` plus the user's own
+    ``settings.json`` (both fire)."""
+
+    def __init__(self, home: Path, settings: list[str], cwd: str) -> None:
+        self.cwd = cwd
+        self.sources: list[dict[str, Any]] = []
+        for value in [str(home / "settings.json"), *settings]:
+            config = self._load(value)
+            if isinstance(config, dict) and isinstance(config.get("hooks"), dict):
+                self.sources.append(config["hooks"])
+
+    @staticmethod
+    def _load(value: str) -> Any:
+        if value.lstrip().startswith("{"):
+            try:
+                return json.loads(value)
+            except ValueError:
+                fail(f"Invalid JSON in --settings: {value[:80]}")
+        try:
+            return json.loads(Path(value).read_text())
+        except (OSError, ValueError):
+            return None
+
+    @staticmethod
+    def _matches(matcher: object, value: object) -> bool:
+        if matcher in (None, "", "*"):
+            return True
+        if not isinstance(matcher, str) or not isinstance(value, str):
+            return False
+        return any(re.fullmatch(m, value) for m in matcher.split("|"))
+
+    def commands(self, event: str, payload: dict[str, Any]) -> list[tuple[str, float]]:
+        target = {
+            "PreToolUse": "tool_name",
+            "PostToolUse": "tool_name",
+            "PermissionRequest": "tool_name",
+            "SessionStart": "source",
+            "SessionEnd": "reason",
+            "Notification": "notification_type",
+            "StopFailure": "error",
+        }.get(event)
+        found = []
+        for hooks in self.sources:
+            for group in hooks.get(event) or []:
+                if not isinstance(group, dict):
+                    continue
+                if target and not self._matches(group.get("matcher"), payload.get(target)):
+                    continue
+                for hook in group.get("hooks") or []:
+                    if isinstance(hook, dict) and hook.get("type") == "command":
+                        found.append((str(hook["command"]), float(hook.get("timeout", 60))))
+        return found
+
+    def fire(self, event: str, cid: str, transcript: Path, **fields: Any) -> None:
+        payload = {
+            "session_id": cid,
+            "transcript_path": str(transcript),
+            "cwd": self.cwd,
+            "hook_event_name": event,
+            **fields,
+        }
+        env = {**os.environ, "CLAUDE_PROJECT_DIR": self.cwd, "CLAUDE_CODE_SESSION_ID": cid}
+        for command, timeout in self.commands(event, payload):
+            try:
+                done = subprocess.run(
+                    ["/bin/sh", "-c", command],
+                    input=json.dumps(payload).encode(),
+                    env=env,
+                    cwd=self.cwd,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=timeout,
+                    check=False,
+                )
+                code: int | None = done.returncode
+            except subprocess.TimeoutExpired:
+                code = None
+            log("hook", name=event, payload=payload, command=command, returncode=code)
 
 
 def claude(args: list[str]) -> None:
@@ -88,6 +214,9 @@ def claude(args: list[str]) -> None:
     cwd = os.path.realpath(os.getcwd())
     project = home / "projects" / re.sub(r"[^a-zA-Z0-9]", "-", cwd)
     cid: str | None = None
+    source = "startup"
+    settings: list[str] = []
+    model = CLAUDE_MODEL
     i = 0
     while i < len(args):
         arg = args[i]
@@ -102,14 +231,23 @@ def claude(args: list[str]) -> None:
             cid = args[i + 1]
             if not list(home.glob(f"projects/*/{cid}.jsonl")):
                 fail(f"No conversation found with session ID: {cid}")
+            source = "resume"
             i += 1
         elif arg in ("--continue", "-c"):
             found = sorted(project.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
             if not found:
                 fail("No conversation found to continue")
             cid = found[-1].stem
+            source = "resume"
+        elif arg == "--settings":
+            settings.append(args[i + 1])
+            i += 1
+        elif arg == "--model":
+            model = args[i + 1]
+            i += 1
         i += 1
     cid = cid or str(uuid.uuid4())
+    hooks = ClaudeHooks(home, settings, cwd)
     pid_map = home / "sessions" / f"{os.getpid()}.json"
     pid_map.parent.mkdir(parents=True, exist_ok=True)
 
@@ -118,22 +256,76 @@ def claude(args: list[str]) -> None:
             json.dumps({"pid": os.getpid(), "sessionId": cid, "cwd": cwd, "status": "idle"})
         )
 
+    def fire(event: str, **fields: Any) -> None:
+        hooks.fire(event, cid, project / f"{cid}.jsonl", **fields)
+
+    def tool(event: str, **fields: Any) -> None:
+        tool_input = {"command": "echo fake", "description": "a fake tool call"}
+        fire(event, tool_name="Bash", tool_input=tool_input, **fields)
+
+    def turn(text: str) -> None:
+        """One prompt, until Stop or StopFailure (see the module docstring)."""
+        prompt_id = str(uuid.uuid4())
+        fire("UserPromptSubmit", prompt=text, prompt_id=prompt_id, permission_mode="default")
+        project.mkdir(parents=True, exist_ok=True)
+        with (project / f"{cid}.jsonl").open("a") as f:
+            record = {"type": "user", "sessionId": cid, "cwd": cwd, "message": text}
+            f.write(json.dumps(record) + "\n")
+        step: str | None = text
+        while True:
+            if step == "/fail":
+                message = "Not logged in · Please run /login"
+                fire("StopFailure", error="authentication_failed", last_assistant_message=message)
+                print(f"API error: authentication_failed ({message})", flush=True)
+                return
+            tool("PreToolUse")
+            if step == "/perm":
+                tool("PermissionRequest", permission_suggestions=[])
+                fire(
+                    "Notification",
+                    message="Claude needs your permission to use Bash",
+                    notification_type="permission_prompt",
+                )
+                print("Do you want to proceed? (any line answers)", flush=True)
+                step = read_line("permission> ")
+            elif step == "/hold":
+                print("working (until the next line)", flush=True)
+                step = read_line("working> ")
+            if step is None:
+                return
+            tool("PostToolUse", tool_response={"stdout": "fake", "stderr": ""})
+            if step not in ("/hold", "/perm", "/fail"):
+                break
+        print(f"claude heard: {text}", flush=True)
+        fire("Stop", stop_hook_active=False)
+
     write_map()
     log("start", id=cid)
+    fire("SessionStart", source=source, model=model)
     print(f"FAKE CLAUDE conversation {cid}", flush=True)
     try:
-        for text in lines():
+        while True:
+            text = read_line()
+            if text is None or text == "/exit":
+                # the pid map goes first: whoever ends us may be waiting for that
+                pid_map.unlink(missing_ok=True)
+                fire("SessionEnd", reason="other" if text is None else "prompt_input_exit")
+                break
             if text == "/clear":
+                fire("SessionEnd", reason="clear")
                 cid = str(uuid.uuid4())
                 write_map()
                 log("clear", id=cid)
+                fire("SessionStart", source="clear")
                 print(f"cleared; conversation {cid}", flush=True)
+            elif text == "/idle":
+                fire(
+                    "Notification",
+                    message="Claude is waiting for your input",
+                    notification_type="idle_prompt",
+                )
             elif text:
-                project.mkdir(parents=True, exist_ok=True)
-                with (project / f"{cid}.jsonl").open("a") as f:
-                    record = {"type": "user", "sessionId": cid, "cwd": cwd, "message": text}
-                    f.write(json.dumps(record) + "\n")
-                print(f"claude heard: {text}", flush=True)
+                turn(text)
     finally:
         pid_map.unlink(missing_ok=True)
 
@@ -141,36 +333,142 @@ def claude(args: list[str]) -> None:
 # -- codex ----------------------------------------------------------------------------
 
 
+def new_rollout(home: Path, cwd: str, cid: str) -> Path:
+    now = datetime.now(timezone.utc)
+    folder = home / "sessions" / now.strftime("%Y/%m/%d")
+    folder.mkdir(parents=True, exist_ok=True)
+    rollout = folder / f"rollout-{now.strftime('%Y-%m-%dT%H-%M-%S')}-{cid}.jsonl"
+    meta = {"id": cid, "timestamp": now.isoformat().replace("+00:00", "Z"), "cwd": cwd}
+    rollout.write_text(json.dumps({"type": "session_meta", "payload": meta}) + "\n")
+    return rollout
+
+
+def take_lock(home: Path, cid: str) -> int:
+    lock = home / "thread-writer-locks" / f"{cid}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def drop_lock(home: Path, cid: str, fd: int) -> None:
+    os.close(fd)
+    (home / "thread-writer-locks" / f"{cid}.lock").unlink(missing_ok=True)
+
+
 class Thread:
-    def __init__(self, home: Path, cwd: str, cid: str | None) -> None:
+    def __init__(
+        self, home: Path, cwd: str, cid: str | None, daemon: AppServerClient | None = None
+    ) -> None:
         self.home = home
+        self.cwd = cwd
+        self.daemon = daemon
         self.lock_fd: int | None = None
+        self.rollout: Path | None = None
         if cid is None:
-            now = datetime.now(timezone.utc)
             self.id = str(uuid.uuid4())
-            folder = home / "sessions" / now.strftime("%Y/%m/%d")
-            folder.mkdir(parents=True, exist_ok=True)
-            self.rollout = folder / f"rollout-{now.strftime('%Y-%m-%dT%H-%M-%S')}-{self.id}.jsonl"
-            meta = {"id": self.id, "timestamp": now.isoformat().replace("+00:00", "Z"), "cwd": cwd}
-            self.rollout.write_text(json.dumps({"type": "session_meta", "payload": meta}) + "\n")
+            if daemon is None:  # the daemon's TUI writes it at the first message only
+                self.rollout = new_rollout(home, cwd, self.id)
         else:
             self.id = cid
             self.rollout = next(home.glob(f"sessions/*/*/*/rollout-*-{cid}.jsonl"))
-        if not os.environ.get("FAKE_CODEX_NO_LOCK"):
-            lock = home / "thread-writer-locks" / f"{self.id}.lock"
-            lock.parent.mkdir(parents=True, exist_ok=True)
-            self.lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
+        if daemon is not None:
+            daemon.call("open", self.id)
+        elif not os.environ.get("FAKE_CODEX_NO_LOCK"):
+            self.lock_fd = take_lock(home, self.id)
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self.rollout is None:
+            self.rollout = new_rollout(self.home, self.cwd, self.id)
+        with self.rollout.open("a") as f:
+            f.write(json.dumps(record) + "\n")
 
     def close(self) -> None:
+        if self.daemon is not None:
+            with contextlib.suppress(OSError):
+                self.daemon.call("close", self.id)
         if self.lock_fd is not None:
-            os.close(self.lock_fd)
-            (self.home / "thread-writer-locks" / f"{self.id}.lock").unlink(missing_ok=True)
+            drop_lock(self.home, self.id, self.lock_fd)
+            self.lock_fd = None
+
+
+def codex_config(args: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """``-c key=value`` / ``--config key=value`` overrides (values parsed as TOML, else
+    kept as strings, as codex does; ``--no-daemon`` shows as the key ``--no-daemon``)
+    and the other arguments."""
+    overrides: dict[str, Any] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in ("-c", "--config") and i + 1 < len(args):
+            pair = args[i + 1]
+            i += 2
+        elif arg.startswith("--config="):
+            pair = arg.split("=", 1)[1]
+            i += 1
+        elif arg == "--no-daemon":
+            overrides["--no-daemon"] = True
+            i += 1
+            continue
+        else:
+            rest.append(arg)
+            i += 1
+            continue
+        key, sep, value = pair.partition("=")
+        if not sep:
+            fail(f"Invalid override (missing '='): {pair}")
+        overrides[key.strip()] = parse_toml_value(value.strip())
+    return overrides, rest
+
+
+def parse_toml_value(value: str) -> Any:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: JSON arrays of strings are TOML too
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    try:
+        return tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return value
+
+
+def notify(command: object, thread: Thread, text: str, reply: str) -> None:
+    if not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)):
+        return
+    payload = {
+        "type": "agent-turn-complete",
+        "thread-id": thread.id,
+        "turn-id": str(uuid.uuid4()),
+        "cwd": thread.cwd,
+        "input-messages": [text],
+        "last-assistant-message": reply,
+    }
+    try:
+        done = subprocess.run(
+            [*command, json.dumps(payload)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
+        code: int | None = done.returncode
+    except (OSError, subprocess.TimeoutExpired):
+        code = None
+    log("hook", name="notify", payload=payload, command=command, returncode=code)
 
 
 def codex(args: list[str]) -> None:
+    if args[:2] == ["app-server", "--fake-daemon"]:
+        app_server(Path(args[2]))
+        return
     home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
     cwd = os.getcwd()
+    config, args = codex_config(args)
     cid: str | None = None
     if args[:1] == ["resume"]:
         rollouts = list(home.glob("sessions/*/*/*/rollout-*.jsonl"))
@@ -183,22 +481,153 @@ def codex(args: list[str]) -> None:
             cid = args[1] if len(args) > 1 else ""
             if not any(p.stem.endswith(cid) for p in rollouts) or not is_uuid(cid):
                 fail(f"No saved session found with ID {cid}")
-    thread = Thread(home, cwd, cid)
+    wants_daemon = os.environ.get("FAKE_CODEX_DAEMON") and not config.get("--no-daemon")
+    daemon = AppServerClient(home) if wants_daemon else None
+    thread = Thread(home, cwd, cid, daemon)
     log("start", id=thread.id)
     print(f"FAKE CODEX thread {thread.id}", flush=True)
     try:
         for text in lines():
             if text == "/new":
                 thread.close()
-                thread = Thread(home, cwd, None)
+                thread = Thread(home, cwd, None, daemon)
                 log("new", id=thread.id)
                 print(f"new thread {thread.id}", flush=True)
             elif text:
-                with thread.rollout.open("a") as f:
-                    f.write(json.dumps({"type": "response_item", "text": text}) + "\n")
-                print(f"codex heard: {text}", flush=True)
+                thread.append({"type": "response_item", "text": text})
+                reply = f"codex heard: {text}"
+                print(reply, flush=True)
+                notify(config.get("notify"), thread, text, reply)
     finally:
         thread.close()
+        if daemon is not None:
+            daemon.close()
+
+
+# -- codex app-server daemon (FAKE_CODEX_DAEMON=1) ------------------------------------
+
+
+def daemon_socket(home: Path) -> str:
+    """The daemon's socket: abstract (no file, no path length limit), one per home."""
+    import hashlib
+
+    return "\0fake-codex-app-server-" + hashlib.sha256(str(home).encode()).hexdigest()[:16]
+
+
+class AppServerClient:
+    """A codex TUI's connection to the app-server daemon of its ``$CODEX_HOME``, which
+    it starts (detached: a new session, reparented to init) when none answers."""
+
+    def __init__(self, home: Path) -> None:
+        path = daemon_socket(home)
+        deadline = time.monotonic() + 10
+        started = False
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(path)
+                break
+            except OSError:
+                sock.close()
+                if not started:
+                    self._spawn(home)
+                    started = True
+                if time.monotonic() > deadline:
+                    fail("codex app-server daemon did not start")
+                time.sleep(0.05)
+        self.sock = sock
+        self.reader = sock.makefile("r")
+
+    @staticmethod
+    def _spawn(home: Path) -> None:
+        argv = [sys.executable, os.path.abspath(__file__), "codex", "app-server"]
+        # double fork: the daemon's parent exits at once, so it is re-parented to init
+        # (or the nearest subreaper) and is in no terminal's process tree or session
+        middle = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import subprocess, sys; subprocess.Popen(sys.argv[1:], start_new_session=True,"
+                " stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,"
+                " close_fds=True)",
+                *argv,
+                "--fake-daemon",
+                str(home),
+            ],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        middle.wait()
+
+    def call(self, op: str, cid: str) -> None:
+        self.sock.sendall((json.dumps({"op": op, "id": cid}) + "\n").encode())
+        self.reader.readline()  # done: the lock is held (or dropped)
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+
+def app_server(home: Path) -> None:
+    """The daemon: holds ``thread-writer-locks/<id>.lock`` for its clients' threads,
+    drops a client's locks when it disconnects, exits ``FAKE_CODEX_DAEMON_LINGER``
+    seconds after its last client went (or when another daemon owns the socket)."""
+    import selectors
+
+    linger = float(os.environ.get("FAKE_CODEX_DAEMON_LINGER", "3"))
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(daemon_socket(home))
+    except OSError:
+        return  # another daemon serves this home
+    server.listen()
+    log("daemon", home=str(home))
+    sel = selectors.DefaultSelector()
+    sel.register(server, selectors.EVENT_READ)
+    clients: dict[socket.socket, tuple[bytearray, dict[str, int]]] = {}
+    idle_since: float | None = time.monotonic()
+    try:
+        while True:
+            if idle_since is not None and time.monotonic() - idle_since > linger:
+                return
+            for key, _ in sel.select(0.2):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if sock is server:
+                    conn, _ = server.accept()
+                    clients[conn] = (bytearray(), {})
+                    sel.register(conn, selectors.EVENT_READ)
+                    idle_since = None
+                    continue
+                buf, locks = clients[sock]
+                data = sock.recv(4096)
+                if not data:
+                    sel.unregister(sock)
+                    sock.close()
+                    for cid, fd in locks.items():
+                        drop_lock(home, cid, fd)
+                    del clients[sock]
+                    if not clients:
+                        idle_since = time.monotonic()
+                    continue
+                buf += data
+                while b"\n" in buf:
+                    line, _, rest = bytes(buf).partition(b"\n")
+                    buf[:] = rest
+                    request = json.loads(line)
+                    cid = request["id"]
+                    if request["op"] == "open" and cid not in locks:
+                        locks[cid] = take_lock(home, cid)
+                    elif request["op"] == "close" and cid in locks:
+                        drop_lock(home, cid, locks.pop(cid))
+                    sock.sendall(b"ok\n")
+    finally:
+        for _, locks in clients.values():
+            for cid, fd in locks.items():
+                drop_lock(home, cid, fd)
+        server.close()
 
 
 def main() -> None:
