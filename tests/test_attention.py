@@ -1,0 +1,326 @@
+"""Attention (issue 15): the fake CLIs (tests/fakes/fake_agent.py) run the hooks they are
+given, exactly like the real ones; every state they report reaches the REST model, the
+events stream and the CLI, also when it happened while no server ran."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_core import EventClient
+
+from jupyter_agents.cli import main
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient, poll
+
+SECRET = "tell-nobody-7f3a"  # typed as a prompt: must never reach the spool or the store
+
+
+def new(server: ServerProcess, kind: str, cwd: Path, **extra: Any) -> dict[str, Any]:
+    status, model = server.request(
+        "POST", "/api/agents/sessions", {"kind": kind, "cwd": str(cwd), **extra}
+    )
+    assert status == 201, model
+    return model
+
+
+def model(server: ServerProcess, session_id: str) -> dict[str, Any]:
+    status, body = server.request("GET", f"/api/agents/sessions/{session_id}")
+    assert status == 200, body
+    return dict(body)
+
+
+def reaches(
+    server: ServerProcess, session_id: str, attention: str | None, timeout: float = 20
+) -> dict[str, Any]:
+    """The session's model once its attention is ``attention``."""
+    found: dict[str, Any] = {}
+
+    def check() -> bool:
+        found.update(model(server, session_id))
+        return bool(found["attention"] == attention)
+
+    try:
+        poll(check, timeout=timeout, what=f"attention {attention}")
+    except AssertionError:
+        raise AssertionError(f"attention never became {attention!r}: {found}") from None
+    return found
+
+
+def hooks_fired(fake_agents: Any, name: str, pid: int | None = None) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in fake_agents.records("hook")
+        if r["name"] == name and (pid is None or r["pid"] == pid)
+    ]
+
+
+def iso(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "proj"
+    path.mkdir()
+    return path
+
+
+@pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
+def test_each_transition_reaches_the_model_and_the_events(agents_server, fake_agents, project):
+    server = agents_server(env=fake_agents.env)
+    events = EventClient(server)
+    try:
+        shell = new(server, "shell", project)
+        agent = new(server, "claude", project)
+        sid = agent["id"]
+        # the CLI gets our private hooks file, after the other flags
+        run = poll(lambda: fake_agents.records("start"), what="claude start")[0]
+        assert run["argv"][-2] == "--settings", run["argv"]
+        settings = json.loads(Path(run["argv"][-1]).read_text())
+        assert set(settings["hooks"]) >= {"SessionStart", "Stop", "StopFailure", "Notification"}
+
+        start = reaches(server, sid, "waiting")  # SessionStart
+        assert start["attention_source"] == "hooks"
+        assert start["attention_reason"] is None
+        assert model(server, shell["id"])["attention"] is None  # shells report nothing
+        client: TermClient = server.ws(agent["name"])
+        client.wait_for("FAKE CLAUDE conversation")
+
+        def typed(line: str, expect: str | None = None) -> None:
+            client.stdin(line + "\r")
+            if expect:
+                client.wait_for(expect)
+
+        # a whole turn: working, then waiting (each change is an event, even when the
+        # REST model only ever shows the last)
+        typed(SECRET, f"claude heard: {SECRET}")
+        poll(lambda: len(events.of(sid, "attention")) >= 3, what="turn events")
+        # every state held until the next line, so the model shows each one
+        seen = [reaches(server, sid, "waiting")]
+        steps = [
+            ("/hold", "working"),
+            ("ok", "waiting"),
+            ("/hold", "working"),
+            ("/perm", "permission"),
+            ("/hold", "working"),  # no hook fires for the answer itself: the tool's does
+            ("/fail", "error"),
+        ]
+        for line, state in steps:
+            typed(line)
+            seen.append(reaches(server, sid, state))
+        assert seen[-1]["attention_reason"] == "authentication_failed"
+        assert all(m["attention_reason"] is None for m in seen[:-1])
+        assert all(m["attention_source"] == "hooks" for m in seen)
+        times = [iso(m["attention_since"]) for m in seen]
+        assert times == sorted(times) and len(set(times)) == len(times), times
+
+        expected = ["waiting", "working", "waiting", *(state for _, state in steps)]
+        got = poll(
+            lambda: (
+                len(events.of(sid, "attention")) >= len(expected) and events.of(sid, "attention")
+            ),
+            what="every attention event",
+        )
+        assert [e["attention"] for e in got] == expected
+        last = got[-1]
+        assert last["attention_reason"] == "authentication_failed"
+        assert last["attention_since"] == seen[-1]["attention_since"]
+        assert last["status"] == "running" and last["kind"] == "claude"
+        assert events.of(shell["id"], "attention") == []
+
+        # an idle notification closes the error; /clear: the conversation follows
+        # SessionStart's exact id (after SessionEnd of the old one)
+        typed("/idle")
+        idle = reaches(server, sid, "waiting")
+        assert idle["attention_reason"] is None
+        typed("/clear", "cleared; conversation")
+        cleared = [r["id"] for r in fake_agents.records("clear") if r["pid"] == agent["pid"]]
+        started = hooks_fired(fake_agents, "SessionStart", agent["pid"])
+        assert started[-1]["payload"]["source"] == "clear"
+        assert started[-1]["payload"]["session_id"] == cleared[0]
+        poll(lambda: model(server, sid)["conversation_id"] == cleared[0], what="id after /clear")
+        conversation = poll(lambda: events.of(sid, "conversation"), what="conversation event")
+        assert conversation[-1]["conversation_id"] == cleared[0]
+        reaches(server, sid, "waiting")
+
+        # the spool keeps status, never what was typed
+        spool = server.state_dir / "spool" / f"{sid}.jsonl"
+        assert spool.exists()
+        assert SECRET not in spool.read_text()
+        _, listed = server.request("GET", "/api/agents/sessions")
+        assert SECRET not in json.dumps(listed)
+
+        # /exit: SessionEnd says nothing is known any more
+        typed("/exit")
+        poll(lambda: model(server, sid)["status"] == "exited", what="exit")
+        reaches(server, sid, "unknown")
+        client.close()
+    finally:
+        events.close()
+
+
+def test_events_spooled_while_no_server_runs_are_applied_at_start(
+    agents_server, fake_agents, project
+):
+    server = agents_server(env=fake_agents.env)
+    agent = new(server, "claude", project)
+    sid = agent["id"]
+    reaches(server, sid, "waiting")
+    server.stop(signal.SIGKILL)  # tmux keeps the agent running, nobody reads the spool
+
+    socket = server.state_dir / "tmux" / "socket"
+
+    def send(line: str) -> None:
+        subprocess.run(
+            ["tmux", "-S", str(socket), "send-keys", "-t", f"={sid}:", line, "Enter"],
+            check=True,
+        )
+
+    send("/clear")
+    cleared = poll(
+        lambda: [r["id"] for r in fake_agents.records("clear") if r["pid"] == agent["pid"]],
+        what="/clear while the server is down",
+    )
+    send("/hold")
+    send("/perm")
+    poll(
+        lambda: hooks_fired(fake_agents, "PermissionRequest", agent["pid"]),
+        what="permission hook while the server is down",
+    )
+
+    server = agents_server(env=fake_agents.env)
+    events = EventClient(server)
+    try:
+        # applied while the server started, before it served anything
+        after = model(server, sid)
+        assert after["status"] == "running"
+        assert after["attention"] == "permission", after
+        assert after["conversation_id"] == cleared[0]
+        # and live again from here on
+        send("/fail")
+        failed = reaches(server, sid, "error")
+        assert failed["attention_reason"] == "authentication_failed"
+        got = poll(lambda: events.of(sid, "attention"), what="attention event")
+        assert [e["attention"] for e in got] == ["working", "error"]
+    finally:
+        events.close()
+
+
+def test_codex_turns_report_through_notify(agents_server, fake_agents, project):
+    # FAKE_CODEX_DAEMON: the fake behaves like the real TUI (a detached app-server daemon
+    # holding the thread lock) unless launched with --no-daemon, as we launch it
+    server = agents_server(env={**fake_agents.env, "FAKE_CODEX_DAEMON": "1"})
+    coder = new(server, "codex", project)
+    sid = coder["id"]
+    run = poll(lambda: fake_agents.records("start"), what="codex start")[0]
+    notify = run["argv"][run["argv"].index("-c") + 1]
+    assert notify.startswith("notify=[")
+    assert "--no-daemon" in run["argv"]
+    # the exact id from the first second: the thread lock is in the session's own tree
+    poll(lambda: model(server, sid)["conversation_id"] == run["id"], what="codex id")
+    assert not fake_agents.records("daemon")
+
+    server.type_line(coder["name"], "hello", "codex heard: hello")
+    turned = reaches(server, sid, "waiting")
+    assert turned["attention_source"] == "notify"
+    fired = hooks_fired(fake_agents, "notify")
+    assert len(fired) == 1 and fired[0]["returncode"] == 0
+    assert fired[0]["payload"]["thread-id"] == turned["conversation_id"] == run["id"]
+
+    # /new: the next turn's thread-id is the new exact conversation id
+    server.type_line(coder["name"], "/new", "new thread")
+    server.type_line(coder["name"], "again", "codex heard: again")
+    renewed = fake_agents.records("new")[0]["id"]
+    poll(lambda: model(server, sid)["conversation_id"] == renewed, what="id after /new")
+
+
+def cli(state: Path, *args: str) -> tuple[int, str, str]:
+    """``jupyter agents ARGS --state-dir STATE`` in this process: exit code, out, err."""
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([*args, "--state-dir", str(state)])
+        except SystemExit as e:  # argparse's usage errors
+            code = int(e.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_wait_and_the_attention_column(agents_server, agents_state_dir, fake_agents, project):
+    server = agents_server(env=fake_agents.env)
+    agent = new(server, "claude", project)
+    sid = agent["id"]
+    shell = new(server, "shell", project)
+    reaches(server, sid, "waiting")
+    client = server.ws(agent["name"])
+    client.wait_for("FAKE CLAUDE conversation")
+
+    # exit codes: 0 waiting for input, 5 permission, 6 error, 7 timed out
+    code, out, _ = cli(agents_state_dir, "wait", sid, "--timeout", "10")
+    assert code == 0
+    assert out.split() == [sid, agent["name"], "waiting"]
+    code, out, _ = cli(agents_state_dir, "wait", agent["name"], "--timeout", "10")
+    assert code == 0  # by terminal name too
+
+    client.stdin("/hold\r")
+    reaches(server, sid, "working")
+    began = time.monotonic()
+    code, out, _ = cli(agents_state_dir, "wait", sid, "--timeout", "1")
+    assert code == 7 and out == ""
+    assert 0.9 <= time.monotonic() - began < 10
+
+    # a wait blocks until the session needs its user
+    result: list[tuple[int, str, str]] = []
+    waiter = threading.Thread(
+        target=lambda: result.append(cli(agents_state_dir, "wait", "--any", "--timeout", "30"))
+    )
+    waiter.start()
+    time.sleep(1)
+    assert not result  # still working: still waiting
+    client.stdin("/perm\r")
+    waiter.join(35)
+    assert result and result[0][0] == 5, result
+    assert result[0][1].split() == [sid, agent["name"], "permission"]
+
+    code, out, _ = cli(agents_state_dir, "list")
+    header, *rows = out.splitlines()
+    assert "ATTENTION" in header.split()
+    column = header.index("ATTENTION")
+    by_id = {r.split()[0]: r for r in rows if r.strip()}
+    assert by_id[sid][column:].split()[0] == "permission"
+    assert by_id[shell["id"]][column : column + len("permission")].strip() == ""
+    code, out, _ = cli(agents_state_dir, "list", "--json")
+    listed = {m["id"]: m for m in json.loads(out)}
+    assert listed[sid]["attention"] == "permission"
+    assert listed[shell["id"]]["attention"] is None
+
+    client.stdin("/fail\r")
+    reaches(server, sid, "error")
+    code, out, _ = cli(agents_state_dir, "wait", sid, "--timeout", "10")
+    assert code == 6
+    assert out.split() == [sid, agent["name"], "error", "(authentication_failed)"]
+    code, out, _ = cli(agents_state_dir, "list")
+    assert "error (authentication_failed)" in out
+    client.close()
+
+    # bad input: unknown id 3, usage 2, a session that does not run 4
+    code, _, err = cli(agents_state_dir, "wait", "nope", "--timeout", "1")
+    assert code == 3 and "nope" in err and "Traceback" not in err
+    code, _, err = cli(agents_state_dir, "wait", "--timeout", "1")
+    assert code == 2
+    code, _, err = cli(agents_state_dir, "wait", sid, "--any", "--timeout", "1")
+    assert code == 2
+    code, _, err = cli(agents_state_dir, "wait", sid, "--timeout", "soon")
+    assert code == 2
+    assert server.request("DELETE", f"/api/agents/sessions/{sid}")[0] == 204
+    code, _, err = cli(agents_state_dir, "wait", sid, "--timeout", "1")
+    assert code == 4 and "killed" in err
