@@ -1,18 +1,24 @@
 """How the broker fans a session's output out to its clients.
 
 A :class:`Session` is one pty the broker holds, with its bounded replay and the clients
-attached to it. A :class:`Client` is one connection with its own send queue: output to a
-client whose queue holds more than :data:`CLIENT_QUEUE_BYTES` is dropped for that client
-and the session marked lagging; once the queue has drained, the client gets a
-``resync`` frame (a fresh snapshot) and live output again. Replies are never dropped; a
-client whose queue passes :data:`CLIENT_HARD_LIMIT` is disconnected.
+attached to it. A :class:`Client` is one connection with its own send queue. Live output
+goes into the queue while it holds less than :data:`CLIENT_QUEUE_BYTES`; past that the
+client *lags* for that session from a known transcript offset, and once its queue has
+drained it catches up by reading the transcript (which holds every byte, in order) a
+:data:`CATCH_UP_CHUNK` at a time, then takes live output again. So a slow client that
+keeps reading gets every byte exactly once, and the broker's memory stays bounded
+whatever the sessions print. Only when the transcript has a gap (a failed write, e.g. a
+full disk) does the client get a ``resync`` frame (a fresh snapshot) instead. Replies
+are never dropped; a client whose queue passes :data:`CLIENT_HARD_LIMIT` is disconnected.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 from .protocol import encode
@@ -25,15 +31,22 @@ log = logging.getLogger("jupyter_agents.broker")
 CLIENT_QUEUE_BYTES = 1 << 20
 #: bytes queued for one client (replies included) before it is disconnected
 CLIENT_HARD_LIMIT = 32 << 20
+#: transcript bytes a lagging client is sent per catch-up read
+CATCH_UP_CHUNK = 256 << 10
 
 
 class Session:
     """One pty the broker holds, its transcript, replay and subscribed clients."""
 
-    def __init__(self, sid: str, pty: Pty, transcript_fd: int) -> None:
+    def __init__(self, sid: str, pty: Pty, transcript: Path, transcript_fd: int) -> None:
         self.sid = sid
         self.pty = pty
+        self.transcript = transcript
         self.transcript_fd = transcript_fd
+        #: the transcript's length: the offset of the next output byte
+        self.end = os.fstat(transcript_fd).st_size
+        #: a transcript write failed: catching up from it would skip bytes
+        self.gap = False
         self.replay = Replay()
         self.clients: set[Client] = set()
         #: the tasks serving connections (waited for at stop)
@@ -54,6 +67,25 @@ class Session:
     def exit_frame(self) -> bytes:
         return encode({"op": "exit", "exit_code": self.exit_code})
 
+    def record(self, data: bytes) -> int:
+        """Append output to the transcript; the offset it starts at."""
+        start = self.end
+        try:
+            written = os.write(self.transcript_fd, data)
+            if written != len(data):
+                raise OSError(f"short write ({written} of {len(data)} bytes)")
+        except OSError as e:  # disk full: the stream goes on, the transcript has a gap
+            log.warning("session %s: transcript write failed: %s", self.sid, e)
+            self.gap = True
+        self.end = os.fstat(self.transcript_fd).st_size
+        return start
+
+    def read_transcript(self, offset: int, limit: int) -> bytes:
+        """Up to ``limit`` transcript bytes from ``offset`` (below :attr:`end`)."""
+        with self.transcript.open("rb") as f:
+            f.seek(offset)
+            return f.read(max(0, min(limit, self.end - offset)))
+
 
 class Client:
     """One connection: its bounded send queue and the sessions it is attached to."""
@@ -63,8 +95,12 @@ class Client:
         self.writer = writer
         self.queue: deque[bytes] = deque()
         self.queued = 0
-        #: attached sessions whose output was dropped for this client: resync them
-        self.lagging: set[str] = set()
+        #: attached sessions whose live output this client missed: the transcript offset
+        #: it has to catch up from
+        self.lagging: dict[str, int] = {}
+        #: snapshots asked for while lagging: answered once caught up, so each one holds
+        #: exactly the output sent before it
+        self.held_snapshots: dict[str, int] = {}
         self.attached: set[str] = set()
         self.closed = False
         self._wake = asyncio.Event()
@@ -80,18 +116,19 @@ class Client:
             log.warning("client reads nothing (%d bytes queued): disconnecting it", self.queued)
             self.close()
 
-    def send_output(self, sid: str, frame: bytes) -> None:
-        """Queue output of session ``sid``, or drop it and mark the session lagging."""
+    def send_output(self, sid: str, frame: bytes, offset: int) -> None:
+        """Queue output of session ``sid`` that starts at transcript ``offset``; past the
+        queue's bound, lag from there instead (the transcript has it)."""
         if sid in self.lagging:
             return
         if self.queued + len(frame) > CLIENT_QUEUE_BYTES:
-            self.lagging.add(sid)
+            self.lagging[sid] = offset
             self._wake.set()
             return
         self.send(frame)
 
     async def pump(self) -> None:
-        """Write the queue out; when it is empty, resync the lagging sessions."""
+        """Write the queue out; when it is empty, catch the lagging sessions up."""
         try:
             while not self.closed:
                 while self.queue:
@@ -100,19 +137,43 @@ class Client:
                     self.writer.write(frame)
                     await self.writer.drain()
                 if self.lagging:
-                    self._resync()
+                    self._catch_up()
                     continue
                 self._wake.clear()
                 await self._wake.wait()
         except (ConnectionError, OSError):  # the peer went away
             self.close()
 
-    def _resync(self) -> None:
-        for sid in sorted(self.lagging):
+    def _catch_up(self) -> None:
+        """Send each lagging session's next chunk from its transcript; a session caught
+        up takes live output again (nothing is printed between the read and that: one
+        loop). A transcript with a gap is replaced by a resync (a fresh snapshot)."""
+        for sid, offset in sorted(self.lagging.items()):
             session = self.sessions.get(sid)
-            if session is not None and sid in self.attached:
+            if session is None or sid not in self.attached:
+                del self.lagging[sid]
+                self.held_snapshots.pop(sid, None)
+                continue
+            if session.gap:
+                del self.lagging[sid]
                 self.send(encode({"op": "resync"}, session.replay.snapshot()))
-        self.lagging.clear()
+                for _ in range(self.held_snapshots.pop(sid, 0)):
+                    self.send(encode({"op": "ok"}, session.replay.snapshot()))
+                continue
+            try:
+                chunk = session.read_transcript(offset, CATCH_UP_CHUNK)
+            except OSError as e:
+                log.warning("session %s: catching up from the transcript: %s", sid, e)
+                session.gap = True
+                continue
+            if chunk:
+                self.send(encode({"op": "output"}, chunk))
+            if offset + len(chunk) >= session.end:
+                del self.lagging[sid]
+                for _ in range(self.held_snapshots.pop(sid, 0)):
+                    self.send(encode({"op": "ok"}, session.replay.snapshot()))
+            else:
+                self.lagging[sid] = offset + len(chunk)
 
     def close(self) -> None:
         if self.closed:

@@ -17,14 +17,10 @@ Flow control:
 - Reading: each readable pty gets one read of at most 64 KiB per loop turn, so a
   flooding session shares the loop round-robin with every other session and client.
   A pty is never paused for a slow client: the transcript must stay complete.
-- Sending: each client has its own queue. Output to a client whose queue holds more
-  than :data:`~.fanout.CLIENT_QUEUE_BYTES` is dropped for that client and the session is marked
-  lagging; once the queue has drained, the client gets a ``resync`` frame (a fresh
-  snapshot, which redraws the screen) and live output again. Replies are never dropped;
-  a client whose queue passes :data:`~.fanout.CLIENT_HARD_LIMIT` (it requests snapshots and reads
-  nothing) is disconnected. So the broker's memory is bounded by the replays
-  (:data:`~.replay.REPLAY_BYTES` x 2 per session) plus the queues, whatever the
-  sessions print and however slowly clients read.
+- Sending: each client has its own bounded queue; a client that falls behind catches
+  up from the transcript, losslessly (:mod:`.fanout`). So the broker's memory is
+  bounded by the replays (:data:`~.replay.REPLAY_BYTES` x 2 per session) plus the
+  queues, whatever the sessions print and however slowly clients read.
 
 Exit: ``SIGCHLD`` reaps ended processes; the session stays held (``dead``, exit code,
 time of death) until ``remove``. ``shutdown``, SIGTERM and SIGINT hang up every session
@@ -103,7 +99,7 @@ class Broker:
         except BaseException:
             os.close(fd)
             raise
-        session = self.sessions[sid] = Session(sid, pty, fd)
+        session = self.sessions[sid] = Session(sid, pty, transcript, fd)
         loop = asyncio.get_running_loop()
         pty.start_reading(
             loop, lambda data: self._output(session, data), lambda: self._check_exits()
@@ -112,15 +108,12 @@ class Broker:
         return session
 
     def _output(self, session: Session, data: bytes) -> None:
-        try:
-            os.write(session.transcript_fd, data)
-        except OSError as e:  # disk full: the stream goes on, the transcript has a gap
-            log.warning("session %s: transcript write failed: %s", session.sid, e)
+        offset = session.record(data)
         session.replay.feed(data)
         if session.clients:
             frame = encode({"op": "output"}, data)
             for client in list(session.clients):
-                client.send_output(session.sid, frame)
+                client.send_output(session.sid, frame, offset)
 
     def _check_exits(self) -> None:
         """Reap ended processes (SIGCHLD, or a pty reached EOF)."""
@@ -203,6 +196,10 @@ class Broker:
         if op == "resize":
             if session is not None and _valid_size(header["rows"], header["cols"]):
                 session.pty.resize(header["rows"], header["cols"])
+            return
+        if op == "snapshot" and session is not None and session.sid in client.lagging:
+            # answered once caught up (fanout.Client._catch_up), in stream order
+            client.held_snapshots[session.sid] = client.held_snapshots.get(session.sid, 0) + 1
             return
         try:
             reply, body = self._reply(client, op, header, session)
