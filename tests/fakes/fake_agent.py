@@ -301,9 +301,9 @@ def claude(args: list[str]) -> None:
 
     write_map()
     log("start", id=cid)
-    fire("SessionStart", source=source, model=model)
-    print(f"FAKE CLAUDE conversation {cid}", flush=True)
     try:
+        fire("SessionStart", source=source, model=model)
+        print(f"FAKE CLAUDE conversation {cid}", flush=True)
         while True:
             text = read_line()
             if text is None or text == "/exit":
