@@ -83,6 +83,20 @@ class Lab:
             script.chmod(0o755)
         self.work = root / "work"
         self.work.mkdir()
+        # the server runs the package under test (not another install's copy) and Lab
+        # serves its built extension first, when it has one (an editable checkout)
+        import jupyter_agents
+
+        package = Path(jupyter_agents.__file__).parent
+        self.args = ["--LabApp.expose_app_in_browser=True"]  # window.jupyterapp
+        if (package / "labextension" / "package.json").exists():
+            extensions = root / "labextensions"
+            extensions.mkdir()
+            (extensions / "jupyter-agents").symlink_to(package / "labextension")
+            self.args.append(f"--LabApp.extra_labextensions_path={extensions}")
+        pythonpath = os.pathsep.join(
+            filter(None, [str(package.parent), os.environ.get("PYTHONPATH")])
+        )
         self.server = ServerProcess(
             self.state_dir,
             self.work,
@@ -92,9 +106,9 @@ class Lab:
                 "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
                 "HOME": str(self.home),
                 "FAKE_AGENT_LOG": str(root / "agents.jsonl"),
+                "PYTHONPATH": pythonpath,
             },
-            # window.jupyterapp, to run commands and inspect widgets
-            args=["--LabApp.expose_app_in_browser=True"],
+            args=self.args,
             lab=True,
         )
 
@@ -106,10 +120,17 @@ class Lab:
         assert status == 200, body
         return {s["id"]: s for s in body}
 
-    def restart(self, sig: int = signal.SIGTERM, kill_backend: bool = False) -> None:
+    def restart(
+        self, sig: int = signal.SIGTERM, kill_backend: bool = False, restore_on_open: bool = True
+    ) -> None:
+        """Stop the server (and the backend with it, as a reboot does) and start it again,
+        with ``AgentsApp.restore_on_open`` as given."""
         self.server.stop(sig)
         if kill_backend:
             kill_tmux_server(self.state_dir)
+        flag = [] if restore_on_open else ["--AgentsApp.restore_on_open=False"]
+        self.server.extra_args = [a for a in self.server.extra_args if "restore_on_open" not in a]
+        self.server.extra_args += flag
         self.server.start()
 
 
@@ -397,7 +418,7 @@ def test_panel_interrupted_agent_restore(lab: Lab, page: Any) -> None:
     )["id"]
     wait_status(page, sid, "running", timeout=5)
     wait_text(page, r"FAKE CLAUDE")
-    assert row(page, sid).locator(".jp-AgentsPanel-badge").inner_text() == "running"
+    assert row(page, sid).locator(".jp-AgentsPanel-badge").get_attribute("data-status") == "running"
     running = int(page.locator(".jp-AgentsStatus-running").get_attribute("data-count"))
     assert running >= 1
     shot(page, "2-panel-running")
@@ -407,9 +428,11 @@ def test_panel_interrupted_agent_restore(lab: Lab, page: Any) -> None:
     assert lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")[0] == 204
     wait_status(page, shell["id"], "killed", timeout=2)
 
-    # the backend dies with the server (as in a reboot): the session is interrupted
+    # the backend dies with the server (as in a reboot): the session is interrupted;
+    # restore_on_open off, the reopened tab gets a fresh shell (the default, restoring
+    # it in place, is test_reopened_tab_restored_in_place_offers_a_fresh_shell)
     page.close()
-    lab.restart(signal.SIGKILL, kill_backend=True)
+    lab.restart(signal.SIGKILL, kill_backend=True, restore_on_open=False)
     assert lab.sessions()[sid]["status"] == "interrupted"
     page = page.context.new_page()
     open_lab(page, lab)
@@ -449,21 +472,24 @@ def test_panel_interrupted_agent_restore(lab: Lab, page: Any) -> None:
 
 
 def test_interrupted_tab_banner_restores_in_place(lab: Lab, page: Any) -> None:
+    """restore_on_open off (left so by the test before): the reopened tab of an interrupted
+    terminal shows a fresh shell and a banner whose button restores the session."""
     open_lab(page, lab)
     show_panel(page)
-    banners = page.locator(".jp-AgentsInterrupted")
+    banners = page.locator(".jp-AgentsInterrupted:not(.jp-AgentsRestored)")
     if banners.count() == 0:
         # make one: a shell tab, then lose the backend with the page closed
         new_terminal(page)
         typed_until(page, "echo BANNER-$((2*3))", r"BANNER-6")
         context = page.context
         page.close()
-        lab.restart(signal.SIGKILL, kill_backend=True)
+        lab.restart(signal.SIGKILL, kill_backend=True, restore_on_open=False)
         page = context.new_page()
         open_lab(page, lab)
         show_panel(page)
-    page.locator(".jp-AgentsInterrupted").first.wait_for(state="attached")
-    sid = page.locator(".jp-AgentsInterrupted").first.get_attribute("data-session-id")
+    banners = page.locator(".jp-AgentsInterrupted:not(.jp-AgentsRestored)")
+    banners.first.wait_for(state="attached")
+    sid = banners.first.get_attribute("data-session-id")
     banner = page.locator(f".jp-AgentsInterrupted[data-session-id='{sid}']")
     page.evaluate(  # show its tab
         "(id) => window.jupyterapp.shell.activateById(document"
@@ -487,6 +513,65 @@ def test_interrupted_tab_banner_restores_in_place(lab: Lab, page: Any) -> None:
         what="the restored terminal's tab",
     )
     shot(page, "3-interrupted-tab-restored")
+
+
+def test_reopened_tab_restored_in_place_offers_a_fresh_shell(lab: Lab, page: Any) -> None:
+    """restore_on_open on (the default): after a reboot the reopened tab shows its
+    session restored in place (old output, same cwd), and a banner saying so whose
+    "Start a fresh shell instead" opens a new shell and closes this tab; the restored
+    session keeps running."""
+    open_lab(page, lab, reset=True)
+    show_panel(page)
+    new_terminal(page)
+    typed_until(page, "echo REOPEN-$((4*4))", r"REOPEN-16")
+    name = page.evaluate("() => window.jupyterapp.shell.currentWidget.content.session.name")
+    sid = running_by_name(lab, name)["id"]
+    context = page.context
+    page.close()
+    lab.restart(signal.SIGKILL, kill_backend=True)
+    assert lab.sessions()[sid]["status"] == "interrupted"
+    page = context.new_page()
+    open_lab(page, lab)
+    show_panel(page)
+    banner = page.locator(f".jp-AgentsRestored[data-session-id='{sid}']")
+    banner.wait_for(state="attached", timeout=30000)
+    page.evaluate(  # show its tab
+        "(id) => window.jupyterapp.shell.activateById(document"
+        ".querySelector(`.jp-AgentsRestored[data-session-id='${id}']`)"
+        ".closest('.jp-MainAreaWidget').id)",
+        sid,
+    )
+    banner.wait_for()
+    assert "is restored" in banner.inner_text()
+    assert lab.sessions()[sid]["status"] == "running"  # the tab's POST restored it
+    wait_text(page, r"REOPEN-16")  # its earlier output, above the new shell
+    shot(page, "3-reopened-tab-restored")
+    before = {s["id"] for s in lab.sessions().values() if s["status"] == "running"}
+    banner.locator("button[data-action='fresh']").click()
+    fresh = poll(
+        lambda: next(
+            (
+                s
+                for s in lab.sessions().values()
+                if s["status"] == "running" and s["id"] not in before and s["kind"] == "shell"
+            ),
+            None,
+        ),
+        what="a fresh shell",
+    )
+    assert fresh["cwd"] == lab.sessions()[sid]["cwd"]
+    poll(
+        lambda: page.evaluate(
+            "([old, fresh]) => { const names = [...window.jupyterapp.shell.widgets('main')]"
+            ".filter(w => w.content && w.content.session).map(w => w.content.session.name);"
+            " return !names.includes(old) && names.includes(fresh); }",
+            [name, fresh["name"]],
+        ),
+        what="the fresh shell's tab instead of the restored one",
+    )
+    assert lab.sessions()[sid]["status"] == "running"
+    lab.server.request("DELETE", f"/api/agents/sessions/{sid}")
+    lab.server.request("DELETE", f"/api/agents/sessions/{fresh['id']}")
 
 
 # -- 3. an orphaned session can be adopted -----------------------------------------------
@@ -529,6 +614,184 @@ def test_orphan_shows_and_adopt_opens_it(lab: Lab, page: Any) -> None:
     page.locator(".jp-Dialog button.jp-mod-accept", has_text="Kill").click()
     wait_status(page, "handmade", "killed")
     poll(lambda: gone(pid), what=f"the adopted shell (pid {pid}) to end")
+
+
+# -- attention: the agent that needs you, everywhere the user looks ----------------------
+
+BADGE_TIMES = """(sid) => {
+  // when (Date.now(), the same clock as the hook's time.time()) the row's badge, the
+  // status-bar count and the notification first showed the session waiting
+  window.__attention = {};
+  const seen = () => {
+    const t = Date.now();
+    const a = window.__attention;
+    const row = document.querySelector(
+      `#jupyter-agents-panel .jp-AgentsPanel-row[data-session-id='${sid}']`);
+    const badge = row && row.querySelector('.jp-AgentsPanel-badge');
+    if (!a.badge && badge && badge.dataset.attention === 'waiting') { a.badge = t; }
+    const count = document.querySelector('.jp-AgentsStatus-needs-you');
+    if (!a.count && count && Number(count.dataset.count) > 0) { a.count = t; }
+    if (!a.toast && [...document.querySelectorAll('.Toastify__toast')]
+        .some(n => n.textContent.includes('waiting for your input'))) { a.toast = t; }
+  };
+  new MutationObserver(seen).observe(document.body,
+    {subtree: true, childList: true, attributes: true, characterData: true});
+}"""
+
+
+def spooled(lab: Lab, sid: str, event: str) -> list[float]:
+    """The times of the hook runs of ``event`` a session spooled (its hook's clock)."""
+    path = lab.state_dir / "spool" / f"{sid}.jsonl"
+    if not path.exists():
+        return []
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r["t"] for r in records if r.get("event") == event]
+
+
+def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, page: Any) -> None:
+    """A Claude Code session (the fake CLI runs the hooks it is given) that finishes a
+    turn: its badge says waiting (group "Needs you"), the status bar counts it, a
+    notification with "Open" appears, its terminal tab is marked, the Running sidebar
+    lists it first. The time from the Stop hook to the badge is printed, not asserted."""
+    open_lab(page, lab, reset=True)
+    show_panel(page)
+    created = lab.server.request("POST", "/api/agents/sessions", {"kind": "claude"})
+    assert created[0] == 201, created
+    sid, name = created[1]["id"], created[1]["name"]
+    page.evaluate(
+        "(name) => window.jupyterapp.commands.execute('jupyter-agents:open', {name})", name
+    )
+    wait_text(page, r"FAKE CLAUDE")
+    # at its prompt after SessionStart: waiting, but no news (no notification)
+    page.wait_for_selector(
+        f"#jupyter-agents-panel .jp-AgentsPanel-row[data-session-id='{sid}'][data-attention]",
+        state="attached",
+    )
+    # a turn that holds a tool: working
+    type_in_terminal(page, "/hold\n")
+    page.wait_for_selector(
+        f"#jupyter-agents-panel .jp-AgentsPanel-row[data-session-id='{sid}']"
+        "[data-attention='working'][data-group='working']"
+    )
+    assert page.locator(".Toastify__toast", has_text="waiting for your input").count() == 0
+    page.evaluate(BADGE_TIMES, sid)
+    stops = len(spooled(lab, sid, "Stop"))
+    # the tool ends, the reply comes, the turn stops: waiting
+    type_in_terminal(page, "go on\n")
+    badge = row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='waiting']")
+    badge.wait_for()
+    assert row(page, sid).get_attribute("data-group") == "needs"
+    assert badge.inner_text() == "waiting"
+    count = page.locator(".jp-AgentsStatus-needs-you")
+    poll(lambda: int(count.get_attribute("data-count") or 0) >= 1, what="the status-bar count")
+    assert "need" in count.inner_text()
+    toast = page.locator(".Toastify__toast", has_text="waiting for your input")
+    toast.first.wait_for()
+    assert name in toast.first.inner_text()
+    assert toast.first.locator("button", has_text="Open").count() == 1
+    poll(
+        lambda: page.evaluate(
+            "(name) => [...window.jupyterapp.shell.widgets('main')].some(w => w.content"
+            " && w.content.session && w.content.session.name === name"
+            " && w.title.className.includes('jp-AgentsAttention-tab'))",
+            name,
+        ),
+        what="the marker on its terminal tab",
+    )
+    assert page.locator(".lm-TabBar-tab.jp-AgentsAttention-tab").count() >= 1
+    times = page.evaluate("() => window.__attention")
+    hook = poll(lambda: spooled(lab, sid, "Stop")[stops:], what="the Stop hook in the spool")[0]
+    print(
+        "\nhook -> Lab: badge {:.0f} ms, status-bar count {:.0f} ms, notification {:.0f} ms".format(
+            times["badge"] - hook * 1000,
+            times.get("count", float("nan")) - hook * 1000,
+            times.get("toast", float("nan")) - hook * 1000,
+        )
+    )
+    shot(page, "6-panel-needs-you")
+    page.locator(".jp-AgentsStatus").click()  # opens the panel
+    # the Running sidebar: first, with the badge
+    page.evaluate("() => window.jupyterapp.shell.activateById('jp-running-sessions')")
+    page.locator(".jp-AgentsRunning-needsYou", has_text=name).first.wait_for()
+    shot(page, "6-running-sidebar-needs-you")
+    show_panel(page)
+
+    # answering it (a new prompt) makes it work again: the tab marker goes
+    type_in_terminal(page, "/hold\n")
+    page.wait_for_selector(
+        f"#jupyter-agents-panel .jp-AgentsPanel-row[data-session-id='{sid}']"
+        "[data-attention='working']"
+    )
+    poll(
+        lambda: page.locator(".lm-TabBar-tab.jp-AgentsAttention-tab").count() == 0,
+        what="the tab marker to go",
+    )
+    # a permission prompt: needs you again, and says so
+    type_in_terminal(page, "/perm\n")
+    row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='permission']").wait_for()
+    page.locator(".Toastify__toast", has_text="asks for your permission").first.wait_for()
+    shot(page, "6-permission")
+
+
+def test_panel_filter_and_keyboard(lab: Lab, page: Any) -> None:
+    """The filter box narrows the list (name, kind, folder, conversation id); Up/Down
+    move the selection, Enter opens, Delete asks before killing."""
+    shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    try:
+        open_lab(page, lab, reset=True)
+        panel = show_panel(page)
+        wait_status(page, shell["id"], "running")
+        live = panel.locator(".jp-AgentsPanel-group[open] .jp-AgentsPanel-row")
+        assert live.count() >= 2
+        filter_box = panel.locator(".jp-AgentsPanel-filter")
+        filter_box.fill(shell["id"])
+        poll(lambda: live.count() == 1, what="one row left by the filter")
+        assert live.first.get_attribute("data-session-id") == shell["id"]
+        filter_box.fill("no-such-session-xyz")
+        panel.locator(".jp-AgentsPanel-empty", has_text="No session matches").wait_for()
+        filter_box.fill("claude")
+        poll(
+            lambda: (
+                live.count() >= 1
+                and all(r.get_attribute("data-kind") == "claude" for r in live.all())
+            ),
+            what="only claude sessions",
+        )
+        shot(page, "7-panel-filtered")
+        filter_box.fill(shell["id"])
+        poll(lambda: live.count() == 1, what="the shell only")
+        # keyboard: Down from the filter selects it, Enter opens its terminal
+        filter_box.press("ArrowDown")
+        selected = panel.locator(".jp-AgentsPanel-row.jp-mod-selected")
+        assert selected.get_attribute("data-session-id") == shell["id"]
+        page.keyboard.press("Enter")
+        poll(
+            lambda: page.evaluate(
+                "(name) => { const w = window.jupyterapp.shell.currentWidget;"
+                " return !!(w && w.content && w.content.session"
+                " && w.content.session.name === name); }",
+                shell["name"],
+            ),
+            what="its terminal opened by Enter",
+        )
+        # Delete asks first: cancel keeps it, confirm kills it
+        show_panel(page)
+        row(page, shell["id"]).click()
+        page.keyboard.press("Delete")
+        page.locator(".jp-Dialog button.jp-mod-reject").click()
+        assert lab.sessions()[shell["id"]]["status"] == "running"
+        row(page, shell["id"]).click()
+        page.keyboard.press("Delete")
+        page.locator(".jp-Dialog button.jp-mod-accept", has_text="Kill").click()
+        wait_status(page, shell["id"], "killed")
+        filter_box.fill("")
+        # ended sessions are folded, under "Ended"
+        ended = panel.locator(".jp-AgentsPanel-group[data-group='ended']")
+        assert ended.get_attribute("open") is None
+        shot(page, "7-panel-groups")
+    finally:
+        if lab.sessions()[shell["id"]]["status"] == "running":
+            lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")
 
 
 def test_restart_notification_can_be_turned_off(lab: Lab, page: Any) -> None:

@@ -9,6 +9,13 @@ import { ServerConnection } from '@jupyterlab/services';
 export type Status =
   'running' | 'exited' | 'interrupted' | 'orphaned' | 'killed';
 
+/**
+ * What an agent session needs from its user, as its CLI reported it (null for shells
+ * and kinds that do not report). `waiting`, `permission` and `error` need the user.
+ */
+export type Attention =
+  'working' | 'waiting' | 'permission' | 'error' | 'unknown';
+
 /** The session model of `GET /api/agents/sessions`. */
 export interface ISession {
   id: string;
@@ -25,6 +32,14 @@ export interface ISession {
   conversation_id: string | null;
   ambiguous: boolean;
   reason: string | null;
+  /** Absent from servers older than the attention feature. */
+  attention?: Attention | null;
+  /** When it started needing that (ISO 8601). */
+  attention_since?: string | null;
+  /** Why, for `error` (e.g. `authentication_failed`). */
+  attention_reason?: string | null;
+  /** How we know: `hooks`, `notify` (exact) or `heuristic`. */
+  attention_source?: string | null;
 }
 
 /** One kind of session the server can start (`GET /api/agents/kinds`). */
@@ -149,7 +164,13 @@ export const SESSION_EVENT =
 /** One session event as the events websocket delivers it. */
 export interface ISessionEvent {
   schema_id: typeof SESSION_EVENT;
-  action: 'created' | 'status' | 'conversation' | 'activity' | 'updated';
+  action:
+    | 'created'
+    | 'status'
+    | 'conversation'
+    | 'attention'
+    | 'activity'
+    | 'updated';
   session_id: string;
   name: string;
   kind: string;
@@ -157,4 +178,7 @@ export interface ISessionEvent {
   previous_status: string | null;
   conversation_id: string | null;
   reason: string | null;
+  attention?: Attention | null;
+  attention_since?: string | null;
+  attention_reason?: string | null;
 }

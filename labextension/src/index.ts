@@ -4,8 +4,9 @@
  *   server's session events) and the commands that act on sessions;
  * - `launcher` (launcher and palette items), `panel` (the Agents sidebar), `running`
  *   (a section of the Running sidebar), `status` (status bar), `interrupted` (the
- *   banner on restored tabs of interrupted terminals) and `restart-notification`
- *   each require it.
+ *   banner on restored tabs of interrupted terminals), `restart-notification` and
+ *   `attention` (notifications and tab markers when an agent needs its user) each
+ *   require it.
  */
 import {
   ILayoutRestorer,
@@ -27,10 +28,14 @@ import {
   TranslationBundle
 } from '@jupyterlab/translation';
 
+import { reconcileReport } from './api';
+import { AttentionWatcher } from './attention';
 import { addCommands } from './commands';
 import {
   InterruptedBanner,
   interruptedFor,
+  RestoredBanner,
+  restoredFor,
   TerminalWidget
 } from './interrupted';
 import { DEFAULT_POLL_INTERVAL, SessionsModel } from './model';
@@ -208,7 +213,8 @@ const status: JupyterFrontEndPlugin<void> = {
 const interrupted: JupyterFrontEndPlugin<void> = {
   id: PluginIDs.interrupted,
   description:
-    'The restored tab of an interrupted terminal says so and offers to restore it.',
+    'The restored tab of an interrupted terminal says what happened: restored in place ' +
+    '(with "Start a fresh shell instead"), or lost (with "Restore").',
   autoStart: true,
   requires: [IAgentSessions],
   optional: [ITerminalTracker, ITranslator],
@@ -218,20 +224,74 @@ const interrupted: JupyterFrontEndPlugin<void> = {
     terminals: ITerminalTracker | null,
     translator: ITranslator | null
   ) => {
+    if (!terminals) {
+      return;
+    }
     const trans = load(translator);
-    terminals?.widgetAdded.connect(async (_, widget: TerminalWidget) => {
+    // sessions restored by a command of ours (panel, banner, notification): their tab
+    // needs no banner
+    const ourRestores = new Set<string>();
+    app.commands.commandExecuted.connect((_, { id, args }) => {
+      if (id === CommandIDs.restore && args.id) {
+        ourRestores.add(String(args.id));
+      } else if (id === CommandIDs.restoreAll) {
+        (model.sessions ?? [])
+          .filter(s => s.status === 'interrupted')
+          .forEach(s => ourRestores.add(s.id));
+      }
+    });
+    // the ids the server found interrupted when it started, per server start
+    let boot: { started: string; ids: Promise<Set<string>> } | undefined;
+    const interruptedAtBoot = (): Promise<Set<string>> => {
+      const started = model.started ?? '';
+      if (!boot || boot.started !== started) {
+        boot = {
+          started,
+          ids: reconcileReport(model.serverSettings).then(
+            report =>
+              new Set(
+                (report.boot?.actions ?? [])
+                  .filter(a => a.kind === 'interrupt')
+                  .map(a => a.session_id)
+              ),
+            () => new Set<string>()
+          )
+        };
+      }
+      return boot.ids;
+    };
+
+    terminals.widgetAdded.connect(async (_, widget: TerminalWidget) => {
       const name = widget.content.session.name;
       await model.ready;
-      const find = () =>
-        interruptedFor(model.sessions ?? [], name, model.started);
       const known = (model.sessions ?? []).some(
         s => s.name === name && s.status === 'running'
       );
       if (!known) {
-        // a shell made for this tab after our snapshot
+        // a terminal made (or restored) for this tab after our snapshot
         await model.refresh();
       }
-      const lost = find();
+      const sessions = model.sessions ?? [];
+      const restored = restoredFor(sessions, name, await interruptedAtBoot());
+      if (restored && !ourRestores.has(restored.id) && !widget.isDisposed) {
+        const banner: RestoredBanner = new RestoredBanner(
+          restored,
+          trans,
+          async () => {
+            // a new plain shell where the restored one runs; this tab goes (the
+            // restored session keeps running, listed in the Agents panel)
+            await app.commands.execute(CommandIDs.create, {
+              kind: 'shell',
+              cwd: restored.cwd ?? ''
+            });
+            widget.dispose();
+          },
+          () => banner.dispose()
+        );
+        widget.contentHeader.addWidget(banner);
+        return;
+      }
+      const lost = interruptedFor(sessions, name, model.started);
       if (!lost || widget.isDisposed) {
         return;
       }
@@ -299,6 +359,40 @@ const restartNotification: JupyterFrontEndPlugin<void> = {
   }
 };
 
+const attention: JupyterFrontEndPlugin<void> = {
+  id: PluginIDs.attention,
+  description:
+    'When an agent session starts needing you: a notification with "Open", a marker ' +
+    'on its terminal tab and, if allowed, a browser notification while Lab is hidden.',
+  autoStart: true,
+  requires: [IAgentSessions],
+  optional: [ITerminalTracker, ISettingRegistry, ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    model: IAgentSessions,
+    terminals: ITerminalTracker | null,
+    registry: ISettingRegistry | null,
+    translator: ITranslator | null
+  ) => {
+    const watcher = new AttentionWatcher({
+      model,
+      trans: load(translator),
+      open: s => app.commands.execute(CommandIDs.open, { name: s.name }),
+      tabs: () => {
+        const tabs: TerminalWidget[] = [];
+        terminals?.forEach(w => tabs.push(w as TerminalWidget));
+        return tabs;
+      }
+    });
+    terminals?.widgetAdded.connect(() => watcher.update());
+    void watchSettings(registry, settings => {
+      watcher.notifications = settings.composite.notifications !== false;
+      watcher.browserNotifications =
+        settings.composite.browserNotifications === true;
+    });
+  }
+};
+
 const plugins: JupyterFrontEndPlugin<any>[] = [
   sessions,
   launcher,
@@ -306,7 +400,8 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   running,
   status,
   interrupted,
-  restartNotification
+  restartNotification,
+  attention
 ];
 
 export default plugins;

@@ -2,10 +2,13 @@
  * The restored tab of an interrupted terminal.
  *
  * After a reboot JupyterLab restores each terminal tab from the workspace by name;
- * the name is no longer running, so Lab asks the server for a fresh shell with that
- * name. Without help the user sees an empty shell and no sign that their session
- * (maybe an agent with a conversation) was lost. This banner says why and offers to
- * restore the recorded session in place of the fresh shell.
+ * the name is no longer running, so Lab POSTs it to `/api/terminals`. Two cases:
+ * - the server restored the interrupted session in place (`AgentsApp.restore_on_open`,
+ *   the default): the tab shows the old tail, the marker line and the shell (or the
+ *   resumed agent). `RestoredBanner` says so and offers "Start a fresh shell instead".
+ * - it did not (`restore_on_open=false`): the tab shows a fresh, empty shell.
+ *   `InterruptedBanner` says why and offers to restore the recorded session in its
+ *   place.
  */
 import { MainAreaWidget } from '@jupyterlab/apputils';
 import { ITerminal } from '@jupyterlab/terminal';
@@ -32,6 +35,49 @@ export function interruptedFor(
   return sessions
     .filter(s => s.status === 'interrupted' && s.name === name)
     .sort((a, b) => (a.created < b.created ? 1 : -1))[0];
+}
+
+/**
+ * The session that a tab named `name` shows, if the server restored it in place when
+ * the tab was reopened: running under that name, and interrupted at this server's
+ * start (`interruptedAtBoot`: the ids of the boot reconcile's `interrupt` actions).
+ */
+export function restoredFor(
+  sessions: ISession[],
+  name: string,
+  interruptedAtBoot: ReadonlySet<string>
+): ISession | undefined {
+  return sessions.find(
+    s =>
+      s.status === 'running' && s.name === name && interruptedAtBoot.has(s.id)
+  );
+}
+
+/** Describe a session restored in place in one sentence. */
+export function describeRestored(
+  s: ISession,
+  trans: TranslationBundle
+): string {
+  const where = s.cwd ? trans.__(' in %1', s.cwd) : '';
+  if (s.kind === 'shell') {
+    return trans.__(
+      'Terminal %1 was interrupted when the server or the machine restarted, and is ' +
+        'restored: a new shell%2, under its earlier output and a marker line.',
+      s.name,
+      where
+    );
+  }
+  const conversation = s.conversation_id
+    ? trans.__(' (conversation %1)', s.conversation_id.slice(0, 8))
+    : '';
+  return trans.__(
+    'Terminal %1 was interrupted when the server or the machine restarted, and is ' +
+      'restored: %2 resumed%3%4.',
+    s.name,
+    kindLabel(s.kind, trans),
+    conversation,
+    where
+  );
 }
 
 /** Describe an interrupted session in one sentence. */
@@ -95,6 +141,44 @@ export class InterruptedBanner extends Widget {
     dismiss.textContent = trans.__('Keep the new shell');
     dismiss.onclick = onDismiss;
     this.node.append(text, restore, dismiss);
+  }
+}
+
+export class RestoredBanner extends Widget {
+  constructor(
+    session: ISession,
+    trans: TranslationBundle,
+    onFresh: () => Promise<void>,
+    onDismiss: () => void
+  ) {
+    super();
+    this.addClass('jp-AgentsInterrupted');
+    this.addClass('jp-AgentsRestored');
+    this.node.dataset.sessionId = session.id;
+    const text = document.createElement('span');
+    text.className = 'jp-AgentsInterrupted-text';
+    text.textContent = describeRestored(session, trans);
+    const fresh = document.createElement('button');
+    fresh.className = 'jp-mod-styled';
+    fresh.dataset.action = 'fresh';
+    fresh.textContent = trans.__('Start a fresh shell instead');
+    fresh.title = trans.__(
+      'Open a new, empty shell in a new tab and close this one (the restored session keeps running; kill it from the Agents panel)'
+    );
+    fresh.onclick = async () => {
+      fresh.disabled = true;
+      try {
+        await onFresh();
+      } finally {
+        fresh.disabled = false;
+      }
+    };
+    const dismiss = document.createElement('button');
+    dismiss.className = 'jp-mod-styled jp-mod-accept';
+    dismiss.dataset.action = 'dismiss';
+    dismiss.textContent = trans.__('OK');
+    dismiss.onclick = onDismiss;
+    this.node.append(text, fresh, dismiss);
   }
 }
 

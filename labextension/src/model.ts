@@ -6,6 +6,8 @@
  *   server's start time) when the event stream is seen open, then a new snapshot
  *   after each session event on `serviceManager.events.stream` (debounced 100 ms, so
  *   a burst costs one request). `activity` events only move `last_activity` here.
+ *   The attention fields every event carries are applied at once (a badge should not
+ *   wait for a request); the snapshot follows as for any event.
  *   Nothing is requested while nothing happens.
  * - Stream health: JupyterLab's `EventManager` reconnects its websocket by itself
  *   but exposes no connection state, and the server replays nothing that was missed.
@@ -31,6 +33,7 @@ import {
   serverStarted,
   SESSION_EVENT
 } from './api';
+import { needsYou } from './attention';
 import { IAgentSessions, ICounts } from './tokens';
 
 /** Default seconds between snapshots while the event stream is down. */
@@ -160,10 +163,23 @@ export class SessionsModel implements IAgentSessions {
   }
 
   get counts(): ICounts {
-    const counts = { running: 0, interrupted: 0, orphaned: 0 };
+    const counts = {
+      running: 0,
+      interrupted: 0,
+      orphaned: 0,
+      needsYou: 0,
+      working: 0
+    };
     for (const s of this._sessions ?? []) {
-      if (s.status in counts) {
-        counts[s.status as keyof ICounts]++;
+      if (s.status === 'running' || s.status === 'interrupted') {
+        counts[s.status]++;
+      } else if (s.status === 'orphaned') {
+        counts.orphaned++;
+      }
+      if (needsYou(s)) {
+        counts.needsYou++;
+      } else if (s.status === 'running' && s.attention === 'working') {
+        counts.working++;
       }
     }
     return counts;
@@ -239,6 +255,22 @@ export class SessionsModel implements IAgentSessions {
       return;
     }
     const event = emission as unknown as ISessionEvent;
+    if (event.action === 'attention' || 'attention' in event) {
+      // shown at once (the badge, the count, the notification), the snapshot follows
+      const session = this._sessions?.find(s => s.id === event.session_id);
+      if (
+        session &&
+        (session.attention !== event.attention ||
+          session.attention_since !== event.attention_since ||
+          session.attention_reason !== event.attention_reason)
+      ) {
+        session.attention = event.attention ?? null;
+        session.attention_since = event.attention_since ?? null;
+        session.attention_reason = event.attention_reason ?? null;
+        this._text = '';
+        this._changed.emit();
+      }
+    }
     if (event.action === 'activity') {
       const session = this._sessions?.find(s => s.id === event.session_id);
       if (session) {

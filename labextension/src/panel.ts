@@ -1,14 +1,31 @@
 /**
- * The "Agents" sidebar: every session grouped by status, with its actions.
- * Plain DOM, rebuilt when the model changes (a few dozen rows at most).
+ * The "Agents" sidebar, a panel to keep open: one line per session (kind icon, name,
+ * attention or status badge, folder, relative time, icon buttons) in groups Needs
+ * you, Working, Running, Interrupted, Ended (folded); a filter box; keyboard
+ * navigation (Up/Down move, Enter opens, Delete kills after a confirmation).
+ * Plain DOM; the list is rebuilt when the model changes (a few dozen rows at most),
+ * the header, the filter box and the selection survive it.
  */
-import { Time } from '@jupyterlab/coreutils';
 import { TranslationBundle } from '@jupyterlab/translation';
-import { refreshIcon } from '@jupyterlab/ui-components';
+import {
+  historyIcon,
+  LabIcon,
+  launchIcon,
+  refreshIcon,
+  stopIcon
+} from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
+import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { ISession, Status } from './api';
+import {
+  attentionLabel,
+  attentionSentence,
+  Group,
+  groupOf,
+  GROUPS
+} from './attention';
 import { agentsIcon, kindIcon, kindLabel, statusLabel } from './icons';
 import { CommandIDs, IAgentSessions } from './tokens';
 
@@ -37,29 +54,9 @@ export function commandActions(commands: CommandRegistry): IPanelActions {
   };
 }
 
-/** Status groups, in the order shown; ended ones are folded. */
-const GROUPS: { status: Status; folded: boolean }[] = [
-  { status: 'running', folded: false },
-  { status: 'interrupted', folded: false },
-  { status: 'orphaned', folded: false },
-  { status: 'exited', folded: true },
-  { status: 'killed', folded: true }
-];
-
-/** The title of each status group. */
-function groupTitles(trans: TranslationBundle): Record<Status, string> {
-  return {
-    running: trans.__('Running'),
-    interrupted: trans.__('Interrupted'),
-    orphaned: trans.__('Orphaned'),
-    exited: trans.__('Exited'),
-    killed: trans.__('Killed')
-  };
-}
-
 type Action = 'open' | 'kill' | 'adopt' | 'restore';
 
-/** The action buttons of a session in each status. */
+/** The action buttons of a session in each status; the first is what Enter does. */
 const ACTIONS: Record<Status, Action[]> = {
   running: ['open', 'kill'],
   orphaned: ['adopt', 'kill'],
@@ -67,6 +64,19 @@ const ACTIONS: Record<Status, Action[]> = {
   exited: ['restore'],
   killed: ['restore']
 };
+
+const ACTION_ICONS: Record<Action, LabIcon> = {
+  open: launchIcon,
+  kill: stopIcon,
+  adopt: launchIcon,
+  restore: historyIcon
+};
+
+/** Groups folded until the user opens them. */
+const FOLDED: ReadonlySet<Group> = new Set(['ended']);
+
+/** How often relative times are redrawn while the panel shows (ms). */
+const CLOCK = 30000;
 
 function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
@@ -83,18 +93,63 @@ function el<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
-/** Relative time with the exact time as a tooltip, each put in a sentence by `say`. */
-function timeNode(
-  iso: string | null,
-  say: (when: string) => string
-): HTMLElement {
-  const node = el('span', 'jp-AgentsPanel-time');
-  if (!iso) {
-    return node;
+/** "now", "42 s ago", "3 min ago", "2 h ago", "5 d ago". */
+export function relativeTime(
+  iso: string,
+  now: number,
+  trans: TranslationBundle
+): string {
+  const seconds = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  if (!Number.isFinite(seconds)) {
+    return '';
   }
-  node.textContent = say(Time.formatHuman(new Date(iso)));
-  node.title = say(Time.format(new Date(iso)));
-  return node;
+  if (seconds < 10) {
+    return trans.__('now');
+  }
+  if (seconds < 60) {
+    return trans.__('%1 s ago', seconds);
+  }
+  if (seconds < 3600) {
+    return trans.__('%1 min ago', Math.floor(seconds / 60));
+  }
+  if (seconds < 86400) {
+    return trans.__('%1 h ago', Math.floor(seconds / 3600));
+  }
+  return trans.__('%1 d ago', Math.floor(seconds / 86400));
+}
+
+/** The last two parts of a path ("…/project/src"). */
+export function cwdTail(cwd: string): string {
+  const parts = cwd.split('/').filter(Boolean);
+  if (parts.length <= 2) {
+    return cwd;
+  }
+  return `…/${parts.slice(-2).join('/')}`;
+}
+
+/** Whether a session matches the filter text (name, kind, folder, ids). */
+export function matches(
+  s: ISession,
+  filter: string,
+  trans: TranslationBundle
+): boolean {
+  const words = filter.toLowerCase().split(/\s+/).filter(Boolean);
+  if (words.length === 0) {
+    return true;
+  }
+  const text = [
+    s.name,
+    s.id,
+    s.kind,
+    kindLabel(s.kind, trans),
+    s.cwd ?? '',
+    s.conversation_id ?? '',
+    s.status,
+    s.attention ?? ''
+  ]
+    .join(' ')
+    .toLowerCase();
+  return words.every(w => text.includes(w));
 }
 
 export class AgentsPanel extends Widget {
@@ -108,56 +163,93 @@ export class AgentsPanel extends Widget {
     this.addClass('jp-AgentsPanel');
     this.title.icon = agentsIcon;
     this.title.caption = _trans.__('Agents: terminals and agent sessions');
-    this._groupTitles = groupTitles(_trans);
-    this._actionLabels = {
-      open: _trans.__('Open'),
-      kill: _trans.__('Kill'),
-      adopt: _trans.__('Adopt'),
-      restore: _trans.__('Restore')
+    const trans = _trans;
+    this._groupTitles = {
+      needs: trans.__('Needs you'),
+      working: trans.__('Working'),
+      running: trans.__('Running'),
+      interrupted: trans.__('Interrupted'),
+      ended: trans.__('Ended')
     };
-    this._model.changed.connect(this.render, this);
-    this.render();
-    void this._model.kindsReady.then(() => this.render());
-  }
-
-  /** Re-render (the model or the kinds changed). */
-  render(): void {
-    if (this.isDisposed) {
-      return;
-    }
-    const trans = this._trans;
-    const root = this.node;
-    const open = new Set<string>();
-    root
-      .querySelectorAll<HTMLDetailsElement>('details[open]')
-      .forEach(d => open.add(d.dataset.status ?? ''));
-    root.replaceChildren();
+    this._actionTitles = {
+      open: trans.__('Open its terminal'),
+      kill: trans.__('Kill (asks first)'),
+      adopt: trans.__('Adopt: make it a terminal and open it'),
+      restore: trans.__('Restore')
+    };
 
     const header = el('div', 'jp-AgentsPanel-header');
     header.append(el('h2', 'jp-AgentsPanel-title', trans.__('Agents')));
-    const refresh = el('button', 'jp-AgentsPanel-iconButton jp-mod-styled');
+    const refresh = el('button', 'jp-AgentsPanel-iconButton');
     refresh.title = trans.__('Check the backend now and refresh');
     refresh.dataset.action = 'refresh';
     refreshIcon.element({ container: refresh, tag: 'span' });
     refresh.onclick = () => this._actions.refresh();
     header.append(refresh);
-    root.append(header);
 
-    const toolbar = el('div', 'jp-AgentsPanel-toolbar');
-    for (const kind of this._model.kinds) {
-      const button = el('button', 'jp-AgentsPanel-new jp-mod-styled');
-      button.dataset.action = 'new';
-      button.dataset.kind = kind;
-      kindIcon(kind).element({ container: button, tag: 'span' });
-      button.append(el('span', '', trans.__('New %1', kindLabel(kind, trans))));
-      button.onclick = () => this._actions.create(kind);
-      toolbar.append(button);
+    this._toolbar = el('div', 'jp-AgentsPanel-toolbar');
+
+    this._filter = el('input', 'jp-AgentsPanel-filter jp-mod-styled');
+    this._filter.type = 'search';
+    this._filter.placeholder = trans.__('Filter: name, kind, folder, id');
+    this._filter.title = trans.__(
+      'Show the sessions whose name, kind, folder or conversation id contain these words'
+    );
+    this._filter.oninput = () => this.render();
+    this._filter.onkeydown = event => {
+      if (event.key === 'Escape' && this._filter.value) {
+        this._filter.value = '';
+        this.render();
+        event.stopPropagation();
+      } else if (event.key === 'ArrowDown') {
+        event.preventDefault();
+        this._move(0, true);
+      }
+    };
+
+    this._body = el('div', 'jp-AgentsPanel-body');
+    this._body.setAttribute('role', 'listbox');
+    this._body.setAttribute('aria-label', trans.__('Sessions'));
+    this._body.onkeydown = event => this._onKey(event);
+
+    this.node.append(header, this._toolbar, this._filter, this._body);
+    this._renderToolbar();
+    this._model.changed.connect(this.render, this);
+    this.render();
+    void this._model.kindsReady.then(() => this._renderToolbar());
+  }
+
+  /** The id of the selected session, if any. */
+  get selected(): string | null {
+    return this._selected;
+  }
+
+  dispose(): void {
+    window.clearInterval(this._clock);
+    super.dispose();
+  }
+
+  protected onAfterShow(msg: Message): void {
+    this.render();
+    window.clearInterval(this._clock);
+    this._clock = window.setInterval(() => this.render(), CLOCK);
+  }
+
+  protected onAfterHide(msg: Message): void {
+    window.clearInterval(this._clock);
+  }
+
+  /** Re-render the list (the model changed, or the filter, or the clock). */
+  render(): void {
+    if (this.isDisposed) {
+      return;
     }
-    root.append(toolbar);
+    const trans = this._trans;
+    const focused = this._body.contains(document.activeElement);
+    this._body.replaceChildren();
 
-    const sessions = this._model.sessions;
     if (this._model.offline) {
-      root.append(
+      this._body.append(
         el(
           'div',
           'jp-AgentsPanel-offline',
@@ -165,31 +257,52 @@ export class AgentsPanel extends Widget {
         )
       );
     }
+    const sessions = this._model.sessions;
     if (sessions === undefined) {
-      root.append(el('div', 'jp-AgentsPanel-empty', trans.__('Loading…')));
+      this._body.append(
+        el('div', 'jp-AgentsPanel-empty', trans.__('Loading…'))
+      );
       return;
     }
     if (sessions.length === 0) {
-      root.append(
+      this._body.append(
         el('div', 'jp-AgentsPanel-empty', trans.__('No sessions yet.'))
       );
+      return;
     }
+    const filter = this._filter.value;
+    const shown = sessions.filter(s => matches(s, filter, trans));
+    if (shown.length === 0) {
+      this._body.append(
+        el('div', 'jp-AgentsPanel-empty', trans.__('No session matches.'))
+      );
+    }
+    const now = Date.now();
     for (const group of GROUPS) {
-      const rows = sessions
-        .filter(s => s.status === group.status)
-        .sort((a, b) => (a.created < b.created ? 1 : -1));
+      const rows = shown
+        .filter(s => groupOf(s) === group)
+        .sort((a, b) =>
+          group === 'needs'
+            ? (a.attention_since ?? '') < (b.attention_since ?? '')
+              ? -1
+              : 1
+            : a.created < b.created
+              ? 1
+              : -1
+        );
       if (rows.length === 0) {
         continue;
       }
       const section = el('details', 'jp-AgentsPanel-group');
-      section.dataset.status = group.status;
-      section.open = !group.folded || open.has(group.status);
+      section.dataset.group = group;
+      section.open = this._open.get(group) ?? !FOLDED.has(group);
+      section.ontoggle = () => this._open.set(group, section.open);
       const summary = el('summary', 'jp-AgentsPanel-groupTitle');
       summary.append(
-        el('span', '', this._groupTitles[group.status]),
+        el('span', '', this._groupTitles[group]),
         el('span', 'jp-AgentsPanel-count', String(rows.length))
       );
-      if (group.status === 'interrupted') {
+      if (group === 'interrupted') {
         const all = el(
           'button',
           'jp-AgentsPanel-action jp-mod-styled jp-mod-accept',
@@ -205,108 +318,263 @@ export class AgentsPanel extends Widget {
       section.append(summary);
       const list = el('ul', 'jp-AgentsPanel-list');
       for (const session of rows) {
-        list.append(this._row(session));
+        list.append(this._row(session, now));
       }
       section.append(list);
-      root.append(section);
+      this._body.append(section);
+    }
+    const selected = this._rowOf(this._selected);
+    if (selected) {
+      selected.classList.add('jp-mod-selected');
+      selected.setAttribute('aria-selected', 'true');
+      selected.tabIndex = 0;
+      if (focused) {
+        selected.focus();
+      }
+    } else {
+      this._selected = null;
+      const first = this._rows()[0];
+      if (first) {
+        first.tabIndex = 0; // the list is reachable with Tab
+      }
+      if (focused) {
+        this._body.focus();
+      }
     }
   }
 
-  private _row(s: ISession): HTMLElement {
+  private _renderToolbar(): void {
+    const trans = this._trans;
+    this._toolbar.replaceChildren();
+    for (const kind of this._model.kinds) {
+      const button = el('button', 'jp-AgentsPanel-new jp-mod-styled');
+      button.dataset.action = 'new';
+      button.dataset.kind = kind;
+      button.title = trans.__(
+        'New %1: a session that survives server restarts',
+        kindLabel(kind, trans)
+      );
+      kindIcon(kind).element({ container: button, tag: 'span' });
+      button.append(el('span', '', kindLabel(kind, trans)));
+      button.onclick = () => this._actions.create(kind);
+      this._toolbar.append(button);
+    }
+  }
+
+  private _row(s: ISession, now: number): HTMLElement {
     const trans = this._trans;
     const kind = kindLabel(s.kind, trans);
     const row = el('li', 'jp-AgentsPanel-row');
+    row.setAttribute('role', 'option');
+    row.tabIndex = -1;
     row.dataset.sessionId = s.id;
     row.dataset.name = s.name;
     row.dataset.status = s.status;
     row.dataset.kind = s.kind;
+    row.dataset.group = groupOf(s);
+    if (s.attention) {
+      row.dataset.attention = s.attention;
+    }
+    row.title = [
+      trans.__('terminal %1 · session %2 · %3', s.name, s.id, kind),
+      s.cwd ? trans.__('in %1', s.cwd) : '',
+      s.conversation_id
+        ? s.ambiguous
+          ? trans.__(
+              'conversation %1 (ambiguous: resumed "the most recent conversation" in this directory)',
+              s.conversation_id
+            )
+          : trans.__('conversation %1', s.conversation_id)
+        : '',
+      trans.__('started %1', new Date(s.created).toLocaleString()),
+      trans.__('last active %1', new Date(s.last_activity).toLocaleString()),
+      s.exit_code !== null && s.exit_code !== undefined
+        ? trans.__('exit code %1', s.exit_code)
+        : '',
+      s.reason ?? ''
+    ]
+      .filter(Boolean)
+      .join('\n');
 
-    const line1 = el('div', 'jp-AgentsPanel-line');
     const icon = el('span', 'jp-AgentsPanel-kind');
-    icon.title = kind;
     kindIcon(s.kind).element({ container: icon, tag: 'span' });
-    line1.append(icon);
-    const name = el('span', 'jp-AgentsPanel-name', s.name);
-    name.title = trans.__('terminal %1 · session %2 · %3', s.name, s.id, kind);
-    line1.append(name, el('span', 'jp-AgentsPanel-kindLabel', kind));
+    row.append(icon);
+    row.append(el('span', 'jp-AgentsPanel-name', s.name));
+
+    const live = s.status === 'running' || s.status === 'orphaned';
+    const attention = live && s.attention ? s.attention : null;
     const badge = el(
       'span',
-      `jp-AgentsPanel-badge jp-AgentsPanel-badge-${s.status}`,
-      statusLabel(s.status, trans)
+      `jp-AgentsPanel-badge jp-AgentsPanel-badge-${attention ?? s.status}`,
+      attention
+        ? attentionLabel(attention, trans)
+        : statusLabel(s.status, trans)
     );
-    line1.append(badge);
-    if (s.exit_code !== null && s.exit_code !== undefined) {
-      const code = el(
-        'span',
-        'jp-AgentsPanel-exit',
-        trans.__('exit %1', s.exit_code)
-      );
-      code.title = trans.__('exit code');
-      line1.append(code);
+    badge.dataset.status = s.status;
+    if (attention) {
+      badge.dataset.attention = attention;
+      badge.title = attentionSentence(s, trans);
     }
-    row.append(line1);
+    row.append(badge);
 
-    const line2 = el('div', 'jp-AgentsPanel-line jp-AgentsPanel-meta');
-    if (s.cwd) {
-      // LRM marks keep the path left-to-right inside the right-aligned (rtl) ellipsis box
-      const cwd = el('span', 'jp-AgentsPanel-cwd', `\u200e${s.cwd}\u200e`);
-      cwd.title = s.cwd;
-      line2.append(cwd);
-    }
-    if (s.conversation_id) {
-      const conv = el(
-        'span',
-        'jp-AgentsPanel-conversation',
-        s.conversation_id.slice(0, 8) + (s.ambiguous ? '?' : '')
-      );
-      conv.title = s.ambiguous
-        ? trans.__(
-            'conversation %1 (ambiguous: resumed "the most recent conversation" in this directory)',
-            s.conversation_id
-          )
-        : trans.__('conversation %1', s.conversation_id);
-      line2.append(conv);
-    }
-    row.append(line2);
+    const cwd = el('span', 'jp-AgentsPanel-cwd', s.cwd ? cwdTail(s.cwd) : '');
+    row.append(cwd);
 
-    const line3 = el('div', 'jp-AgentsPanel-line jp-AgentsPanel-meta');
-    line3.append(timeNode(s.created, when => trans.__('started %1', when)));
-    line3.append(
-      timeNode(s.last_activity, when => trans.__('active %1', when))
+    const when = (attention && s.attention_since) || s.last_activity;
+    const time = el(
+      'span',
+      'jp-AgentsPanel-time',
+      when ? relativeTime(when, now, trans) : ''
     );
-    row.append(line3);
-
-    if (s.reason) {
-      row.append(el('div', 'jp-AgentsPanel-reason', s.reason));
+    if (when) {
+      time.title = attention
+        ? trans.__('%1 since %2', attentionLabel(attention, trans), when)
+        : trans.__('last active %1', when);
     }
+    row.append(time);
 
-    const actions = el('div', 'jp-AgentsPanel-actions');
+    const actions = el('span', 'jp-AgentsPanel-actions');
     for (const action of ACTIONS[s.status] ?? []) {
       const button = el(
         'button',
-        'jp-AgentsPanel-action jp-mod-styled' +
-          (action === 'kill' ? ' jp-mod-warn' : ''),
-        this._actionLabels[action]
+        'jp-AgentsPanel-iconButton' + (action === 'kill' ? ' jp-mod-warn' : '')
       );
       button.dataset.action = action;
-      button.onclick = async () => {
-        // one request per click: a second restore of one session is refused anyway
-        button.disabled = true;
-        try {
-          await this._actions[action](s);
-        } finally {
-          button.disabled = false;
-        }
+      button.title = this._actionTitles[action];
+      button.setAttribute('aria-label', this._actionTitles[action]);
+      button.tabIndex = -1;
+      ACTION_ICONS[action].element({ container: button, tag: 'span' });
+      button.onclick = event => {
+        event.stopPropagation();
+        void this._run(action, s, button);
       };
       actions.append(button);
     }
     row.append(actions);
-    if (s.status === 'running') {
-      row.ondblclick = () => this._actions.open(s);
-    }
+    row.onclick = () => this._select(s.id, true);
+    row.ondblclick = () => this._primary(s);
     return row;
   }
 
-  private _groupTitles: Record<Status, string>;
-  private _actionLabels: Record<Action, string>;
+  /** Run an action; one request per click (a second restore is refused anyway). */
+  private async _run(
+    action: Action,
+    s: ISession,
+    button?: HTMLButtonElement
+  ): Promise<void> {
+    if (button) {
+      button.disabled = true;
+    }
+    try {
+      await this._actions[action](s);
+    } finally {
+      if (button) {
+        button.disabled = false;
+      }
+    }
+  }
+
+  /** Enter, double click: open, adopt or restore (not for ended sessions). */
+  private _primary(s: ISession): void {
+    const action = ACTIONS[s.status]?.[0];
+    if (action && s.status !== 'exited' && s.status !== 'killed') {
+      void this._run(action, s);
+    }
+  }
+
+  private _rows(): HTMLElement[] {
+    // rows of folded groups are not reachable by the keyboard
+    return Array.from(
+      this._body.querySelectorAll<HTMLElement>(
+        'details[open] > ul > .jp-AgentsPanel-row'
+      )
+    );
+  }
+
+  private _rowOf(id: string | null): HTMLElement | null {
+    if (id === null) {
+      return null;
+    }
+    return this._body.querySelector<HTMLElement>(
+      `.jp-AgentsPanel-row[data-session-id="${CSS.escape(id)}"]`
+    );
+  }
+
+  private _select(id: string | null, focus: boolean): void {
+    for (const node of Array.from(
+      this._body.querySelectorAll<HTMLElement>('.jp-AgentsPanel-row')
+    )) {
+      const on = node.dataset.sessionId === id;
+      node.classList.toggle('jp-mod-selected', on);
+      node.setAttribute('aria-selected', String(on));
+      node.tabIndex = on ? 0 : -1;
+    }
+    this._selected = id;
+    const row = this._rowOf(id);
+    if (row && focus) {
+      row.focus();
+      row.scrollIntoView({ block: 'nearest' });
+    }
+  }
+
+  /** Select the row `by` away from the selected one (or row `by` from the top). */
+  private _move(by: number, absolute = false): void {
+    const rows = this._rows();
+    if (rows.length === 0) {
+      return;
+    }
+    const at = rows.findIndex(r => r.dataset.sessionId === this._selected);
+    const next = absolute ? by : at < 0 ? 0 : at + by;
+    const index = Math.min(Math.max(next, 0), rows.length - 1);
+    this._select(rows[index].dataset.sessionId ?? null, true);
+  }
+
+  private _onKey(event: KeyboardEvent): void {
+    const session = this._model.sessions?.find(s => s.id === this._selected);
+    switch (event.key) {
+      case 'ArrowDown':
+        this._move(1);
+        break;
+      case 'ArrowUp':
+        if (this._rows()[0]?.dataset.sessionId === this._selected) {
+          this._filter.focus();
+        } else {
+          this._move(-1);
+        }
+        break;
+      case 'Home':
+        this._move(0, true);
+        break;
+      case 'End':
+        this._move(this._rows().length - 1, true);
+        break;
+      case 'Enter':
+        if (session) {
+          this._primary(session);
+        }
+        break;
+      case 'Delete':
+      case 'Backspace':
+        if (
+          session &&
+          (session.status === 'running' || session.status === 'orphaned')
+        ) {
+          void this._run('kill', session); // the command asks first
+        }
+        break;
+      default:
+        return;
+    }
+    event.preventDefault();
+    event.stopPropagation();
+  }
+
+  private _toolbar: HTMLDivElement;
+  private _filter: HTMLInputElement;
+  private _body: HTMLDivElement;
+  private _selected: string | null = null;
+  private _open = new Map<Group, boolean>();
+  private _clock = 0;
+  private _groupTitles: Record<Group, string>;
+  private _actionTitles: Record<Action, string>;
 }

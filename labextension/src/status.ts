@@ -1,5 +1,7 @@
 /**
- * Status-bar item: how many sessions are running, interrupted, orphaned.
+ * Status-bar item: how many agent sessions need you (waiting for input, asking
+ * permission, stopped on an error), then how many are running, interrupted,
+ * orphaned. A click opens the Agents panel.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
@@ -15,9 +17,6 @@ export class AgentsStatus extends Widget {
   ) {
     super();
     this.addClass('jp-AgentsStatus');
-    this.node.title = _trans.__(
-      'Agents: running / interrupted / orphaned sessions'
-    );
     this.node.onclick = onClick;
     this._model.changed.connect(this.render, this);
     this.render();
@@ -25,8 +24,18 @@ export class AgentsStatus extends Widget {
 
   render(): void {
     const trans = this._trans;
-    const { running, interrupted, orphaned } = this._model.counts;
+    const { running, interrupted, orphaned, needsYou, working } =
+      this._model.counts;
     this.node.replaceChildren();
+    this.node.title = trans.__(
+      'Agents: %1 need you, %2 working; %3 running, %4 interrupted, %5 orphaned sessions. Click to open the Agents panel.',
+      needsYou,
+      working,
+      running,
+      interrupted,
+      orphaned
+    );
+    this.node.classList.toggle('jp-mod-needsYou', needsYou > 0);
     agentsIcon.element({ container: this.node, tag: 'span' });
     const part = (status: string, count: number, text: string) => {
       const span = document.createElement('span');
@@ -39,6 +48,20 @@ export class AgentsStatus extends Widget {
       }
       return span;
     };
+    if (needsYou > 0) {
+      this.node.append(
+        part(
+          'needs-you',
+          needsYou,
+          trans._n('%1 needs you', '%1 need you', needsYou)
+        )
+      );
+    } else {
+      // present (for its count) but not shown
+      const none = part('needs-you', 0, '');
+      none.hidden = true;
+      this.node.append(none);
+    }
     this.node.append(
       part('running', running, trans.__('%1 running', running)),
       part('interrupted', interrupted, trans.__('%1 interrupted', interrupted)),

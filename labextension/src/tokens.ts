@@ -13,6 +13,10 @@ export interface ICounts {
   running: number;
   interrupted: number;
   orphaned: number;
+  /** Running agents waiting for input, asking permission or stopped on an error. */
+  needsYou: number;
+  /** Running agents at work on a turn. */
+  working: number;
 }
 
 /**
@@ -69,6 +73,7 @@ export namespace PluginIDs {
   export const status = 'jupyter-agents:status';
   export const interrupted = 'jupyter-agents:interrupted';
   export const restartNotification = 'jupyter-agents:restart-notification';
+  export const attention = 'jupyter-agents:attention';
 }
 
 export namespace CommandIDs {

@@ -1,0 +1,344 @@
+/**
+ * Attention: which agent sessions need their user, everywhere the user looks.
+ *
+ * The server tells us each agent session's `attention` (exact, from the CLI's hooks):
+ * `working`, `waiting` (turn finished), `permission` (approval asked), `error` (with
+ * a reason), `unknown`. "Needs you" = waiting, permission, error. Pure helpers first
+ * (labels, groups, what changed), then `AttentionWatcher`, which turns changes into a
+ * JupyterLab notification (with "Open"), an optional browser notification while the
+ * page is hidden, and a marker on the session's terminal tab.
+ */
+import { Notification } from '@jupyterlab/apputils';
+import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
+import { Widget } from '@lumino/widgets';
+
+import { Attention, ISession } from './api';
+import { kindLabel } from './icons';
+import { DOMAIN, IAgentSessions } from './tokens';
+
+/** The attention states in which a session needs its user. */
+export const NEEDS_YOU: ReadonlySet<string> = new Set([
+  'waiting',
+  'permission',
+  'error'
+]);
+
+/** A running session whose agent waits for input, asks permission or failed. */
+export function needsYou(s: ISession): boolean {
+  return s.status === 'running' && NEEDS_YOU.has(s.attention ?? '');
+}
+
+/** The panel's groups, in the order shown. */
+export type Group = 'needs' | 'working' | 'running' | 'interrupted' | 'ended';
+
+export const GROUPS: Group[] = [
+  'needs',
+  'working',
+  'running',
+  'interrupted',
+  'ended'
+];
+
+/** The group a session is listed in (orphans are live: with the running ones). */
+export function groupOf(s: ISession): Group {
+  switch (s.status) {
+    case 'running':
+      return needsYou(s)
+        ? 'needs'
+        : s.attention === 'working'
+          ? 'working'
+          : 'running';
+    case 'orphaned':
+      return 'running';
+    case 'interrupted':
+      return 'interrupted';
+    default:
+      return 'ended';
+  }
+}
+
+/** A short word for an attention state (the badge). */
+export function attentionLabel(
+  attention: Attention,
+  trans: TranslationBundle = nullTranslator.load(DOMAIN)
+): string {
+  switch (attention) {
+    case 'working':
+      return trans.__('working');
+    case 'waiting':
+      return trans.__('waiting');
+    case 'permission':
+      return trans.__('permission');
+    case 'error':
+      return trans.__('error');
+    case 'unknown':
+      return trans.__('unknown');
+    default:
+      return attention;
+  }
+}
+
+/** A sentence for the tooltip of a badge and for notifications. */
+export function attentionSentence(
+  s: ISession,
+  trans: TranslationBundle = nullTranslator.load(DOMAIN)
+): string {
+  const who = trans.__('%1 session %2', kindLabel(s.kind, trans), s.name);
+  switch (s.attention) {
+    case 'working':
+      return trans.__('%1 is working', who);
+    case 'waiting':
+      return trans.__('%1 is waiting for your input', who);
+    case 'permission':
+      return trans.__('%1 asks for your permission', who);
+    case 'error':
+      return s.attention_reason
+        ? trans.__('%1 stopped on an error: %2', who, s.attention_reason)
+        : trans.__('%1 stopped on an error', who);
+    case 'unknown':
+      return trans.__('%1: state unknown (its CLI ended the session)', who);
+    default:
+      return who;
+  }
+}
+
+/** A session that started needing its user between two looks. */
+export interface INewlyNeeding {
+  session: ISession;
+  /** What it was before (`null`: no state reported yet). */
+  previous: Attention | null;
+}
+
+/**
+ * The sessions that started needing their user since the last look. `seen` maps each
+ * running session's id to its `attention` and `attention_since` at the last look, and
+ * is updated.
+ *
+ * What counts: a change into waiting, permission or error from `working` or from
+ * another of those states (Claude Code's hooks report each turn); from no state at
+ * all only where the CLI reports nothing but turn ends (`attention_source` `notify`,
+ * Codex): for Claude Code that is `SessionStart`, a new session at its prompt, which
+ * is no news. Nothing on the first look (`first`): opening Lab replays nothing (the
+ * status bar counts what needs the user).
+ */
+export function newlyNeeding(
+  sessions: ISession[],
+  seen: Map<string, string>,
+  first: boolean
+): INewlyNeeding[] {
+  const found: INewlyNeeding[] = [];
+  const live = new Set<string>();
+  for (const s of sessions) {
+    if (s.status !== 'running') {
+      continue;
+    }
+    live.add(s.id);
+    const attention = s.attention ?? null;
+    const key = `${attention ?? ''}|${s.attention_since ?? ''}`;
+    const before = seen.get(s.id);
+    seen.set(s.id, key);
+    if (first || before === key || !needsYou(s)) {
+      continue;
+    }
+    const previous = (before?.split('|')[0] || null) as Attention | null;
+    if (
+      previous === 'working' ||
+      NEEDS_YOU.has(previous ?? '') ||
+      (before !== undefined && s.attention_source === 'notify')
+    ) {
+      found.push({ session: s, previous });
+    }
+  }
+  for (const id of Array.from(seen.keys())) {
+    if (!live.has(id)) {
+      seen.delete(id);
+    }
+  }
+  return found;
+}
+
+/** The class a terminal tab gets while its session needs the user. */
+export const TAB_CLASS = 'jp-AgentsAttention-tab';
+
+/** A terminal tab as far as we need it: its terminal's session name and its title. */
+export interface ITerminalTab {
+  readonly title: Widget['title'];
+  readonly isDisposed: boolean;
+  readonly content: { session: { name: string } };
+}
+
+/**
+ * Mark (or unmark) the tabs of terminals whose session needs the user: a class on the
+ * title (a dot drawn by CSS before the label) and a sentence in its caption.
+ */
+export function markTabs(
+  tabs: Iterable<ITerminalTab>,
+  sessions: ISession[],
+  trans: TranslationBundle
+): void {
+  const byName = new Map<string, ISession>();
+  for (const s of sessions) {
+    if (s.status === 'running') {
+      byName.set(s.name, s);
+    }
+  }
+  for (const tab of tabs) {
+    if (tab.isDisposed) {
+      continue;
+    }
+    const s = byName.get(tab.content.session.name);
+    const title = tab.title;
+    const classes = new Set(title.className.split(/\s+/).filter(Boolean));
+    const had = classes.has(TAB_CLASS);
+    const wants = s !== undefined && needsYou(s);
+    for (const c of Array.from(classes)) {
+      if (c.startsWith(`${TAB_CLASS}-`)) {
+        classes.delete(c);
+      }
+    }
+    classes.delete(TAB_CLASS);
+    if (wants) {
+      classes.add(TAB_CLASS);
+      classes.add(`${TAB_CLASS}-${s.attention}`);
+    }
+    const className = Array.from(classes).join(' ');
+    if (className !== title.className) {
+      title.className = className;
+    }
+    const marked = title.dataset['agentsAttention'];
+    if (wants) {
+      const caption = attentionSentence(s, trans);
+      if (!had || marked !== caption) {
+        title.dataset = { ...title.dataset, agentsAttention: caption };
+        title.caption = caption;
+      }
+    } else if (had || marked) {
+      const { agentsAttention, ...rest } = title.dataset;
+      void agentsAttention;
+      title.dataset = rest;
+      if (title.caption === marked) {
+        title.caption = '';
+      }
+    }
+  }
+}
+
+export namespace AttentionWatcher {
+  export interface IOptions {
+    model: IAgentSessions;
+    trans: TranslationBundle;
+    /** Open a session's terminal (the `open` command). */
+    open: (session: ISession) => void | Promise<void>;
+    /** The terminal tabs now open (empty without a terminal tracker). */
+    tabs: () => Iterable<ITerminalTab>;
+  }
+}
+
+/**
+ * Follows the model: a JupyterLab notification (and, while the page is hidden and the
+ * user allowed it, a browser notification) when a session starts needing its user;
+ * its terminal tab marked while it does.
+ */
+export class AttentionWatcher {
+  constructor(private _options: AttentionWatcher.IOptions) {
+    _options.model.changed.connect(this.update, this);
+    void _options.model.ready.then(() => this.update());
+  }
+
+  /** Show JupyterLab notifications (the `notifications` setting). */
+  notifications = true;
+
+  /** Also notify through the browser while the page is hidden (`browserNotifications`). */
+  get browserNotifications(): boolean {
+    return this._browser;
+  }
+
+  set browserNotifications(on: boolean) {
+    this._browser = on;
+    if (
+      on &&
+      typeof window.Notification !== 'undefined' &&
+      window.Notification.permission === 'default'
+    ) {
+      void window.Notification.requestPermission().catch(() => undefined);
+    }
+  }
+
+  /** Look at the model again (also after new tabs opened). */
+  update(): void {
+    const { model, trans } = this._options;
+    const sessions = model.sessions;
+    if (sessions === undefined) {
+      return;
+    }
+    markTabs(this._options.tabs(), sessions, trans);
+    const fresh = newlyNeeding(sessions, this._seen, this._first);
+    this._first = false;
+    // a notification whose session no longer needs the user goes
+    const needing = new Set(sessions.filter(needsYou).map(s => s.id));
+    for (const [id, notification] of Array.from(this._shown)) {
+      if (!needing.has(id)) {
+        Notification.dismiss(notification);
+        this._shown.delete(id);
+      }
+    }
+    for (const { session } of fresh) {
+      this._notify(session);
+    }
+  }
+
+  dispose(): void {
+    this._options.model.changed.disconnect(this.update, this);
+  }
+
+  private _notify(session: ISession): void {
+    const { trans, open } = this._options;
+    const message = attentionSentence(session, trans);
+    if (this.notifications) {
+      const previous = this._shown.get(session.id);
+      if (previous) {
+        Notification.dismiss(previous);
+      }
+      const id = Notification.emit(
+        message,
+        session.attention === 'error' ? 'error' : 'warning',
+        {
+          autoClose: session.attention === 'waiting' ? 10000 : false,
+          actions: [
+            {
+              label: trans.__('Open'),
+              caption: trans.__('Open the terminal of %1', session.name),
+              callback: () => void open(session)
+            }
+          ]
+        }
+      );
+      this._shown.set(session.id, id);
+    }
+    if (
+      this._browser &&
+      document.visibilityState === 'hidden' &&
+      typeof window.Notification !== 'undefined' &&
+      window.Notification.permission === 'granted'
+    ) {
+      try {
+        const note = new window.Notification(trans.__('Jupyter agents'), {
+          body: message,
+          tag: `jupyter-agents-${session.id}`
+        });
+        note.onclick = () => {
+          window.focus();
+          void open(session);
+          note.close();
+        };
+      } catch {
+        // some browsers only notify from a service worker: the Lab notification stays
+      }
+    }
+  }
+
+  private _seen = new Map<string, string>();
+  private _shown = new Map<string, string>();
+  private _first = true;
+  private _browser = false;
+}
