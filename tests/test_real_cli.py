@@ -42,6 +42,7 @@ def installed() -> str | None:
 _MISSING = installed()
 pytestmark = [
     pytest.mark.realcli,
+    pytest.mark.timeout(300),  # generous polls: a cold start of the real CLI can be slow
     pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""),
 ]
 
