@@ -10,7 +10,8 @@ Enable with ``pytest_plugins = ["jupyter_agents.pytest_plugin"]``. Fixtures:
 - ``agents_server``: a factory starting real ``jupyter server`` subprocesses on that
   state dir (:class:`ServerProcess`) with that backend; all are stopped at teardown.
 
-The websocket client (:class:`TermClient`) needs ``websocket-client``.
+The websocket clients (:class:`TermClient` for terminals, :class:`EventClient` for the
+session events on ``/api/events/subscribe``) need ``websocket-client``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -31,6 +33,7 @@ from typing import Any
 import pytest
 
 from .backends.base import Backend
+from .events import SCHEMA_ID
 
 TOKEN = "test-token-not-secret"  # noqa: S105
 #: a shell whose output tests can match: bash without rc files and a fixed prompt
@@ -229,6 +232,49 @@ class TermClient:
         self.send("stdin", text)
 
     def close(self) -> None:
+        self.ws.close()
+
+
+class EventClient:
+    """A subscriber of ``/api/events/subscribe`` collecting jupyter_agents' session
+    events (in ``events``, oldest first), read in a background thread."""
+
+    def __init__(self, server: ServerProcess) -> None:
+        import websocket
+
+        self.ws = websocket.create_connection(
+            f"ws://127.0.0.1:{server.port}/api/events/subscribe",
+            header=[f"Authorization: token {TOKEN}"],
+            timeout=1,
+        )
+        self.events: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        import websocket
+
+        while not self._stop.is_set():
+            try:
+                event = json.loads(self.ws.recv())
+            except websocket.WebSocketTimeoutException:
+                continue
+            except (websocket.WebSocketException, OSError):
+                return
+            if event.get("schema_id") == SCHEMA_ID:
+                self.events.append(event)
+
+    def of(self, session_id: str, action: str | None = None) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in self.events
+            if e["session_id"] == session_id and (action is None or e["action"] == action)
+        ]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
         self.ws.close()
 
 

@@ -30,6 +30,20 @@ def new(server: ServerProcess, kind: str, cwd: Path, **extra: Any) -> dict[str, 
     return model
 
 
+def without_reporting(argv: list[str]) -> list[str]:
+    """A launch argv without the attention reporting we add (claude ``--settings F``,
+    codex ``-c notify=[...] --no-daemon``), which test_attention.py checks."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--settings", "-c"):
+            skip = True
+        elif arg != "--no-daemon":
+            out.append(arg)
+    return out
+
+
 def starts_by_pid(fake_agents: Any) -> dict[int, dict[str, Any]]:
     return {r["pid"]: r for r in fake_agents.records("start")}
 
@@ -145,7 +159,7 @@ def test_reboot_then_restore_all(agents_server, fake_agents, project):
     }
     for sid, argv in expected.items():
         run = runs[restored[sid]["pid"]]
-        assert run["argv"] == argv
+        assert without_reporting(run["argv"]) == argv
         assert run["cwd"] == str(project)
         assert restored[sid]["conversation_id"] == cid[sid]
         assert not restored[sid]["ambiguous"]
@@ -344,4 +358,5 @@ def test_restore_on_start_resumes_agents_not_shells(agents_server, fake_agents, 
     assert models[agent["id"]]["status"] == "running"
     assert models[shell["id"]]["status"] == "interrupted"
     run = poll(lambda: starts_by_pid(fake_agents).get(models[agent["id"]]["pid"]))
-    assert run["argv"] == ["--session-id", agent["conversation_id"]]
+    assert without_reporting(run["argv"]) == ["--session-id", agent["conversation_id"]]
+    assert run["argv"][-2] == "--settings"

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_core import EventClient
 
 from jupyter_agents.cli import main
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient, poll
+from jupyter_agents.pytest_plugin import EventClient, ServerProcess, TermClient, poll
 
 SECRET = "tell-nobody-7f3a"  # typed as a prompt: must never reach the spool or the store
 

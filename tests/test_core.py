@@ -15,51 +15,8 @@ import pytest
 from tornado.web import HTTPError
 
 from jupyter_agents.cli import main
-from jupyter_agents.events import SCHEMA_ID
-from jupyter_agents.pytest_plugin import TOKEN, ServerProcess, kill_tmux_server, poll
+from jupyter_agents.pytest_plugin import EventClient, ServerProcess, kill_tmux_server, poll
 from jupyter_agents.terminals import TerminalManager
-
-
-class EventClient:
-    """A subscriber of ``/api/events/subscribe`` collecting our session events."""
-
-    def __init__(self, server: ServerProcess) -> None:
-        import websocket
-
-        self.ws = websocket.create_connection(
-            f"ws://127.0.0.1:{server.port}/api/events/subscribe",
-            header=[f"Authorization: token {TOKEN}"],
-            timeout=1,
-        )
-        self.events: list[dict[str, Any]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        import websocket
-
-        while not self._stop.is_set():
-            try:
-                event = json.loads(self.ws.recv())
-            except websocket.WebSocketTimeoutException:
-                continue
-            except (websocket.WebSocketException, OSError):
-                return
-            if event.get("schema_id") == SCHEMA_ID:
-                self.events.append(event)
-
-    def of(self, session_id: str, action: str | None = None) -> list[dict[str, Any]]:
-        return [
-            e
-            for e in self.events
-            if e["session_id"] == session_id and (action is None or e["action"] == action)
-        ]
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self.ws.close()
 
 
 def new(server: ServerProcess, **body: Any) -> dict[str, Any]:

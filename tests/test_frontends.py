@@ -249,7 +249,8 @@ def test_example_notebook_runs(agents_state_dir, fake_agents, tmp_path, monkeypa
     html = "".join(o.get("data", {}).get("text/html", "") for o in outputs)
     assert html.count("claude") >= 1 and "codex" in html
     starts = fake_agents.records("start")
-    assert sorted(r["argv"][:1] for r in starts) == [[], ["--session-id"]]  # codex, claude
+    # codex gets only our reporting options (-c notify=..., --no-daemon), claude its id
+    assert sorted(r["argv"][:1] for r in starts) == [["--session-id"], ["-c"]]
     assert {r["cwd"] for r in starts} == {str(work)}
     rows = json.loads(cli("list", "--json", "--state-dir", str(agents_state_dir)).stdout)
     assert sorted((r["kind"], r["status"]) for r in rows) == [
