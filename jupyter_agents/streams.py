@@ -27,9 +27,18 @@ from .events import SessionEvent
 from .sessions import SessionService
 from .store import Session
 
+#: unflushed bytes at which a viewer stops getting live output; once it has drained it
+#: gets a fresh replay (screen and history) and live output again. One slow browser
+#: never makes the server buffer a flood, and never slows the other viewers.
+LAG_BYTES = 8 << 20
+
 
 class Viewer(Protocol):
     """A connected client (the websocket handler)."""
+
+    @property
+    def backlog(self) -> int:
+        """Bytes sent to it and not yet flushed to its socket."""
 
     def send(self, message: str) -> None: ...
 
@@ -44,6 +53,8 @@ class LiveTerminal:
         self.session = session
         self.viewers: dict[Viewer, tuple[int, int] | None] = {}
         self._active: list[Viewer] = []
+        #: viewers that fell :data:`LAG_BYTES` behind: no live output until caught up
+        self._lagging: set[Viewer] = set()
         self._size: tuple[int, int] | None = None
         self.stream = streams.backends.get(session.backend).attach(session.id, self)
 
@@ -52,12 +63,23 @@ class LiveTerminal:
         self.viewers[viewer] = None
         viewer.send(json.dumps(["setup", {}]))
 
+        self._replay(viewer)
+
+    def _replay(self, viewer: Viewer) -> None:
+        """Send ``viewer`` the screen and history, then live output (in stream order)."""
+
         def replay(text: str) -> None:
             if viewer in self.viewers:
                 viewer.send(json.dumps(["stdout", text]))
                 self._active.append(viewer)
 
         self.stream.snapshot(replay)
+
+    def caught_up(self, viewer: Viewer) -> None:
+        """A viewer that fell behind has drained: redraw its screen, then go live."""
+        if viewer in self._lagging:
+            self._lagging.discard(viewer)
+            self._replay(viewer)
 
     def remove_viewer(self, viewer: Viewer) -> None:
         """A viewer left; the last one leaving stops the stream (not the session)."""
@@ -66,6 +88,7 @@ class LiveTerminal:
         del self.viewers[viewer]
         if viewer in self._active:
             self._active.remove(viewer)
+        self._lagging.discard(viewer)
         if self.viewers:
             self._apply_size()
         else:
@@ -98,6 +121,7 @@ class LiveTerminal:
         viewers = list(self.viewers)
         self.viewers.clear()
         self._active.clear()
+        self._lagging.clear()
         self.stream.close()
         for viewer in viewers:
             if disconnect:
@@ -108,8 +132,12 @@ class LiveTerminal:
     def on_output(self, data: str) -> None:
         if self._active:
             message = json.dumps(["stdout", data])
-            for viewer in self._active:
-                viewer.send(message)
+            for viewer in list(self._active):
+                if viewer.backlog > LAG_BYTES:  # too slow: catch it up later instead
+                    self._active.remove(viewer)
+                    self._lagging.add(viewer)
+                else:
+                    viewer.send(message)
         self.streams.touch(self.session.id)
 
     def on_exit(self, exit_code: int | None) -> None:

@@ -7,7 +7,6 @@ width_px]``; anything else is ignored. Server -> client: see :mod:`.streams`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from typing import Any
 
@@ -25,6 +24,9 @@ from .streams import LiveTerminal, Streams
 
 AUTH_RESOURCE = "terminals"
 MAX_ROWS, MAX_COLS = 1000, 2000
+#: below this many unflushed bytes a viewer that fell behind is caught up again
+#: (:meth:`~jupyter_agents.streams.LiveTerminal.caught_up`)
+RESUME_BYTES = 1 << 20
 
 
 def parse_message(raw: str | bytes) -> tuple[str, Any, Any] | None:
@@ -66,6 +68,7 @@ class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ign
         self.streams = streams
         self.session: Session | None = None
         self.terminal: LiveTerminal | None = None
+        self.pending = 0
 
     async def get(self, *args: Any, **kwargs: Any) -> None:
         user = self.current_user
@@ -107,6 +110,23 @@ class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ign
             self.terminal.remove_viewer(self)
             self.terminal = None
 
+    @property
+    def backlog(self) -> int:
+        """Bytes sent to this viewer and not yet flushed to its socket."""
+        return self.pending
+
     def send(self, message: str) -> None:
-        with contextlib.suppress(WebSocketClosedError):
-            self.write_message(message)
+        try:
+            flushed = self.write_message(message)
+        except WebSocketClosedError:
+            return
+        size = len(message)
+        self.pending += size
+        flushed.add_done_callback(lambda f: self._flushed(size, f))
+
+    def _flushed(self, size: int, future: Any) -> None:
+        self.pending -= size
+        if not future.cancelled():
+            future.exception()  # a closed stream: seen here, not logged as unretrieved
+        if self.terminal is not None and self.pending <= RESUME_BYTES:
+            self.terminal.caught_up(self)

@@ -128,3 +128,39 @@ def test_exit_sends_disconnect_and_records_exit_code(agents_server):
     _, sessions = server.request("GET", "/api/agents/sessions")
     assert sessions[0]["status"] == "exited" and sessions[0]["exit_code"] == 7
     assert server.request("GET", "/api/terminals") == (200, [])
+
+
+def test_a_viewer_that_reads_nothing_is_caught_up_not_buffered(agents_server):
+    """One slow browser never makes the server hold a flood, nor slows the others: past
+    its bound of unsent bytes it gets no live output; once it reads again it gets a fresh
+    replay (screen and history), then live output."""
+    import json
+
+    import psutil
+
+    def read_until(client: TermClient, marker: str) -> int:
+        """Read as a browser does, without keeping it all; the text bytes received."""
+        tail, received = "", 0
+        client.ws.settimeout(60)
+        while marker not in tail:
+            msg = json.loads(client.ws.recv())
+            if msg[0] == "stdout":
+                received += len(msg[1])
+                tail = (tail + msg[1])[-200:]
+        return received
+
+    server = agents_server()
+    fast = open_terminal(server)
+    name = server.request("GET", "/api/terminals")[1][0]["name"]
+    slow = server.ws(name)  # reads nothing until the flood is over
+    slow.wait_for(lambda c: len(c.messages) >= 2)
+    assert server.proc is not None
+    server_process = psutil.Process(server.proc.pid)
+    before = server_process.memory_info().rss
+    fast.stdin("head -c 45000000 /dev/zero | base64 -w 100; echo FLOOD-$((40+2))\r")
+    assert read_until(fast, "FLOOD-42") > 1_000_000
+    grown = server_process.memory_info().rss - before
+    assert grown < 45_000_000, grown  # not the 60 MB the slow viewer missed
+    assert read_until(slow, "FLOOD-42") > 0  # once it reads: the current screen
+    slow.stdin("echo after-$((6*7))\r")
+    assert read_until(slow, "after-42") > 0  # and live output again
