@@ -319,7 +319,8 @@ def test_two_users_isolated_restart_and_pod_restart(hub: Hub) -> None:
     ]
     resumed = [r for r in runs if r["event"] == "start" and r["pid"] == by_id[agent["id"]]["pid"]]
     assert len(resumed) == 1
-    assert resumed[0]["argv"] == ["--resume", agent["conversation_id"]]
+    argv = resumed[0]["argv"]  # resumed, with this session's own hooks (--settings)
+    assert argv[:3] == ["--resume", agent["conversation_id"], "--settings"] and len(argv) == 4
     assert resumed[0]["cwd"] == str(proj)
     shells = [s for s in models if s["kind"] == "shell"]
     assert [s["status"] for s in shells] == ["interrupted"]  # shells are not auto-restored
