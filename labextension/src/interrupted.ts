@@ -107,6 +107,30 @@ export function describeInterrupted(
   );
 }
 
+/**
+ * A banner button: `data-action` set, disabled while its (possibly async) action runs.
+ */
+function bannerButton(
+  action: string,
+  label: string,
+  accept: boolean,
+  onClick: () => Promise<void> | void
+): HTMLButtonElement {
+  const button = document.createElement('button');
+  button.className = accept ? 'jp-mod-styled jp-mod-accept' : 'jp-mod-styled';
+  button.dataset.action = action;
+  button.textContent = label;
+  button.onclick = async () => {
+    button.disabled = true;
+    try {
+      await onClick();
+    } finally {
+      button.disabled = false;
+    }
+  };
+  return button;
+}
+
 export class InterruptedBanner extends Widget {
   constructor(
     session: ISession,
@@ -120,26 +144,20 @@ export class InterruptedBanner extends Widget {
     const text = document.createElement('span');
     text.className = 'jp-AgentsInterrupted-text';
     text.textContent = describeInterrupted(session, trans);
-    const restore = document.createElement('button');
-    restore.className = 'jp-mod-styled jp-mod-accept';
-    restore.dataset.action = 'restore';
-    restore.textContent =
+    const restore = bannerButton(
+      'restore',
       session.kind === 'shell'
         ? trans.__('Restore session')
-        : trans.__('Resume %1', kindLabel(session.kind, trans));
-    restore.onclick = async () => {
-      restore.disabled = true;
-      try {
-        await onRestore();
-      } finally {
-        restore.disabled = false;
-      }
-    };
-    const dismiss = document.createElement('button');
-    dismiss.className = 'jp-mod-styled';
-    dismiss.dataset.action = 'dismiss';
-    dismiss.textContent = trans.__('Keep the new shell');
-    dismiss.onclick = onDismiss;
+        : trans.__('Resume %1', kindLabel(session.kind, trans)),
+      true,
+      onRestore
+    );
+    const dismiss = bannerButton(
+      'dismiss',
+      trans.__('Keep the new shell'),
+      false,
+      onDismiss
+    );
     this.node.append(text, restore, dismiss);
   }
 }
@@ -158,26 +176,16 @@ export class RestoredBanner extends Widget {
     const text = document.createElement('span');
     text.className = 'jp-AgentsInterrupted-text';
     text.textContent = describeRestored(session, trans);
-    const fresh = document.createElement('button');
-    fresh.className = 'jp-mod-styled';
-    fresh.dataset.action = 'fresh';
-    fresh.textContent = trans.__('Start a fresh shell instead');
+    const fresh = bannerButton(
+      'fresh',
+      trans.__('Start a fresh shell instead'),
+      false,
+      onFresh
+    );
     fresh.title = trans.__(
       'Open a new, empty shell in a new tab and close this one (the restored session keeps running; kill it from the Agents panel)'
     );
-    fresh.onclick = async () => {
-      fresh.disabled = true;
-      try {
-        await onFresh();
-      } finally {
-        fresh.disabled = false;
-      }
-    };
-    const dismiss = document.createElement('button');
-    dismiss.className = 'jp-mod-styled jp-mod-accept';
-    dismiss.dataset.action = 'dismiss';
-    dismiss.textContent = trans.__('OK');
-    dismiss.onclick = onDismiss;
+    const dismiss = bannerButton('dismiss', trans.__('OK'), true, onDismiss);
     this.node.append(text, fresh, dismiss);
   }
 }
