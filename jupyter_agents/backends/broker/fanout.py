@@ -74,10 +74,11 @@ class Session:
             written = os.write(self.transcript_fd, data)
             if written != len(data):
                 raise OSError(f"short write ({written} of {len(data)} bytes)")
+            self.end += written
         except OSError as e:  # disk full: the stream goes on, the transcript has a gap
             log.warning("session %s: transcript write failed: %s", self.sid, e)
             self.gap = True
-        self.end = os.fstat(self.transcript_fd).st_size
+            self.end = os.fstat(self.transcript_fd).st_size
         return start
 
     def read_transcript(self, offset: int, limit: int) -> bytes:
