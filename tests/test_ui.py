@@ -516,12 +516,23 @@ def test_interrupted_tab_banner_restores_in_place(lab: Lab, page: Any) -> None:
 
 
 def test_reopened_tab_restored_in_place_offers_a_fresh_shell(lab: Lab, page: Any) -> None:
-    """restore_on_open on (the default): after a reboot the reopened tab shows its
-    session restored in place (old output, same cwd), and a banner saying so whose
-    "Start a fresh shell instead" opens a new shell and closes this tab; the restored
-    session keeps running."""
+    """restore_on_open on (the default): after a reboot the reopened tabs show their
+    sessions restored in place: a shell with its old output in the same cwd, and a
+    banner saying so whose "Start a fresh shell instead" opens a new shell and closes
+    this tab (the restored session keeps running); an agent resumed with its
+    conversation id."""
     open_lab(page, lab, reset=True)
     show_panel(page)
+    created = lab.server.request("POST", "/api/agents/sessions", {"kind": "claude"})
+    assert created[0] == 201, created
+    agent = created[1]
+    page.evaluate(
+        "(name) => window.jupyterapp.commands.execute('jupyter-agents:open', {name})",
+        agent["name"],
+    )
+    wait_text(page, r"FAKE CLAUDE")
+    type_in_terminal(page, "hello before the reboot\n")
+    wait_text(page, r"claude heard: hello before the reboot")
     new_terminal(page)
     typed_until(page, "echo REOPEN-$((4*4))", r"REOPEN-16")
     name = page.evaluate("() => window.jupyterapp.shell.currentWidget.content.session.name")
@@ -530,6 +541,7 @@ def test_reopened_tab_restored_in_place_offers_a_fresh_shell(lab: Lab, page: Any
     page.close()
     lab.restart(signal.SIGKILL, kill_backend=True)
     assert lab.sessions()[sid]["status"] == "interrupted"
+    assert lab.sessions()[agent["id"]]["status"] == "interrupted"
     page = context.new_page()
     open_lab(page, lab)
     show_panel(page)
@@ -544,6 +556,12 @@ def test_reopened_tab_restored_in_place_offers_a_fresh_shell(lab: Lab, page: Any
     banner.wait_for()
     assert "is restored" in banner.inner_text()
     assert lab.sessions()[sid]["status"] == "running"  # the tab's POST restored it
+    resumed = poll(
+        lambda: (a := lab.sessions()[agent["id"]])["status"] == "running" and a,
+        what="the agent tab's session resumed",
+    )
+    assert resumed["conversation_id"] == agent["conversation_id"]
+    assert resumed["argv"][1:3] == ["--resume", agent["conversation_id"]]
     wait_text(page, r"REOPEN-16")  # its earlier output, above the new shell
     shot(page, "3-reopened-tab-restored")
     before = {s["id"] for s in lab.sessions().values() if s["status"] == "running"}
@@ -572,6 +590,7 @@ def test_reopened_tab_restored_in_place_offers_a_fresh_shell(lab: Lab, page: Any
     assert lab.sessions()[sid]["status"] == "running"
     lab.server.request("DELETE", f"/api/agents/sessions/{sid}")
     lab.server.request("DELETE", f"/api/agents/sessions/{fresh['id']}")
+    lab.server.request("DELETE", f"/api/agents/sessions/{agent['id']}")
 
 
 # -- 3. an orphaned session can be adopted -----------------------------------------------
