@@ -49,8 +49,6 @@ class Session:
         self.gap = False
         self.replay = Replay()
         self.clients: set[Client] = set()
-        #: the tasks serving connections (waited for at stop)
-        self._handlers: set[asyncio.Task[None]] = set()
         self.dead = False
         self.exit_code: int | None = None
         self.dead_since: float | None = None
