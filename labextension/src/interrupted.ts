@@ -131,51 +131,53 @@ function bannerButton(
   return button;
 }
 
-export class InterruptedBanner extends Widget {
+/** A banner over a terminal tab: the session's id, a sentence, then buttons. */
+class Banner extends Widget {
+  constructor(
+    session: ISession,
+    message: string,
+    buttons: HTMLButtonElement[]
+  ) {
+    super();
+    this.addClass('jp-AgentsInterrupted');
+    this.node.dataset.sessionId = session.id;
+    const text = document.createElement('span');
+    text.className = 'jp-AgentsInterrupted-text';
+    text.textContent = message;
+    this.node.append(text, ...buttons);
+  }
+}
+
+/** The tab's session was interrupted and this tab shows a new shell: restore it? */
+export class InterruptedBanner extends Banner {
   constructor(
     session: ISession,
     trans: TranslationBundle,
     onRestore: () => Promise<void>,
     onDismiss: () => void
   ) {
-    super();
-    this.addClass('jp-AgentsInterrupted');
-    this.node.dataset.sessionId = session.id;
-    const text = document.createElement('span');
-    text.className = 'jp-AgentsInterrupted-text';
-    text.textContent = describeInterrupted(session, trans);
-    const restore = bannerButton(
-      'restore',
-      session.kind === 'shell'
-        ? trans.__('Restore session')
-        : trans.__('Resume %1', kindLabel(session.kind, trans)),
-      true,
-      onRestore
-    );
-    const dismiss = bannerButton(
-      'dismiss',
-      trans.__('Keep the new shell'),
-      false,
-      onDismiss
-    );
-    this.node.append(text, restore, dismiss);
+    super(session, describeInterrupted(session, trans), [
+      bannerButton(
+        'restore',
+        session.kind === 'shell'
+          ? trans.__('Restore session')
+          : trans.__('Resume %1', kindLabel(session.kind, trans)),
+        true,
+        onRestore
+      ),
+      bannerButton('dismiss', trans.__('Keep the new shell'), false, onDismiss)
+    ]);
   }
 }
 
-export class RestoredBanner extends Widget {
+/** The tab's interrupted session was restored in place: or a fresh shell instead? */
+export class RestoredBanner extends Banner {
   constructor(
     session: ISession,
     trans: TranslationBundle,
     onFresh: () => Promise<void>,
     onDismiss: () => void
   ) {
-    super();
-    this.addClass('jp-AgentsInterrupted');
-    this.addClass('jp-AgentsRestored');
-    this.node.dataset.sessionId = session.id;
-    const text = document.createElement('span');
-    text.className = 'jp-AgentsInterrupted-text';
-    text.textContent = describeRestored(session, trans);
     const fresh = bannerButton(
       'fresh',
       trans.__('Start a fresh shell instead'),
@@ -185,8 +187,11 @@ export class RestoredBanner extends Widget {
     fresh.title = trans.__(
       'Open a new, empty shell in a new tab and close this one (the restored session keeps running; kill it from the Agents panel)'
     );
-    const dismiss = bannerButton('dismiss', trans.__('OK'), true, onDismiss);
-    this.node.append(text, fresh, dismiss);
+    super(session, describeRestored(session, trans), [
+      fresh,
+      bannerButton('dismiss', trans.__('OK'), true, onDismiss)
+    ]);
+    this.addClass('jp-AgentsRestored');
   }
 }
 
