@@ -537,6 +537,12 @@ def test_reopened_tab_restored_in_place_offers_a_fresh_shell(lab: Lab, page: Any
     typed_until(page, "echo REOPEN-$((4*4))", r"REOPEN-16")
     name = page.evaluate("() => window.jupyterapp.shell.currentWidget.content.session.name")
     sid = running_by_name(lab, name)["id"]
+    # tmux hands output to the transcript's writer asynchronously: let it land before
+    # the "reboot" (what a SIGKILL catches in flight is not this test's subject)
+    poll(
+        lambda: b"REOPEN-16\r\n" in lab.server.request("GET", f"/api/agents/sessions/{sid}/log")[1],
+        what="the output in the transcript",
+    )
     context = page.context
     page.close()
     lab.restart(signal.SIGKILL, kill_backend=True)
