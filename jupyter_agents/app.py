@@ -147,13 +147,15 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
 
     async def _refresh(self, service: SessionService) -> None:
         """Every ``refresh_interval`` s, off the loop: conversation ids of running agents,
-        and the changes other processes made to the store (both publish events)."""
+        the changes other processes made to the store (both publish events), and new
+        gaps in running sessions' transcripts (logged)."""
         while True:
             await asyncio.sleep(self.refresh_interval)
             try:
                 await asyncio.to_thread(service.follow_conversations)
                 await asyncio.to_thread(service.apply_attention)  # in case a wake was lost
                 await asyncio.to_thread(service.publish_external_changes)
+                await asyncio.to_thread(service.log_transcript_gaps)
             except AgentsError as e:
                 self.log.warning("jupyter_agents: refresh failed: %s", e)
 

@@ -219,19 +219,18 @@ class AttentionTracker:
         self._offsets: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def apply_silence(self, transcript_of: Callable[[str], Path], now: float) -> int:
+    def apply_silence(self, last_output_of: Callable[[str], datetime | None], now: float) -> int:
         """Running sessions of ``heuristic`` kinds: ``waiting`` once their transcript
-        (``transcript_of(session id)``) has been silent for the kind's ``silence``
-        seconds, else ``working``. Returns the number of changes."""
+        has been silent for the kind's ``silence`` seconds (``last_output_of(session
+        id)``: when it was last written, None if never), else ``working``. Returns the
+        number of changes."""
         changed = 0
         for session in self.store.list(["running"]):
             kind = self.kinds.get(session.kind)
             if kind is None or kind.reports != "heuristic":
                 continue
-            try:
-                last_output = transcript_of(session.id).stat().st_mtime
-            except OSError:
-                last_output = _epoch(session.last_activity)
+            written = last_output_of(session.id)
+            last_output = written.timestamp() if written else _epoch(session.last_activity)
             silent = now - last_output >= getattr(kind, "silence", 5.0)
             state: Attention = "waiting" if silent else "working"
             if state != session.attention:

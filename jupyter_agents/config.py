@@ -20,7 +20,7 @@ from typing import Any
 from traitlets import Bool, Dict, Enum, Float, Int, List, Type, Unicode, Union, default
 from traitlets.config import Config, LoggingConfigurable
 
-from . import restore
+from . import restore, transcripts
 from .agents import make_kinds
 from .backends import Backends
 from .backends.base import Backend
@@ -132,6 +132,15 @@ class AgentsSettings(LoggingConfigurable):
         help="Seconds a restored process is watched: exiting within them marks the "
         "restore as failed (with the reason; the conversation id is kept).",
     )
+    transcript_max_bytes = Int(
+        transcripts.DEFAULT_MAX_BYTES,
+        config=True,
+        help="The most bytes of raw output kept per session (its transcript): it is "
+        "written in segments of an eighth of this (at least 64 KiB each, at least two "
+        "kept), and the oldest segment is dropped when a new one starts. The REST log "
+        "and the CLI read what is kept. Sessions started before a change keep the old "
+        "cap until restored.",
+    )
     activity_interval = Float(
         10.0,
         config=True,
@@ -167,7 +176,13 @@ class AgentsSettings(LoggingConfigurable):
         shell = shell or default_shell()
         return SessionService(
             store=SessionStore(state_dir / "sessions.db"),
-            backends=Backends(state_dir, self.backend, parent=self, log=self.log),
+            backends=Backends(
+                state_dir,
+                self.backend,
+                parent=self,
+                log=self.log,
+                transcript_max_bytes=self.transcript_max_bytes,
+            ),
             state_dir=state_dir,
             kinds=make_kinds(shell, self.agents),
             env=EnvPolicy(list(self.scrub_env), extra_env or {}, root_dir or os.getcwd()),

@@ -125,15 +125,15 @@ class SessionsHandler(ApiHandler):
 
 
 class SessionHandler(ApiHandler):
-    """``GET /api/agents/sessions/<id>``: one record. ``DELETE``: end its process tree
-    (running or orphaned sessions; 204)."""
+    """``GET /api/agents/sessions/<id>``: one record, with what its transcript keeps.
+    ``DELETE``: end its process tree (running or orphaned sessions; 204)."""
 
     SUPPORTED_METHODS = ("GET", "DELETE", "OPTIONS")  # type: ignore[assignment]
 
     @web.authenticated
     @authorized
     async def get(self, session_id: str) -> None:
-        self.reply((await self.call(self.service.get, session_id)).to_model())
+        self.reply(await self.call(self.service.model, session_id))
 
     @web.authenticated
     @authorized
@@ -145,7 +145,8 @@ class SessionHandler(ApiHandler):
 
 class LogHandler(ApiHandler):
     """``GET /api/agents/sessions/<id>/log``: raw transcript bytes
-    (:func:`~jupyter_agents.transcripts.window`: ``?offset=&length=`` or ``Range``)."""
+    (:func:`~jupyter_agents.transcripts.window`: ``?offset=&length=`` or ``Range``;
+    logical offsets, from the first kept byte)."""
 
     @web.authenticated
     @authorized

@@ -4,7 +4,8 @@ Layout of ``state_dir`` (mode 0700, owned by the current user)::
 
     sessions.db        the SessionStore (SQLite, WAL)
     tmux/              the tmux socket and config (backend ``tmux``)
-    transcripts/       one ``<session id>.log`` per session, raw output bytes
+    transcripts/       one directory ``<session id>/`` per session: its raw output bytes in
+                       segments (see :mod:`jupyter_agents.transcripts`)
     state.lock         serialises spawns against reconcile (see reconcile.py)
 """
 

@@ -10,6 +10,8 @@ Enable with ``pytest_plugins = ["jupyter_agents.pytest_plugin"]``. Fixtures:
 - ``agents_server``: a factory starting real ``jupyter server`` subprocesses on that
   state dir (:class:`ServerProcess`) with that backend; all are stopped at teardown.
 
+:func:`transcript_bytes` reads what a session's transcript keeps.
+
 The websocket clients (:class:`TermClient` for terminals, :class:`EventClient` for the
 session events on ``/api/events/subscribe``) need ``websocket-client``.
 """
@@ -34,6 +36,7 @@ import pytest
 
 from .backends.base import Backend
 from .events import SCHEMA_ID
+from .transcripts import Transcript
 
 TOKEN = "test-token-not-secret"  # noqa: S105
 #: a shell whose output tests can match: bash without rc files and a fixed prompt
@@ -290,6 +293,16 @@ def poll(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(interval)
+
+
+def transcript(state_dir: Path, session_id: str) -> Transcript:
+    """The transcript of session ``session_id`` of ``state_dir`` (what the REST log reads)."""
+    return Transcript(session_id, state_dir / "transcripts" / session_id)
+
+
+def transcript_bytes(state_dir: Path, session_id: str) -> bytes:
+    """Every kept byte of a session's transcript (b"" while there is none)."""
+    return transcript(state_dir, session_id).tail(sys.maxsize)
 
 
 def kill_tmux_server(state_dir: Path) -> None:

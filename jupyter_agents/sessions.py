@@ -9,7 +9,8 @@ makes is published as a :class:`SessionEvent` to its subscribers (the server tur
 into jupyter_events and closes streams of sessions that ended).
 
 The store and the backends are the truth, shared with other processes on the same state
-dir; the service keeps no session state of its own.
+dir; the service keeps no session state of its own (only which transcript gaps it has
+logged).
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class SessionService:
         self.events = EventHub(self.log)
         self.publish = self.events.publish
         self.attention = AttentionTracker(state_dir, store, kinds, self.publish, self.log)
+        #: (session id, offset) of the transcript gaps logged so far
+        self._gaps_logged: set[tuple[str, int]] = set()
 
     def close(self) -> None:
         """Close the store (the backends' sessions keep running)."""
@@ -192,10 +195,48 @@ class SessionService:
 
     def transcript(self, session_id: str) -> Transcript:
         """The transcript of a recorded session (:class:`NotFound` for unknown ids)."""
-        session = self.store.get(session_id)
+        return self._transcript(self.store.get(session_id))
+
+    def _transcript(self, session: Session) -> Transcript:
         return Transcript(
             session.id, self.backends.get(session.backend).transcript_path(session.id)
         )
+
+    def model(self, session_id: str) -> dict[str, Any]:
+        """The REST model of one session (:meth:`Session.to_model`) with what its
+        transcript keeps: ``transcript_start`` (the first kept byte; earlier ones were
+        dropped by ``transcript_max_bytes``) and ``transcript_incomplete_since`` (when
+        output was first lost among the kept bytes, e.g. on a full disk; else None)."""
+        session = self.store.get(session_id)
+        transcript = self._transcript(session)
+        gaps = transcript.gaps()
+        return {
+            **session.to_model(),
+            "transcript_start": transcript.start(),
+            "transcript_incomplete_since": (
+                gaps[0][1].isoformat().replace("+00:00", "Z") if gaps else None
+            ),
+        }
+
+    def log_transcript_gaps(self) -> int:
+        """Log each gap in the transcripts of running sessions (output lost by a failed
+        write, e.g. a full disk) once, when this process first sees it; how many were
+        new. One directory listing per running session."""
+        new = 0
+        for session in self.store.list(["running"]):
+            for offset, when in self._transcript(session).gaps():
+                if (session.id, offset) in self._gaps_logged:
+                    continue
+                self._gaps_logged.add((session.id, offset))
+                new += 1
+                self.log.warning(
+                    "jupyter_agents: session %s: transcript incomplete: output from byte %d "
+                    "on was lost at %s (a write failed, e.g. the disk was full)",
+                    session.id,
+                    offset,
+                    when.isoformat(timespec="seconds"),
+                )
+        return new
 
     def follow_conversations(self) -> int:
         """Record the conversation ids running agents hold now; how many changed."""
@@ -211,8 +252,7 @@ class SessionService:
         is published; returns how many there were."""
         changed = self.attention.apply_spool()
         return changed + self.attention.apply_silence(
-            lambda sid: self.backends.get(self.store.get(sid).backend).transcript_path(sid),
-            time.time(),
+            lambda sid: self.transcript(sid).ended_at(), time.time()
         )
 
     # -- starting ----------------------------------------------------------------------

@@ -205,13 +205,13 @@ def test_prelude_runs_before_the_program_without_a_shell_parsing_either(tmp_path
 
 
 def test_log_window():
-    assert log_window(10, "10", None, None) == (10, 0, False)
-    assert log_window(10, None, None, "bytes=2-4") == (2, 3, True)
-    assert log_window(10 * MAX_LOG_CHUNK, None, None, None) == (0, MAX_LOG_CHUNK, False)
+    assert log_window(0, 10, "10", None, None) == (10, 0, False)
+    assert log_window(0, 10, None, None, "bytes=2-4") == (2, 3, True)
+    assert log_window(0, 10 * MAX_LOG_CHUNK, None, None, None) == (0, MAX_LOG_CHUNK, False)
     with pytest.raises(OutOfRange):
-        log_window(10, "11", None, None)
+        log_window(0, 10, "11", None, None)
     for offset, length, header in (("-1", None, None), ("1.5", None, None), (None, "x", None)):
         with pytest.raises(InvalidRequest):
-            log_window(10, offset, length, header)
+            log_window(0, 10, offset, length, header)
     with pytest.raises(InvalidRequest):
-        log_window(10, None, None, "bytes=-")
+        log_window(0, 10, None, None, "bytes=-")

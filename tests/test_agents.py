@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jupyter_agents.agents import is_uuid
-from jupyter_agents.pytest_plugin import ServerProcess, kill_tmux_server, poll
+from jupyter_agents.pytest_plugin import ServerProcess, kill_tmux_server, poll, transcript_bytes
 
 
 def sessions(server: ServerProcess) -> dict[str, dict[str, Any]]:
@@ -294,7 +294,7 @@ def test_log_serves_transcript_bytes(agents_server, fake_agents, project):
     shell = new(server, "shell", project)
     server.type_line(shell["name"], "echo log-$((7*6))-end", "log-42-end")
     path = f"/api/agents/sessions/{shell['id']}/log"
-    transcript = (server.state_dir / "transcripts" / f"{shell['id']}.log").read_bytes()
+    transcript = transcript_bytes(server.state_dir, shell["id"])
     import urllib.request
 
     def get(query: str = "", headers: dict[str, str] | None = None) -> tuple[int, bytes, Any]:

@@ -19,11 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jupyter_agents import pytest_plugin
 from jupyter_agents.backends.base import SpawnRequest
 from jupyter_agents.backends.broker import BrokerBackend
 from jupyter_agents.backends.broker.protocol import PREFIX, encode
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient, transcript_bytes
 from jupyter_agents.store import SessionStore
+from jupyter_agents.transcripts import Transcript
 
 
 @pytest.fixture
@@ -84,9 +86,10 @@ def test_exit_codes_exact_env_and_dead_sessions_held(broker, tmp_path):
     assert (live["exit3"].exit_code, live["killed"].exit_code) == (3, 137)
     assert live["exit3"].dead_since is not None and not live["shell"].dead
     assert live["shell"].pid == shell.pid and psutil.Process(shell.pid).name() == "sh"
-    printed = broker.transcript_path("env1").read_text().split()
+    printed = transcript_bytes(broker.state_dir, "env1").decode().split()
     assert sorted(printed) == ["ONLY=this", "TERM=xterm-256color"]  # exactly the given env
-    assert oct(broker.transcript_path("exit3").stat().st_mode & 0o777) == "0o600"
+    assert oct(broker.transcript_path("exit3").stat().st_mode & 0o777) == "0o700"
+    assert oct((broker.transcript_path("exit3") / "0.log").stat().st_mode & 0o777) == "0o600"
     broker.remove("exit3")
     assert "exit3" not in held() and "killed" in held()  # held until removed
 
@@ -221,9 +224,9 @@ def test_a_client_that_falls_behind_catches_up_from_the_transcript(broker):
     slow.connect(str(broker.socket_path))
     slow.sendall(encode({"op": "attach", "sid": "busy"}))
     assert read_frame_sync(slow)[0]["op"] == "ok"
-    transcript = broker.transcript_path("busy")
+    transcript = Transcript("busy", broker.transcript_path("busy"))
     slow.sendall(encode({"op": "write", "sid": "busy"}, b"seq 1 2000000; echo END-$((1+1))\r"))
-    wait_until(lambda: b"END-2" in transcript.read_bytes()[-100:], 60, "the output to end")
+    wait_until(lambda: b"END-2" in transcript.tail(100), 60, "the output to end")
     # it asks for a snapshot while far behind; only now does it read what it is owed
     slow.sendall(encode({"op": "snapshot", "sid": "busy"}))
     rss = psutil.Process(int(broker.pid_path.read_text().split()[0])).memory_info().rss
@@ -235,7 +238,7 @@ def test_a_client_that_falls_behind_catches_up_from_the_transcript(broker):
         if header["op"] != "output":
             break
         received += payload
-    full = transcript.read_bytes()
+    full = transcript.tail(sys.maxsize)
     assert len(full) > 14_000_000
     assert "resync" not in ops and ops[-1] == "ok"  # the snapshot came after the catch-up
     assert full.endswith(bytes(received)) and b"\n1999999\r\n2000000\r\n" in received
@@ -266,10 +269,9 @@ def test_sigkilled_broker_is_replaced_and_sessions_interrupted(no_tmux_server, c
     assert broker_pid(server.state_dir) != old
     assert "started a new one" in server.log_path.read_text()
     for s in sessions:
-        transcript = server.state_dir / "transcripts" / f"{s['id']}.log"
-        assert transcript.exists()
+        assert (server.state_dir / "transcripts" / s["id"]).is_dir()
     first_id = next(s["id"] for s in sessions if s["name"] == first)
-    assert b"BEFORE-42" in (server.state_dir / "transcripts" / f"{first_id}.log").read_bytes()
+    assert b"BEFORE-42" in transcript_bytes(server.state_dir, first_id)
 
     new = server.request("POST", "/api/terminals", {})[1]["name"]
     c2 = opened(server, new)
@@ -306,12 +308,8 @@ def read_all(client: TermClient, stop: threading.Event, seen: list[int]) -> None
             continue
 
 
-def flood_finished(transcript: Path, size: int) -> bool:
-    if transcript.stat().st_size < size:
-        return False
-    with transcript.open("rb") as f:
-        f.seek(-200, os.SEEK_END)
-        return b"FLOOD-2-DONE" in f.read()
+def flood_finished(transcript: Transcript, size: int) -> bool:
+    return transcript.size() >= size and b"FLOOD-2-DONE" in transcript.tail(200)
 
 
 @pytest.mark.slow
@@ -331,7 +329,7 @@ def test_flood_does_not_starve_others_or_grow_the_broker(no_tmux_server, capsys)
     reader = threading.Thread(target=read_all, args=(viewer, stop, seen), daemon=True)
     reader.start()
     term = opened(server, typing)
-    transcript = server.state_dir / "transcripts" / f"{sessions[flood]}.log"
+    transcript = pytest_plugin.transcript(server.state_dir, sessions[flood])
 
     size = 200_000_000
     viewer.stdin(f"yes $(printf '%0100d' 0) | head -c {size}; echo FLOOD-$((1+1))-DONE\r")
@@ -364,11 +362,10 @@ def test_flood_does_not_starve_others_or_grow_the_broker(no_tmux_server, capsys)
             f"worst {max(latencies) * 1000:.0f} ms; broker peak RSS {max(rss) / 1e6:.1f} MB; "
             f"its viewer had read {seen[0] / 1e6:.1f} MB of frames by then"
         )
-    assert transcript.stat().st_size > size  # the transcript is complete
+    assert transcript.size() > size  # every byte was written (the last 32 MiB kept)
     assert max(rss) < 200e6
     stalled.close()
     term.close()
-    transcript.unlink()  # 200 MB: do not keep it in pytest's temp dirs
 
 
 def test_debug_attach_command(broker):

@@ -18,7 +18,7 @@ import pytest
 from conftest import produced_lines, producer_config
 
 from jupyter_agents.procs import SESSION_MARKER, MarkedProcess, ProcessIdentity, session_marker
-from jupyter_agents.pytest_plugin import ServerProcess, kill_tmux_server
+from jupyter_agents.pytest_plugin import ServerProcess, kill_tmux_server, transcript_bytes
 from jupyter_agents.store import SessionStore
 
 
@@ -118,14 +118,17 @@ def test_backend_crash_mid_output_keeps_transcripts(agents_server, agents_state_
     server = agents_server()
     status, model = server.request("POST", "/api/agents/sessions", {"kind": "producer"})
     assert status == 201, model
-    transcript = agents_state_dir / "transcripts" / f"{model['id']}.log"
+
+    def transcript() -> bytes:
+        return transcript_bytes(agents_state_dir, model["id"])
+
     deadline = time.monotonic() + 15
-    while len(produced_lines(transcript.read_bytes())) < 200 and time.monotonic() < deadline:
+    while len(produced_lines(transcript())) < 200 and time.monotonic() < deadline:
         time.sleep(0.1)
     kill_tmux_server(agents_state_dir)  # mid-output
     after = sessions(server)[model["id"]]
     assert after["status"] == "interrupted"
-    lines = produced_lines(transcript.read_bytes())
+    lines = produced_lines(transcript())
     assert len(lines) >= 200
     assert lines == list(range(1, len(lines) + 1))  # no gap, nothing doubled
     # new sessions work (a new tmux server)
@@ -254,7 +257,7 @@ def test_restart_torture(agents_state_dir, tmp_path):
         names = [records[sid]["name"] for sid in running]
         assert len(names) == len(set(names))  # no duplicate live names
         for sid in untouched:  # whole transcripts
-            data = (agents_state_dir / "transcripts" / f"{sid}.log").read_bytes()
+            data = transcript_bytes(agents_state_dir, sid)
             assert produced_lines(data) == list(range(1, count + 1)), sid
         print(
             f"torture: {cycles} kills, {len(created)} sessions acknowledged, {len(deleted)} "

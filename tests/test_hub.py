@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_agents.pytest_plugin import TermClient, free_port
+from jupyter_agents.pytest_plugin import TermClient, free_port, transcript_bytes
 
 HUB_VENV = Path(os.environ.get("JUPYTER_AGENTS_HUB_VENV", "/opt/jupyter-agents-hub"))
 EXAMPLE = Path(__file__).parent.parent / "examples" / "jupyterhub" / "jupyterhub_config.py"
@@ -273,9 +273,10 @@ def test_two_users_isolated_restart_and_pod_restart(hub: Hub) -> None:
     status, listed = hub.user_api(bob, tokens[bob], "GET", "/api/agents/sessions")
     assert [s["name"] for s in listed] == [terms[bob]]  # bob sees only his own
     alice_state = state_dir(alice)
-    transcript = alice_state / "transcripts" / f"{agent['id']}.log"
-    assert b"hello-from-alice" in transcript.read_bytes()
-    assert as_user(bob, "cat", str(transcript)).returncode != 0
+    transcript = alice_state / "transcripts" / agent["id"]
+    assert b"hello-from-alice" in transcript_bytes(alice_state, agent["id"])
+    assert as_user(bob, "cat", str(transcript / "0.log")).returncode != 0
+    assert as_user(bob, "ls", str(transcript)).returncode != 0
     assert as_user(bob, "ls", str(alice_state)).returncode != 0
     sock = alice_state / "tmux" / "socket"
     assert as_user(bob, "tmux", "-S", str(sock), "list-sessions").returncode != 0

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from jupyter_agents.backends.base import SpawnRequest
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient, open_backend
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient, open_backend, transcript_bytes
 
 pytestmark = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
 
@@ -113,7 +113,7 @@ def test_backend_killed_marks_interrupted(agents_server, agents_backend):
     assert server2.request("GET", "/api/terminals") == (200, [])
     _, record = server2.request("GET", f"/api/agents/sessions/{sid}")
     assert record["status"] == "interrupted"
-    assert b"BEFORE-5" in (server.state_dir / "transcripts" / f"{sid}.log").read_bytes()
+    assert b"BEFORE-5" in transcript_bytes(server.state_dir, sid)
     # the name is free again: a new terminal with it is a new shell
     assert server2.request("GET", f"/api/terminals/{name}")[0] == 404
 
@@ -138,11 +138,10 @@ def test_hand_made_session_is_orphaned_not_killed(agents_server, agents_backend)
 def test_output_while_server_down_is_in_transcript_and_replay(agents_server):
     server = agents_server()
     name, sid = type_then_kill_server(server, "sleep 2; echo LATE-$((40+2))\r", "sleep 2")
-    transcript = server.state_dir / "transcripts" / f"{sid}.log"
     deadline = time.monotonic() + 10
-    while b"LATE-42" not in transcript.read_bytes() and time.monotonic() < deadline:
+    while b"LATE-42" not in transcript_bytes(server.state_dir, sid):
+        assert time.monotonic() < deadline, "LATE-42 never reached the transcript"
         time.sleep(0.2)
-    assert b"LATE-42" in transcript.read_bytes()
     server2 = agents_server()
     c2 = server2.ws(name)
     c2.wait_for(replayed)

@@ -104,7 +104,10 @@ def test_state_is_private_and_tokens_never_logged(agents_server, agents_state_di
         assert mode(agents_state_dir / sub) == 0o700
     socket = agents_state_dir / "tmux" / "socket"
     assert stat.S_ISSOCK(socket.stat().st_mode) and mode(socket) & 0o077 == 0
-    assert mode(agents_state_dir / "transcripts" / f"{model['id']}.log") == 0o600
+    transcript = agents_state_dir / "transcripts" / model["id"]
+    assert mode(transcript) == 0o700
+    segments = list(transcript.iterdir())
+    assert segments and all(mode(p) == 0o600 for p in segments)
     assert not list((agents_state_dir / "tmux").glob("env-*"))  # env files read, deleted
     server.request("DELETE", f"/api/agents/sessions/{model['id']}")
     server.stop()

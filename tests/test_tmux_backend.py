@@ -18,6 +18,7 @@ from jupyter_agents.backends.tmux.formats import (
     unescape_output,
 )
 from jupyter_agents.errors import BackendUnavailable, InvalidRequest
+from jupyter_agents.pytest_plugin import poll
 
 
 @pytest.fixture
@@ -65,7 +66,10 @@ def test_invalid_ids_refused(backend):
 def test_private_socket_and_config(backend):
     backend.spawn(SpawnRequest("s1", ["sleep", "30"], "/", {}))
     assert oct(backend.tmux_dir.stat().st_mode & 0o777) == "0o700"
-    assert oct(backend.transcript_path("s1").stat().st_mode & 0o777) == "0o600"
+    transcript = backend.transcript_path("s1")
+    assert oct(transcript.stat().st_mode & 0o777) == "0o700"
+    poll(lambda: (transcript / "0.log").exists(), 5, "the first segment")
+    assert oct((transcript / "0.log").stat().st_mode & 0o777) == "0o600"
     sock = str(backend.socket_path)
     opts = subprocess.run(["tmux", "-S", sock, "show", "-g"], capture_output=True, text=True).stdout
     assert "status off" in opts and "prefix None" in opts

@@ -19,9 +19,11 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from traitlets import Int
 from traitlets.config import LoggingConfigurable
 
 from ..errors import InvalidRequest
+from ..transcripts import DEFAULT_MAX_BYTES
 
 #: what a session id looks like everywhere (store, tmux session names, broker frames)
 SESSION_ID = re.compile(r"\w{1,128}", re.ASCII)
@@ -221,14 +223,22 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
     #: the value stored in a session record's ``backend`` field
     name: str = ""
 
+    transcript_max_bytes = Int(
+        DEFAULT_MAX_BYTES,
+        help="The most bytes a session's transcript keeps (``AgentsApp.transcript_max_bytes``"
+        " hands it over): the oldest of its segments are dropped beyond it.",
+    )
+
     def __init__(self, state_dir: Path, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.state_dir = state_dir
         self.transcript_dir = state_dir / "transcripts"
 
     def transcript_path(self, session_id: str) -> Path:
-        """The raw output log of a session; it stays complete while no server runs."""
-        return self.transcript_dir / f"{session_id}.log"
+        """The directory of a session's raw output log (its segments, see
+        :mod:`jupyter_agents.transcripts`); it stays complete while no server runs, up to
+        :attr:`transcript_max_bytes`."""
+        return self.transcript_dir / session_id
 
     @abstractmethod
     def present(self) -> bool:
@@ -244,7 +254,10 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
 
     @abstractmethod
     def spawn(self, request: SpawnRequest) -> LiveSession:
-        """Start a session; its transcript is recorded from its first byte."""
+        """Start a session; its transcript is recorded from its first byte (appended to
+        the transcript of an earlier run of the same id), in the segments of
+        ``transcripts.segmenting(transcript_max_bytes)``, the oldest dropped beyond the
+        number kept; a failed write leaves a gap marker, never blocks the session."""
 
     @abstractmethod
     def list_live(self) -> list[LiveSession]:

@@ -199,7 +199,6 @@ class BrokerBackend(Backend):
     def spawn(self, request: SpawnRequest) -> LiveSession:
         check_session_id(request.session_id)
         self._ensure_running()
-        create_private_file(self.transcript_path(request.session_id))
         reply, _ = self._call(
             {
                 "op": "spawn",
@@ -209,6 +208,7 @@ class BrokerBackend(Backend):
                 "env": dict(request.env),
                 "rows": request.rows,
                 "cols": request.cols,
+                "transcript_max_bytes": self.transcript_max_bytes,
             }
         )
         return _live(reply["session"])

@@ -7,22 +7,22 @@ client *lags* for that session from a known transcript offset, and once its queu
 drained it catches up by reading the transcript (which holds every byte, in order) a
 :data:`CATCH_UP_CHUNK` at a time, then takes live output again. So a slow client that
 keeps reading gets every byte exactly once, and the broker's memory stays bounded
-whatever the sessions print. Only when the transcript has a gap (a failed write, e.g. a
-full disk) does the client get a ``resync`` frame (a fresh snapshot) instead. Replies
-are never dropped; a client whose queue passes :data:`CLIENT_HARD_LIMIT` is disconnected.
+whatever the sessions print. Only when the transcript no longer holds what the client
+missed (a failed write, e.g. a full disk, or segments dropped by the cap) does the client
+get a ``resync`` frame (a fresh snapshot) instead. Replies are never dropped; a client
+whose queue passes :data:`CLIENT_HARD_LIMIT` is disconnected.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections import deque
-from pathlib import Path
 from typing import Any
 
 from .protocol import encode
 from .ptys import Pty
+from .recorder import Recorder
 from .replay import Replay
 
 log = logging.getLogger("jupyter_agents.broker")
@@ -38,15 +38,10 @@ CATCH_UP_CHUNK = 256 << 10
 class Session:
     """One pty the broker holds, its transcript, replay and subscribed clients."""
 
-    def __init__(self, sid: str, pty: Pty, transcript: Path, transcript_fd: int) -> None:
+    def __init__(self, sid: str, pty: Pty, recorder: Recorder) -> None:
         self.sid = sid
         self.pty = pty
-        self.transcript = transcript
-        self.transcript_fd = transcript_fd
-        #: the transcript's length: the offset of the next output byte
-        self.end = os.fstat(transcript_fd).st_size
-        #: a transcript write failed: catching up from it would skip bytes
-        self.gap = False
+        self.recorder = recorder
         self.replay = Replay()
         self.clients: set[Client] = set()
         self.dead = False
@@ -66,24 +61,9 @@ class Session:
         return encode({"op": "exit", "exit_code": self.exit_code})
 
     def record(self, data: bytes) -> int:
-        """Append output to the transcript; the offset it starts at."""
-        start = self.end
-        try:
-            written = os.write(self.transcript_fd, data)
-            if written != len(data):
-                raise OSError(f"short write ({written} of {len(data)} bytes)")
-            self.end += written
-        except OSError as e:  # disk full: the stream goes on, the transcript has a gap
-            log.warning("session %s: transcript write failed: %s", self.sid, e)
-            self.gap = True
-            self.end = os.fstat(self.transcript_fd).st_size
-        return start
-
-    def read_transcript(self, offset: int, limit: int) -> bytes:
-        """Up to ``limit`` transcript bytes from ``offset`` (below :attr:`end`)."""
-        with self.transcript.open("rb") as f:
-            f.seek(offset)
-            return f.read(max(0, min(limit, self.end - offset)))
+        """Append output to the transcript; the offset it starts at (a failed write
+        leaves a gap there and the stream goes on: :class:`.Recorder`)."""
+        return self.recorder.write(data)
 
 
 class Client:
@@ -146,28 +126,29 @@ class Client:
     def _catch_up(self) -> None:
         """Send each lagging session's next chunk from its transcript; a session caught
         up takes live output again (nothing is printed between the read and that: one
-        loop). A transcript with a gap is replaced by a resync (a fresh snapshot)."""
+        loop). Output the transcript no longer holds is replaced by a resync (a fresh
+        snapshot)."""
         for sid, offset in sorted(self.lagging.items()):
             session = self.sessions.get(sid)
             if session is None or sid not in self.attached:
                 del self.lagging[sid]
                 self.held_snapshots.pop(sid, None)
                 continue
-            if session.gap:
+            recorder = session.recorder
+            chunk = b""
+            try:
+                if not recorder.lost_since(offset):
+                    chunk = recorder.read(offset, CATCH_UP_CHUNK)
+            except OSError as e:
+                log.warning("session %s: catching up from the transcript: %s", sid, e)
+            if not chunk:  # the transcript no longer holds what this client missed
                 del self.lagging[sid]
                 self.send(encode({"op": "resync"}, session.replay.snapshot()))
                 for _ in range(self.held_snapshots.pop(sid, 0)):
                     self.send(encode({"op": "ok"}, session.replay.snapshot()))
                 continue
-            try:
-                chunk = session.read_transcript(offset, CATCH_UP_CHUNK)
-            except OSError as e:
-                log.warning("session %s: catching up from the transcript: %s", sid, e)
-                session.gap = True
-                continue
-            if chunk:
-                self.send(encode({"op": "output"}, chunk))
-            if offset + len(chunk) >= session.end:
+            self.send(encode({"op": "output"}, chunk))
+            if offset + len(chunk) >= recorder.end:
                 del self.lagging[sid]
                 for _ in range(self.held_snapshots.pop(sid, 0)):
                     self.send(encode({"op": "ok"}, session.replay.snapshot()))

@@ -15,6 +15,7 @@ op          header fields / payload                            reply
 ==========  =================================================  ===========================
 ping                                                           ok: ``pid``, ``version``
 spawn       ``sid argv cwd env rows cols``                     ok: ``session``
+            ``transcript_max_bytes``
 list                                                           ok: ``sessions`` [session]
 write       ``sid``; payload = input bytes                     (none)
 resize      ``sid rows cols``                                  (none)
@@ -63,7 +64,15 @@ REQUESTS: Mapping[str, Mapping[str, type | tuple[type, ...]]] = {
     "ping": {},
     "list": {},
     "shutdown": {},
-    "spawn": {"sid": str, "argv": list, "cwd": str, "env": dict, "rows": int, "cols": int},
+    "spawn": {
+        "sid": str,
+        "argv": list,
+        "cwd": str,
+        "env": dict,
+        "rows": int,
+        "cols": int,
+        "transcript_max_bytes": int,
+    },
     "write": {"sid": str},
     "resize": {"sid": str, "rows": int, "cols": int},
     "snapshot": {"sid": str},

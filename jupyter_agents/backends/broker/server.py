@@ -6,8 +6,9 @@ or, as :class:`~jupyter_agents.backends.broker.client.BrokerBackend` starts it, 
 parent exits 0 once the socket accepts connections, the daemon child runs on. One asyncio
 loop serves every client and reads every pty; the protocol is in :mod:`.protocol`.
 
-Per session the broker writes the raw transcript (``DIR/transcripts/<id>.log``) itself,
-so it stays complete while no Jupyter server runs, and keeps a bounded raw replay
+Per session the broker writes the raw transcript (``DIR/transcripts/<id>/``, segments
+capped at the spawn's ``transcript_max_bytes``: :mod:`.recorder`) itself, so it stays
+complete while no Jupyter server runs, and keeps a bounded raw replay
 (:mod:`.replay`: chosen over pyte by measurement). A session's environment is exactly
 the one it was spawned with, except ``TERM`` (the broker's: ``xterm-256color``, what
 xterm.js is) and ``COLUMNS``/``LINES`` (dropped: the pty has the size).
@@ -49,6 +50,7 @@ from . import protocol
 from .fanout import Client, Session
 from .protocol import ProtocolError, broker_paths, encode
 from .ptys import Pty, open_pty
+from .recorder import Recorder
 
 log = logging.getLogger("jupyter_agents.broker")
 
@@ -91,15 +93,13 @@ class Broker:
         _check_size(rows, cols)
         env = {k: v for k, v in env.items() if k not in _BROKER_OWNED}
         env["TERM"] = TERM
-        transcript = self.transcript_dir / f"{sid}.log"
-        create_private_file(transcript)
-        fd = os.open(transcript, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+        recorder = Recorder(sid, self.transcript_dir / sid, header["transcript_max_bytes"])
         try:
             pty = open_pty(argv, header["cwd"], env, rows, cols)
         except BaseException:
-            os.close(fd)
+            recorder.close()
             raise
-        session = self.sessions[sid] = Session(sid, pty, transcript, fd)
+        session = self.sessions[sid] = Session(sid, pty, recorder)
         loop = asyncio.get_running_loop()
         pty.start_reading(
             loop, lambda data: self._output(session, data), lambda: self._check_exits()
@@ -139,7 +139,7 @@ class Broker:
         session.pty.hangup()
         if not session.dead:
             self._hung_up.append(session.pty)
-        os.close(session.transcript_fd)
+        session.recorder.close()
         for client in list(session.clients):
             client.send(session.exit_frame())
             client.attached.discard(sid)

@@ -15,7 +15,8 @@ from pathlib import Path
 from traitlets import Int, Unicode, default
 
 from ...errors import BackendUnavailable
-from ...paths import create_private_file, ensure_private_dir
+from ...paths import ensure_private_dir
+from ...transcripts import migrate_legacy
 from ..base import Backend, LiveSession, SpawnRequest, Stream, StreamListener, check_session_id
 from .formats import (
     CONFIG,
@@ -23,11 +24,13 @@ from .formats import (
     MAX_SOCKET_PATH,
     MIN_TMUX_VERSION,
     TMUX_OWNED,
+    TRANSCRIPT_WRITER_TOOLS,
     default_terminal,
     parse_dead,
     parse_version,
     tmux_arg,
     tmux_format_arg,
+    transcript_pipe,
     write_env_file,
 )
 from .stream import TmuxStream
@@ -110,6 +113,12 @@ class TmuxBackend(Backend):
         version = subprocess.run([exe, "-V"], capture_output=True, text=True, check=False).stdout
         if parse_version(version) < MIN_TMUX_VERSION:
             raise BackendUnavailable(f"{version.strip() or exe} is too old; need tmux >= 3.2")
+        path = self._env.get("PATH")
+        missing = [t for t in TRANSCRIPT_WRITER_TOOLS if shutil.which(t, path=path) is None]
+        if missing:
+            raise BackendUnavailable(
+                f"the tmux transcript writer needs GNU coreutils; missing: {', '.join(missing)}"
+            )
         if len(str(self.socket_path)) > MAX_SOCKET_PATH:
             raise BackendUnavailable(
                 f"tmux socket path {self.socket_path} is too long for a unix socket; "
@@ -123,8 +132,9 @@ class TmuxBackend(Backend):
 
     def spawn(self, request: SpawnRequest) -> LiveSession:
         sid = check_session_id(request.session_id)
-        log = self.transcript_path(sid)
-        create_private_file(log)
+        transcript = self.transcript_path(sid)
+        migrate_legacy(transcript)
+        ensure_private_dir(transcript)
         # The environment travels in a private file the session's first process reads
         # and deletes: as ``-e`` arguments it would sit in the tmux server's command line,
         # readable by every user of the machine (secrets included).
@@ -136,7 +146,7 @@ class TmuxBackend(Backend):
             + " "
             + shlex.join([str(env_file), *request.argv])
         )
-        pipe = "exec cat >> " + shlex.quote(str(log))
+        pipe = transcript_pipe(transcript, self.transcript_max_bytes)
         try:
             proc = self._run(
                 "new-session", "-d", "-s", sid, "-x", str(request.cols), "-y",

@@ -1,6 +1,7 @@
 """tmux's formats and quoting, pure: the config we write, command-line escaping,
 control-mode ``%output`` unescaping, pane-death and version parsing, the environment
-file sessions read, and composing a replay from a snapshot's pieces.
+file sessions read, the transcript writer ``pipe-pane`` runs, and composing a replay
+from a snapshot's pieces.
 
 Facts these rely on (tmux >= 3.2, checked on 3.3a):
 
@@ -19,6 +20,8 @@ import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
+
+from ...transcripts import segmenting
 
 MIN_TMUX_VERSION = (3, 2)
 #: longest input chunk per ``send-keys`` command (hex doubles it, plus separators)
@@ -42,6 +45,87 @@ set -g focus-events on
 set -g set-clipboard off
 set -gw aggressive-resize off
 """
+
+#: The writer of a session's transcript (the layout of :mod:`jupyter_agents.transcripts`),
+#: run by ``pipe-pane -O`` with the pane's output on stdin: ``sh -c TRANSCRIPT_WRITER sh
+#: DIR SEGMENT_BYTES KEEP`` (:func:`transcript_pipe`). It appends to the newest segment
+#: in DIR (continuing an earlier run's) and rolls to a new one every SEGMENT_BYTES,
+#: deleting the oldest beyond KEEP (and gap markers before the first kept byte); it ends
+#: when the pipe ends (head copied less than asked, exit 0). A failed write (head exits
+#: non-zero, e.g. a full disk) leaves one empty ``gap-<offset>-<unixtime>`` marker per
+#: episode, then the input is discarded a second at a time between retries, so the pane
+#: never blocks and tmux never buffers a flood. GNU ``head -c`` reads no more than it
+#: copies (no byte of the pipe is lost at a segment boundary); ``stdbuf -o0`` makes it
+#: write each read at once (stdio would hold output back until it exits). Per session:
+#: this sh and one head; a few short processes per segment.
+TRANSCRIPT_WRITER = """\
+umask 077
+cd "$1" || exit 1
+seg=$2 keep=$3 start=-1 gap=-1
+for f in *.log; do
+    n=${f%.log}
+    case $n in ''|*[!0-9]*|0?*) continue ;; esac
+    [ "$n" -gt "$start" ] && start=$n
+done
+[ "$start" -ge 0 ] || start=0
+measure() { size=$(wc -c 2>/dev/null <"$start.log") || size=0; }
+drop() {
+    while :; do
+        n=0 first=
+        for f in *.log; do
+            o=${f%.log}
+            case $o in ''|*[!0-9]*|0?*) continue ;; esac
+            n=$((n + 1))
+            [ -n "$first" ] && [ "$first" -lt "$o" ] || first=$o
+        done
+        [ "$n" -gt "$keep" ] || break
+        rm -f "$first.log"
+    done
+    [ -n "$first" ] || return 0
+    for f in gap-*; do
+        o=${f#gap-}
+        o=${o%%-*}
+        case $o in ''|*[!0-9]*) continue ;; esac
+        [ "$o" -ge "$first" ] || rm -f "$f"
+    done
+}
+measure
+while :; do
+    if [ "$size" -ge "$seg" ]; then
+        start=$((start + size)) size=0
+        true >>"$start.log"
+        drop
+    fi
+    if stdbuf -o0 head -c $((seg - size)) >>"$start.log"; then
+        measure
+        [ "$size" -ge "$seg" ] || exit 0
+    else
+        measure
+        if [ $((start + size)) != "$gap" ]; then
+            gap=$((start + size))
+            true >"gap-$gap-$(date +%s)"
+        fi
+        timeout 1 cat >/dev/null
+        [ $? = 124 ] || exit 0
+    fi
+done
+"""
+#: what the transcript writer runs besides sh (GNU coreutils)
+TRANSCRIPT_WRITER_TOOLS = ("stdbuf", "head", "wc", "timeout", "cat", "date", "rm")
+
+
+def transcript_pipe(directory: Path, max_bytes: int) -> str:
+    """The ``pipe-pane`` shell command writing a session's transcript into
+    ``directory`` with the cap ``max_bytes``: :data:`TRANSCRIPT_WRITER` with every path
+    and number an argument of its own (to pass to tmux through :func:`tmux_format_arg`).
+
+    >>> transcript_pipe(Path("/s/t/a b"), 1 << 20).endswith("sh '/s/t/a b' 131072 8")
+    True
+    """
+    size, keep = segmenting(max_bytes)
+    argv = ["/bin/sh", "-c", TRANSCRIPT_WRITER, "sh", str(directory), str(size), str(keep)]
+    return "exec " + shlex.join(argv)
+
 
 META_FORMAT = " ".join(
     f"#{{{f}}}"
