@@ -128,9 +128,7 @@ def test_every_byte_exactly_once_across_many_joins_while_printing(agents_server)
     server = agents_server()
     first = open_terminal(server)
     name = server.request("GET", "/api/terminals")[1][0]["name"]
-    first.stdin(
-        "i=0; while [ $i -lt 60000 ]; do i=$((i+1)); echo L$i; done; echo LOOP-$((6*7))\r"
-    )
+    first.stdin("i=0; while [ $i -lt 60000 ]; do i=$((i+1)); echo L$i; done; echo LOOP-$((6*7))\r")
 
     def printed(marker: str) -> Callable[[TermClient], bool]:
         def seen(c: TermClient) -> bool:  # in what the last frame added (the text is long)
@@ -146,7 +144,6 @@ def test_every_byte_exactly_once_across_many_joins_while_printing(agents_server)
     for viewer in [first, *joined]:
         viewer.wait_for(printed("LOOP-42"), timeout=60)
         viewer.drain(0.3)
-    print("frames per viewer", [len(v.messages) for v in [first, *joined]])
     for viewer in joined:
         lines = rendered_lines(viewer.text)
         numbers = [int(m.group(1)) for line in lines if (m := re.fullmatch(r"L(\d+)", line))]
@@ -155,6 +152,7 @@ def test_every_byte_exactly_once_across_many_joins_while_printing(agents_server)
         assert numbers and numbers[-1] == 60000
         assert numbers == list(range(numbers[0], 60001)), "a line lost or doubled at a cut"
     status, sessions = server.request("GET", "/api/agents/sessions")
+    assert status == 200
     sid = sessions[0]["id"]
     log = server.request("GET", f"/api/agents/sessions/{sid}/log")[1].decode()
     printed = "".join(f"L{i}\r\n" for i in range(1, 60001))
