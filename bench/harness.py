@@ -487,6 +487,7 @@ class Mode:
     runs: int  # repetitions of each timed measurement (medians are reported)
     throughput_mb: int
     keys: int
+    flood_mb: int  # what another terminal prints while echo latency is measured
     restart_terminals: int
     reconcile_records: int
     reconcile_live: int
@@ -510,6 +511,7 @@ FULL = Mode(
     runs=5,
     throughput_mb=100,
     keys=1000,
+    flood_mb=200,
     restart_terminals=100,
     reconcile_records=10_000,
     reconcile_live=200,
@@ -529,6 +531,7 @@ QUICK = Mode(
     runs=1,
     throughput_mb=5,
     keys=100,
+    flood_mb=30,
     restart_terminals=10,
     reconcile_records=1_000,
     reconcile_live=10,

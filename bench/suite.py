@@ -25,7 +25,8 @@ from .report import Row, machine, markdown_table, text_table, write_markdown
 
 def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
     """1, 2 and 6: one server per flavor, all running at once, runs interleaved so
-    background noise hits every flavor alike."""
+    background noise hits every flavor alike. Each server has a second terminal that
+    floods while echo latency is measured again (2, under flood)."""
     ours = [f.name for f in flavors if f.ours]
     with workdir("data") as data, contextlib.ExitStack() as stack:
         payload = data / "payload.b64"
@@ -39,8 +40,10 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
             )
         servers = {srv.flavor.name: srv for srv in started}
         names = {}
+        flood_names = {}
         for name, srv in servers.items():
             names[name] = srv.create_terminal()
+            flood_names[name] = srv.create_terminal()
             srv.verify_flavor()
 
         mb_per_s: dict[str, list[float]] = {"bare": []}
@@ -48,6 +51,7 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
         delivered: dict[str, list[float]] = {}
         expected = throughput.expected_chars(payload)
         echo: dict[str, list[list[float]]] = {}
+        flood: dict[str, list[latency.Flood]] = {}
         for run in range(mode.runs):
             mb_per_s["bare"].append(mode.throughput_mb / throughput.bare_pty_seconds(payload))
             if any(f.backend == "tmux" for f in flavors):
@@ -67,6 +71,13 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
                 echo.setdefault(name, []).append(
                     latency.echo_latencies(srv, names[name], mode.keys)
                 )
+            for name, srv in order:
+                under = latency.under_flood(
+                    srv, names[name], flood_names[name], mode.keys, mode.flood_mb
+                )
+                flood.setdefault(name, []).append(under)
+                if not under.drained:  # its shell may still be busy: a fresh one
+                    flood_names[name] = srv.create_terminal()
         replays: dict[str, list[replay.Replay]] = {}
         for name, srv in servers.items():
             term = replay.prepare(srv, history, mode.replay_lines)
@@ -74,6 +85,7 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
     return [
         *throughput.rows(mb_per_s, mode.throughput_mb, ours, reference, delivered),
         *latency.rows(echo, mode.keys, ours),
+        *latency.flood_rows(flood, mode.flood_mb, ours),
         *replay.rows(replays, mode.replay_lines, ours),
     ]
 
