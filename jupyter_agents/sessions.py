@@ -10,7 +10,7 @@ into jupyter_events and closes streams of sessions that ended).
 
 The store and the backends are the truth, shared with other processes on the same state
 dir; the service keeps no session state of its own (only which transcript gaps it has
-logged).
+logged, and when it last looked).
 """
 
 from __future__ import annotations
@@ -88,6 +88,8 @@ class SessionService:
         self.attention = AttentionTracker(state_dir, store, kinds, self.publish, self.log)
         #: (session id, offset) of the transcript gaps logged so far
         self._gaps_logged: set[tuple[str, int]] = set()
+        #: per session, its transcript directory's mtime when its gaps were last listed
+        self._gaps_seen: dict[str, int] = {}
 
     def close(self) -> None:
         """Close the store (the backends' sessions keep running)."""
@@ -221,10 +223,19 @@ class SessionService:
     def log_transcript_gaps(self) -> int:
         """Log each gap in the transcripts of running sessions (output lost by a failed
         write, e.g. a full disk) once, when this process first sees it; how many were
-        new. One directory listing per running session."""
+        new. One ``stat`` per running session; a listing only where its directory
+        changed."""
         new = 0
         for session in self.store.list(["running"]):
-            for offset, when in self._transcript(session).gaps():
+            transcript = self._transcript(session)
+            try:  # a new marker changes the directory: list only those that changed
+                changed = transcript.path.stat().st_mtime_ns
+            except OSError:
+                continue
+            if self._gaps_seen.get(session.id) == changed:
+                continue
+            self._gaps_seen[session.id] = changed
+            for offset, when in transcript.gaps():
                 if (session.id, offset) in self._gaps_logged:
                     continue
                 self._gaps_logged.add((session.id, offset))
