@@ -9,8 +9,8 @@ makes is published as a :class:`SessionEvent` to its subscribers (the server tur
 into jupyter_events and closes streams of sessions that ended).
 
 The store and the backends are the truth, shared with other processes on the same state
-dir; the service keeps no session state of its own (only which transcript gaps it has
-logged, and when it last looked).
+dir; the service keeps no session state of its own (only, in :class:`GapLog`, which
+transcript gaps it has logged).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from .procs import (
 from .reconcile import Action, apply_plan
 from .restore import TAIL_BYTES, Progress, Restorer, RestoreResult
 from .store import Session, SessionStore, Status, new_session_id, utcnow_iso
-from .transcripts import Transcript
+from .transcripts import GapLog, Transcript
 
 ENDED: tuple[Status, ...] = ("exited", "interrupted", "killed")
 
@@ -86,10 +86,7 @@ class SessionService:
         self.events = EventHub(self.log)
         self.publish = self.events.publish
         self.attention = AttentionTracker(state_dir, store, kinds, self.publish, self.log)
-        #: (session id, offset) of the transcript gaps logged so far
-        self._gaps_logged: set[tuple[str, int]] = set()
-        #: per session, its transcript directory's mtime when its gaps were last listed
-        self._gaps_seen: dict[str, int] = {}
+        self._gaps = GapLog(self.log)
 
     def close(self) -> None:
         """Close the store (the backends' sessions keep running)."""
@@ -221,33 +218,9 @@ class SessionService:
         }
 
     def log_transcript_gaps(self) -> int:
-        """Log each gap in the transcripts of running sessions (output lost by a failed
-        write, e.g. a full disk) once, when this process first sees it; how many were
-        new. One ``stat`` per running session; a listing only where its directory
-        changed."""
-        new = 0
-        for session in self.store.list(["running"]):
-            transcript = self._transcript(session)
-            try:  # a new marker changes the directory: list only those that changed
-                changed = transcript.path.stat().st_mtime_ns
-            except OSError:
-                continue
-            if self._gaps_seen.get(session.id) == changed:
-                continue
-            self._gaps_seen[session.id] = changed
-            for offset, when in transcript.gaps():
-                if (session.id, offset) in self._gaps_logged:
-                    continue
-                self._gaps_logged.add((session.id, offset))
-                new += 1
-                self.log.warning(
-                    "jupyter_agents: session %s: transcript incomplete: output from byte %d "
-                    "on was lost at %s (a write failed, e.g. the disk was full)",
-                    session.id,
-                    offset,
-                    when.isoformat(timespec="seconds"),
-                )
-        return new
+        """Log each new gap in running sessions' transcripts once (:class:`GapLog`);
+        how many were new."""
+        return self._gaps.log_new(self._transcript(s) for s in self.store.list(["running"]))
 
     def follow_conversations(self) -> int:
         """Record the conversation ids running agents hold now; how many changed."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
+import logging
 import os
 import re
 import stat
@@ -368,3 +369,41 @@ class Transcript:
                 time.sleep(interval)
             else:
                 return
+
+
+class GapLog:
+    """Logs each gap in transcripts (output lost by a failed write, e.g. a full disk)
+    once, when this process first sees it: one ``stat`` per transcript per pass, a
+    listing only where its directory changed (a new marker changes it)."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self.log = log
+        #: (session id, offset) of the gaps logged so far
+        self._logged: set[tuple[str, int]] = set()
+        #: per session, its transcript directory's mtime when its gaps were last listed
+        self._seen: dict[str, int] = {}
+
+    def log_new(self, transcripts: Iterable[Transcript]) -> int:
+        """Log the gaps of ``transcripts`` not logged before; how many there were."""
+        new = 0
+        for transcript in transcripts:
+            try:
+                changed = transcript.path.stat().st_mtime_ns
+            except OSError:
+                continue
+            if self._seen.get(transcript.session_id) == changed:
+                continue
+            self._seen[transcript.session_id] = changed
+            for offset, when in transcript.gaps():
+                if (transcript.session_id, offset) in self._logged:
+                    continue
+                self._logged.add((transcript.session_id, offset))
+                new += 1
+                self.log.warning(
+                    "jupyter_agents: session %s: transcript incomplete: output from byte %d "
+                    "on was lost at %s (a write failed, e.g. the disk was full)",
+                    transcript.session_id,
+                    offset,
+                    when.isoformat(timespec="seconds"),
+                )
+        return new
