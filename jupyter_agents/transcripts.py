@@ -10,6 +10,7 @@ broker in :mod:`~jupyter_agents.backends.broker.recorder`); nothing here writes.
 Layout of one session's transcript, ``<state dir>/transcripts/<session id>/`` (0700)::
 
     <start>.log               a segment (0600): the output from byte <start> on
+    <start>.idx               its timing index (0600): when its output was written
     gap-<offset>-<unixtime>   empty: output at byte <offset> was lost at that time
                               (a write failed, e.g. the disk was full)
 
@@ -21,6 +22,15 @@ the current one is full and then deletes the oldest segments beyond the number k
 holds at most ``transcript_max_bytes`` (but two segments at least) and the offsets of
 kept bytes never change. One failed-write episode leaves one gap marker; writing resumes
 when writes work again.
+
+A timing index holds one line per entry, ``<offset> <unix time in ms>`` for the first
+and ``<offset delta> <ms delta>`` from the one before for the others: the output from
+that offset on was written at that time. A writer adds an entry for a write of output
+at least :data:`INDEX_INTERVAL` after the segment's previous entry (and for the first
+write into a segment), so the output between two entries came within that interval of
+the first. An index is at most ``1/INDEX_SHARE`` of its segment's size: a segment whose
+index is full ends early. Indexes are best effort (a writer that cannot write one
+records output without it).
 """
 
 from __future__ import annotations
@@ -49,6 +59,10 @@ DEFAULT_MAX_BYTES = 32 << 20
 MAX_SEGMENTS = 8
 #: the smallest segment, whatever the cap
 MIN_SEGMENT_BYTES = 64 << 10
+#: the least time (s) between two timing index entries of a segment
+INDEX_INTERVAL = 0.1
+#: a segment's timing index holds at most 1/INDEX_SHARE of its size
+INDEX_SHARE = 8
 _SEGMENT = re.compile(r"(0|[1-9][0-9]*)\.log")
 _GAP = re.compile(r"gap-(0|[1-9][0-9]*)-([0-9]+)")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -145,6 +159,62 @@ def segmenting(max_bytes: int) -> tuple[int, int]:
 def segment_name(start: int) -> str:
     """The file name of the segment starting at logical byte ``start``."""
     return f"{start}.log"
+
+
+def index_name(start: int) -> str:
+    """The file name of the timing index of the segment starting at ``start``."""
+    return f"{start}.idx"
+
+
+def index_entry(offset: int, when: float, last: tuple[int, int] | None) -> bytes:
+    r"""The index line saying the output from ``offset`` on was written at ``when``
+    (unix time); ``last`` is the entry before it in the segment, ``(offset, ms)``.
+
+    >>> index_entry(4096, 1767225600.25, None)
+    b'4096 1767225600250\n'
+    >>> index_entry(4196, 1767225600.5, (4096, 1767225600250))
+    b'100 250\n'
+    """
+    ms = int(when * 1000)
+    if last is None:
+        return b"%d %d\n" % (offset, ms)
+    return b"%d %d\n" % (offset - last[0], ms - last[1])
+
+
+def parse_index(data: bytes) -> list[tuple[int, int]]:
+    r"""The entries of one segment's timing index, ``(offset, unix time in ms)``, up to
+    its first malformed line (a writer killed mid-line).
+
+    >>> parse_index(b"4096 1767225600250\n100 250\n7 1")
+    [(4096, 1767225600250), (4196, 1767225600500)]
+    """
+    entries: list[tuple[int, int]] = []
+    offset = ms = 0
+    for line in data.split(b"\n")[:-1]:
+        fields = line.split(b" ")
+        if len(fields) != 2 or not all(f.isdigit() for f in fields):
+            break
+        offset, ms = (
+            (int(fields[0]), int(fields[1]))
+            if not entries
+            else (
+                offset + int(fields[0]),
+                ms + int(fields[1]),
+            )
+        )
+        entries.append((offset, ms))
+    return entries
+
+
+def time_at(timeline: list[tuple[int, int]], offset: int) -> int | None:
+    """When (unix ms) the byte at ``offset`` was written, by a transcript's
+    :meth:`Transcript.timeline`: its last entry at or before ``offset``.
+
+    >>> time_at([(0, 1000), (50, 2000)], 49), time_at([(10, 1000)], 5)
+    (1000, None)
+    """
+    i = bisect.bisect_right(timeline, (offset, 1 << 62)) - 1
+    return timeline[i][1] if i >= 0 else None
 
 
 def gap_name(offset: int, when: float) -> str:
@@ -307,6 +377,29 @@ class Transcript:
         except NotFound:
             return None
         return None if when is None else datetime.fromtimestamp(when, timezone.utc)
+
+    def timeline(self) -> list[tuple[int, int]]:
+        """The timing index entries of its kept bytes, ``(offset, unix time in ms)``,
+        ascending ([] when there is none)."""
+
+        def step(dir_fd: int, listing: Listing, end: int) -> list[tuple[int, int]]:
+            entries: list[tuple[int, int]] = []
+            for start in listing.starts:
+                try:
+                    fd = os.open(index_name(start), os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
+                except FileNotFoundError:
+                    continue
+                try:
+                    data = os.read(fd, os.fstat(fd).st_size)
+                finally:
+                    os.close(fd)
+                entries.extend(e for e in parse_index(data) if e[0] < end)
+            return entries
+
+        try:
+            return self._look(step)
+        except NotFound:
+            return []
 
     def read(self, offset: int, length: int = MAX_CHUNK) -> tuple[bytes, int]:
         """Up to ``length`` bytes (at most :data:`MAX_CHUNK`) from ``offset``, and the

@@ -1,5 +1,6 @@
-"""Bounded, segmented transcripts: the reader across segments, both writers (tmux's sh
-script and the broker's recorder), the cap end to end, and a full disk (a real tmpfs)."""
+"""Bounded, segmented transcripts: the reader across segments, both writers (tmux's perl
+script and the broker's recorder) with their timing indexes, the cap end to end, and a
+full disk (a real tmpfs)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from jupyter_agents.backends.broker import recorder as recorder_module
 from jupyter_agents.backends.broker.recorder import Recorder
 from jupyter_agents.backends.tmux.formats import TRANSCRIPT_WRITER
 from jupyter_agents.errors import NotFound, OutOfRange
@@ -31,7 +33,13 @@ from jupyter_agents.pytest_plugin import (
     transcript,
     transcript_bytes,
 )
-from jupyter_agents.transcripts import Transcript, parse_listing, segmenting
+from jupyter_agents.transcripts import (
+    INDEX_SHARE,
+    Transcript,
+    parse_listing,
+    segmenting,
+    time_at,
+)
 
 both_backends = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
 
@@ -147,13 +155,16 @@ def test_legacy_transcript_is_moved_and_its_writer_goes_on(tmp_path):
 # -- the writers, without a server ---------------------------------------------------
 
 
+def tmux_writer(directory: Path, max_bytes: int) -> subprocess.Popen[bytes]:
+    """The tmux transcript writer as ``pipe-pane`` runs it, reading from a pipe."""
+    size, keep = segmenting(max_bytes)
+    argv = ["perl", "-e", TRANSCRIPT_WRITER, str(directory), str(size), str(keep)]
+    return subprocess.Popen(argv, stdin=subprocess.PIPE)
+
+
 def run_writer(directory: Path, data: bytes, max_bytes: int) -> None:
     """Feed ``data`` to the tmux transcript writer in uneven chunks, then end the pipe."""
-    size, keep = segmenting(max_bytes)
-    proc = subprocess.Popen(
-        ["/bin/sh", "-c", TRANSCRIPT_WRITER, "sh", str(directory), str(size), str(keep)],
-        stdin=subprocess.PIPE,
-    )
+    proc = tmux_writer(directory, max_bytes)
     assert proc.stdin is not None
     pos, step = 0, 1
     while pos < len(data):
@@ -206,6 +217,84 @@ def test_broker_recorder_rolls_drops_reads_and_continues(tmp_path):
     assert again.write(b"more") == len(data)
     again.close()
     assert Transcript("s1", directory).tail(17) == data[-13:] + b"more"
+
+
+@pytest.mark.parametrize("writer", ["tmux", "broker"])
+def test_writers_index_when_output_came(tmp_path, writer):
+    """Three bursts 300 ms apart: one index entry each, at the burst's first byte and
+    its time; an index goes with its segment when the cap drops it."""
+    directory = tmp_path / "s1"
+    directory.mkdir()
+    bursts = [numbered(1 + 1000 * i, 1000) for i in range(3)]  # 13 kB each
+    cap = 256 << 10
+    proc = tmux_writer(directory, cap) if writer == "tmux" else None
+    recorder = Recorder("s1", directory, cap) if writer == "broker" else None
+    sent = []
+    for burst in bursts:
+        sent.append(time.time())
+        for i in range(0, len(burst), 4096):
+            if proc is not None:
+                assert proc.stdin is not None
+                proc.stdin.write(burst[i : i + 4096])
+                proc.stdin.flush()
+            else:
+                assert recorder is not None
+                recorder.write(burst[i : i + 4096])
+        time.sleep(0.3)
+    if proc is not None:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(10) == 0
+    else:
+        assert recorder is not None
+        recorder.close()
+    t = Transcript("s1", directory)
+    timeline = t.timeline()
+    assert [o for o, _ in timeline] == [0, 13_000, 26_000]
+    for (_, ms), when in zip(timeline, sent, strict=True):
+        assert when * 1000 - 5 <= ms <= when * 1000 + 250
+    assert time_at(timeline, 12_999) == timeline[0][1]
+    assert time_at(timeline, 13_000) == timeline[1][1]
+    assert oct((directory / "0.idx").stat().st_mode & 0o777) == "0o600"
+    # the cap drops old segments with their indexes
+    run_writer(directory, numbered(3001, 80_000), cap) if writer == "tmux" else None
+    if writer == "broker":
+        again = Recorder("s1", directory, cap)
+        again.write(numbered(3001, 80_000))
+        again.close()
+    starts = segments(directory)
+    assert starts[0] > 0 and sorted(directory.glob("*.idx")) == sorted(
+        directory / f"{s}.idx" for s in starts
+    )
+    assert all(o >= starts[0] for o, _ in t.timeline())
+
+
+def test_a_full_index_ends_its_segment_early(tmp_path, monkeypatch):
+    """Output trickling in, 1 byte every 200 ms (an agent's spinner, slower): each
+    segment's index stays within 1/INDEX_SHARE of the segment, and every byte's time
+    is still known."""
+    clock = [1767225600.0]
+
+    def tick() -> float:
+        clock[0] += 0.2
+        return clock[0]
+
+    monkeypatch.setattr(recorder_module.time, "time", tick)
+    directory = tmp_path / "s1"
+    cap = 256 << 10
+    size, _ = segmenting(cap)
+    recorder = Recorder("s1", directory, cap)
+    written = {}
+    for _ in range(3 * size // 8):
+        written[recorder.end] = int((clock[0] + 0.2) * 1000)  # what tick() answers next
+        recorder.write(b"x")
+    recorder.close()
+    starts = segments(directory)
+    assert len(starts) >= 3  # rolled early: the bytes fit in one segment
+    for s in starts:
+        assert (directory / f"{s}.idx").stat().st_size <= size // INDEX_SHARE + 32
+    timeline = Transcript("s1", directory).timeline()
+    assert all(time_at(timeline, o) == ms for o, ms in written.items() if o >= starts[0])
 
 
 # -- a full disk ---------------------------------------------------------------------
@@ -377,7 +466,6 @@ def test_full_disk_leaves_one_gap_and_writing_resumes(agents_server, agents_stat
             assert model["transcript_incomplete_since"] is not None
 
             filler.unlink()
-            time.sleep(1.5)  # tmux's writer discards a second at a time between retries
             client.stdin("echo AFTER-$((4+4))\r")
             client.wait_for("AFTER-8")
             poll(lambda: b"AFTER-8" in transcript(server.state_dir, sid).tail(200), 10, "AFTER")

@@ -1,5 +1,6 @@
 """How the broker writes one session's transcript: the segmented, capped layout of
-:mod:`jupyter_agents.transcripts`, and reading it back for a lagging client.
+:mod:`jupyter_agents.transcripts` with its timing index, and reading it back for a
+lagging client.
 
 A :class:`Recorder` appends output to the newest segment (continuing an earlier run's,
 so a restored session's offsets go on), starts a new segment when it is full and deletes
@@ -21,7 +22,11 @@ from pathlib import Path
 
 from ...paths import ensure_private_dir
 from ...transcripts import (
+    INDEX_INTERVAL,
+    INDEX_SHARE,
     gap_name,
+    index_entry,
+    index_name,
     migrate_legacy,
     parse_listing,
     segment_name,
@@ -48,27 +53,38 @@ class Recorder:
         ensure_private_dir(directory)
         #: the starts of the kept segments, ascending; the last one is written
         self.starts = parse_listing(os.listdir(directory)).starts or [0]
-        self._fd = self._open(self.starts[-1])
+        self._fd, self._index = self._open(self.starts[-1])
+        #: the last timing index entry this recorder added to the segment, (offset, ms)
+        self._stamped: tuple[int, int] | None = None
+        self._index_bytes = 0
         #: the logical offset of the next output byte
         self.end = self.starts[-1] + os.fstat(self._fd).st_size
         #: where the last gap of this recorder is (output lost from there on)
         self.last_gap: int | None = None
         self._failing = False
 
-    def _open(self, start: int) -> int:
-        return os.open(self.directory / segment_name(start), _FLAGS, 0o600)
+    def _open(self, start: int) -> tuple[int, int | None]:
+        """The segment starting at ``start`` and its timing index (None if it cannot be
+        opened: the index is best effort, the output is not)."""
+        fd = os.open(self.directory / segment_name(start), _FLAGS, 0o600)
+        try:
+            return fd, os.open(self.directory / index_name(start), _FLAGS, 0o600)
+        except OSError:
+            return fd, None
 
     def write(self, data: bytes) -> int:
         """Append output; the logical offset it starts at. A failed write loses the
         rest of ``data`` (module docstring)."""
         offset = self.end
         view = memoryview(data)
+        now = time.time()
         try:
             while view:
                 room = self.segment - (self.end - self.starts[-1])
-                if room <= 0:
+                if room <= 0 or self._index_bytes >= self.segment // INDEX_SHARE:
                     self._roll()
                     room = self.segment
+                self._stamp(now)
                 written = os.write(self._fd, view[:room])
                 self.end += written
                 view = view[written:]
@@ -78,7 +94,7 @@ class Recorder:
                 self._failing = True
                 self.last_gap = self.end
                 with contextlib.suppress(OSError):  # an empty file: fits on a full disk
-                    os.close(os.open(self.directory / gap_name(self.end, time.time()), _FLAGS))
+                    os.close(os.open(self.directory / gap_name(self.end, now), _FLAGS))
                 log.warning(
                     "session %s: transcript write failed (%s); output from byte %d is not "
                     "recorded until writing works again",
@@ -92,16 +108,28 @@ class Recorder:
             log.info("session %s: transcript written again from byte %d", self.sid, offset)
         return offset
 
+    def _stamp(self, now: float) -> None:
+        """Add a timing index entry for output at :attr:`end` written ``now``, unless
+        the segment's last one is less than ``INDEX_INTERVAL`` old."""
+        last = self._stamped
+        if self._index is None or (last is not None and now - last[1] / 1000 < INDEX_INTERVAL):
+            return
+        entry = index_entry(self.end, now, last)
+        with contextlib.suppress(OSError):
+            self._index_bytes += os.write(self._index, entry)
+            self._stamped = (self.end, int(now * 1000))
+
     def _roll(self) -> None:
         """Start a new segment at :attr:`end`; drop the oldest beyond the cap and the
         gap markers before the first kept byte."""
-        fd = self._open(self.end)
-        os.close(self._fd)
-        self._fd = fd
+        fd, index = self._open(self.end)
+        self.close()
+        self._fd, self._index, self._stamped, self._index_bytes = fd, index, None, 0
         self.starts.append(self.end)
         for start in segments_to_drop(self.starts, self.keep):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.directory / segment_name(start))
+            for name in (segment_name(start), index_name(start)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.directory / name)
         self.starts = self.starts[-self.keep :]
         for offset, when in parse_listing(os.listdir(self.directory)).gaps:
             if offset < self.starts[0]:
@@ -126,3 +154,5 @@ class Recorder:
 
     def close(self) -> None:
         os.close(self._fd)
+        if self._index is not None:
+            os.close(self._index)

@@ -30,6 +30,7 @@ from .formats import (
     parse_version,
     tmux_arg,
     tmux_format_arg,
+    tmux_pipe_arg,
     transcript_pipe,
     write_env_file,
 )
@@ -117,7 +118,8 @@ class TmuxBackend(Backend):
         missing = [t for t in TRANSCRIPT_WRITER_TOOLS if shutil.which(t, path=path) is None]
         if missing:
             raise BackendUnavailable(
-                f"the tmux transcript writer needs GNU coreutils; missing: {', '.join(missing)}"
+                f"the tmux transcript writer needs {', '.join(missing)} on PATH "
+                "(perl-base on Debian)"
             )
         if len(str(self.socket_path)) > MAX_SOCKET_PATH:
             raise BackendUnavailable(
@@ -152,7 +154,7 @@ class TmuxBackend(Backend):
                 "new-session", "-d", "-s", sid, "-x", str(request.cols), "-y",
                 str(request.rows), "-c", tmux_format_arg(request.cwd), "--",
                 tmux_arg(command), ";",
-                "pipe-pane", "-O", "-t", f"={sid}:", tmux_format_arg(pipe), ";",
+                "pipe-pane", "-O", "-t", f"={sid}:", tmux_pipe_arg(pipe), ";",
                 "display-message", "-p", "-t", f"={sid}:", "#{pane_pid}",
             )  # fmt: skip
         except BackendUnavailable:

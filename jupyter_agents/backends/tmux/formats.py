@@ -46,72 +46,99 @@ set -g set-clipboard off
 set -gw aggressive-resize off
 """
 
-#: The writer of a session's transcript (the layout of :mod:`jupyter_agents.transcripts`),
-#: run by ``pipe-pane -O`` with the pane's output on stdin: ``sh -c TRANSCRIPT_WRITER sh
-#: DIR SEGMENT_BYTES KEEP`` (:func:`transcript_pipe`). It appends to the newest segment
-#: in DIR (continuing an earlier run's) and rolls to a new one every SEGMENT_BYTES,
-#: deleting the oldest beyond KEEP (and gap markers before the first kept byte); it ends
-#: when the pipe ends (head copied less than asked, exit 0). A failed write (head exits
-#: non-zero, e.g. a full disk) leaves one empty ``gap-<offset>-<unixtime>`` marker per
-#: episode, then the input is discarded a second at a time between retries, so the pane
-#: never blocks and tmux never buffers a flood. GNU ``head -c`` reads no more than it
-#: copies (no byte of the pipe is lost at a segment boundary); ``stdbuf -o0`` makes it
-#: write each read at once (stdio would hold output back until it exits). Per session:
-#: this sh and one head; a few short processes per segment.
-TRANSCRIPT_WRITER = """\
-umask 077
-cd "$1" || exit 1
-seg=$2 keep=$3 start=-1 gap=-1
-for f in *.log; do
-    n=${f%.log}
-    case $n in ''|*[!0-9]*|0?*) continue ;; esac
-    [ "$n" -gt "$start" ] && start=$n
-done
-[ "$start" -ge 0 ] || start=0
-measure() { size=$(wc -c 2>/dev/null <"$start.log") || size=0; }
-drop() {
-    while :; do
-        n=0 first=
-        for f in *.log; do
-            o=${f%.log}
-            case $o in ''|*[!0-9]*|0?*) continue ;; esac
-            n=$((n + 1))
-            [ -n "$first" ] && [ "$first" -lt "$o" ] || first=$o
-        done
-        [ "$n" -gt "$keep" ] || break
-        rm -f "$first.log"
-    done
-    [ -n "$first" ] || return 0
-    for f in gap-*; do
-        o=${f#gap-}
-        o=${o%%-*}
-        case $o in ''|*[!0-9]*) continue ;; esac
-        [ "$o" -ge "$first" ] || rm -f "$f"
-    done
+#: The writer of a session's transcript (the layout of :mod:`jupyter_agents.transcripts`,
+#: its timing index included), run by ``pipe-pane -O`` with the pane's output on stdin:
+#: ``perl -e TRANSCRIPT_WRITER DIR SEGMENT_BYTES KEEP`` (:func:`transcript_pipe`). It
+#: appends to the newest segment in DIR (continuing an earlier run's) and rolls to a new
+#: one every SEGMENT_BYTES, deleting the oldest beyond KEEP (with their indexes, and gap
+#: markers before the first kept byte), or earlier when its index is full. Index entries
+#: follow the rules of the module :mod:`jupyter_agents.transcripts` (100 ms, 1/8 of the
+#: segment: :data:`~jupyter_agents.transcripts.INDEX_INTERVAL`, ``INDEX_SHARE``). A failed write
+#: (e.g. a full disk) loses that read's output and leaves one empty
+#: ``gap-<offset>-<unixtime>`` marker per episode; every later read tries again, so the
+#: pane never blocks and tmux never buffers a flood. It ends when the pipe ends. Perl
+#: because POSIX sh cannot tell the time below a second and one process per session is
+#: the cost wanted (perl-base is Essential on Debian; ``Time::HiRes`` from the ``perl``
+#: package gives milliseconds, else the index has whole seconds).
+TRANSCRIPT_WRITER = r"""
+use strict;
+use warnings;
+BEGIN { eval { require Time::HiRes; Time::HiRes->import('time'); 1 } }
+umask 077;
+my ($dir, $seg, $keep) = @ARGV;
+chdir $dir or die "transcript writer: cannot enter $dir: $!\n";
+binmode STDIN;
+sub starts {
+    opendir(my $dh, '.') or return ();
+    my @s = sort { $a <=> $b } map { /\A(0|[1-9][0-9]*)\.log\z/ ? $1 : () } readdir $dh;
+    closedir $dh;
+    return @s;
 }
-measure
-while :; do
-    if [ "$size" -ge "$seg" ]; then
-        start=$((start + size)) size=0
-        true >>"$start.log"
-        drop
-    fi
-    if stdbuf -o0 head -c $((seg - size)) >>"$start.log"; then
-        measure
-        [ "$size" -ge "$seg" ] || exit 0
-    else
-        measure
-        if [ $((start + size)) != "$gap" ]; then
-            gap=$((start + size))
-            true >"gap-$gap-$(date +%s)"
-        fi
-        timeout 1 cat >/dev/null
-        [ $? = 124 ] || exit 0
-    fi
-done
+my @starts = starts();
+@starts = (0) unless @starts;
+my $start = $starts[-1];
+my ($log, $idx);
+sub open_segment {
+    open($log, '>>', "$start.log") or die "transcript writer: $start.log: $!\n";
+    binmode $log;
+    $idx = undef unless open($idx, '>>', "$start.idx");
+}
+open_segment();
+my $size = -s $log || 0;
+my ($last_o, $last_ms, $isize, $failing) = (-1, 0, 0, 0);
+sub roll {
+    close $log;
+    close $idx if $idx;
+    $start += $size;
+    ($size, $last_o, $isize) = (0, -1, 0);
+    open_segment();
+    push @starts, $start;
+    while (@starts > $keep) {
+        my $old = shift @starts;
+        unlink "$old.log", "$old.idx";
+    }
+    opendir(my $dh, '.') or return;
+    for (readdir $dh) {
+        unlink $_ if /\Agap-([0-9]+)-[0-9]+\z/ && $1 < $starts[0];
+    }
+    closedir $dh;
+}
+sub stamp {
+    my ($o, $ms) = ($start + $size, int($_[0] * 1000));
+    return if !$idx || ($last_o >= 0 && $ms - $last_ms < 100);
+    my $line = $last_o < 0 ? "$o $ms\n" : ($o - $last_o) . ' ' . ($ms - $last_ms) . "\n";
+    my $w = syswrite($idx, $line);
+    ($last_o, $last_ms, $isize) = ($o, $ms, $isize + $w) if $w;
+}
+my $buf;
+while (1) {
+    my $n = sysread(STDIN, $buf, 65536);
+    if (!defined $n) { next if $!{EINTR}; last; }
+    last if $n == 0;
+    my $now = time;
+    my $pos = 0;
+    while ($pos < $n) {
+        roll() if $size >= $seg || $isize >= $seg / 8;
+        stamp($now);
+        my $room = $seg - $size;
+        my $w = syswrite($log, $buf, $n - $pos < $room ? $n - $pos : $room, $pos);
+        if (!$w) {
+            $size = -s "$start.log" || 0;
+            if (!$failing) {
+                $failing = 1;
+                my $gap = $start + $size;
+                if (open(my $g, '>', sprintf('gap-%d-%d', $gap, $now))) { close $g }
+            }
+            last;
+        }
+        $failing = 0;
+        $pos += $w;
+        $size += $w;
+    }
+}
 """
-#: what the transcript writer runs besides sh (GNU coreutils)
-TRANSCRIPT_WRITER_TOOLS = ("stdbuf", "head", "wc", "timeout", "cat", "date", "rm")
+#: what the transcript writer runs
+TRANSCRIPT_WRITER_TOOLS = ("perl",)
 
 
 def transcript_pipe(directory: Path, max_bytes: int) -> str:
@@ -119,11 +146,11 @@ def transcript_pipe(directory: Path, max_bytes: int) -> str:
     ``directory`` with the cap ``max_bytes``: :data:`TRANSCRIPT_WRITER` with every path
     and number an argument of its own (to pass to tmux through :func:`tmux_format_arg`).
 
-    >>> transcript_pipe(Path("/s/t/a b"), 1 << 20).endswith("sh '/s/t/a b' 131072 8")
+    >>> transcript_pipe(Path("/s/t/a b"), 1 << 20).endswith("' '/s/t/a b' 131072 8")
     True
     """
     size, keep = segmenting(max_bytes)
-    argv = ["/bin/sh", "-c", TRANSCRIPT_WRITER, "sh", str(directory), str(size), str(keep)]
+    argv = ["perl", "-e", TRANSCRIPT_WRITER, str(directory), str(size), str(keep)]
     return "exec " + shlex.join(argv)
 
 
@@ -162,6 +189,16 @@ def tmux_arg(value: str) -> str:
 def tmux_format_arg(value: str) -> str:
     """Like :func:`tmux_arg`, for arguments tmux expands as formats (``#`` doubled)."""
     return tmux_arg(value.replace("#", "##"))
+
+
+def tmux_pipe_arg(value: str) -> str:
+    """Like :func:`tmux_format_arg`, for the command of ``pipe-pane``, which tmux also
+    passes through ``strftime`` (``%`` doubled; ``new-session -c`` is not).
+
+    >>> tmux_pipe_arg("printf '%d' #1")
+    "printf '%%d' ##1"
+    """
+    return tmux_format_arg(value.replace("%", "%%"))
 
 
 def parse_version(text: str) -> tuple[int, int]:
