@@ -22,7 +22,9 @@ from typing import TextIO
 from .attention import NEEDS_YOU
 from .config import open_sessions
 from .display import text_table
-from .errors import AgentsError, Conflict, NotFound
+from .errors import AgentsError, Conflict, InvalidRequest, NotFound
+from .render import FORMATS, export, export_name
+from .search import MAX_LIMIT, parse_query, search_sessions
 from .sessions import SessionService
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT = 1, 2, 3, 4
@@ -79,6 +81,55 @@ def cmd_log(service: SessionService, args: argparse.Namespace) -> int:
     for chunk in transcript.follow(start, running):
         out.write(chunk)
         out.flush()
+    return 0
+
+
+def cmd_grep(service: SessionService, args: argparse.Namespace) -> int:
+    """Like grep: 0 when something matched, 1 when nothing did, 2 for a bad pattern or
+    filter."""
+    query_args = {
+        "q": args.pattern,
+        "regex": "true" if args.regex else None,
+        "case": "true" if args.case else None,
+        "session": args.session,
+        "kind": args.kind,
+        "status": args.status,
+        "since": args.since,
+        "limit": str(min(MAX_LIMIT, args.max_count or MAX_LIMIT)),
+    }
+    try:
+        query = parse_query(query_args, list(service.kinds))
+    except InvalidRequest as e:
+        return _usage_error(str(e))
+    found = 0
+    while True:
+        page = search_sessions(service, query)
+        for hit in page.hits[: (args.max_count - found) if args.max_count else None]:
+            found += 1
+            if args.json:
+                print(json.dumps(hit.to_model()))
+                continue
+            when = hit.time.astimezone().strftime("%Y-%m-%d %H:%M:%S") if hit.time else "-"
+            where = "conversation" if hit.source == "conversation" else f"@{hit.offset}"
+            print(f"{hit.session.id} {hit.session.name} {when} {where}: {hit.line}")
+        if page.next is None or (args.max_count and found >= args.max_count):
+            return 0 if found else EXIT_FAILED
+        query = dataclasses.replace(query, cursor=page.next)
+
+
+def cmd_export(service: SessionService, args: argparse.Namespace) -> int:
+    session = service.lookup(args.id)
+    chunks = export(session, service.transcript(session.id), args.format)
+    args.output = args.output or export_name(session, args.format)
+    if args.output == "-":
+        for chunk in chunks:
+            sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+        return 0
+    with open(args.output, "wb") as f:
+        for chunk in chunks:
+            f.write(chunk)
+    print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 
@@ -191,6 +242,8 @@ COMMANDS = {
     "show": cmd_show,
     "new": cmd_new,
     "log": cmd_log,
+    "grep": cmd_grep,
+    "export": cmd_export,
     "kill": cmd_kill,
     "adopt": cmd_adopt,
     "restore": cmd_restore,
@@ -245,6 +298,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing while it runs")
     p.add_argument("--tail", type=int, metavar="BYTES", help="only the last BYTES bytes")
+    p = add(
+        "grep",
+        "search every session's transcript (as text) and agent conversation; exit 0 if "
+        "something matched, 1 if not",
+    )
+    p.add_argument("pattern", help="plain text (case-insensitive) unless --regex/--case")
+    p.add_argument("-E", "--regex", action="store_true", help="PATTERN is a Python regex")
+    p.add_argument("-s", "--case", action="store_true", help="case-sensitive")
+    p.add_argument("--session", help="only this session (id or running terminal name)")
+    p.add_argument("--kind", help="only sessions of this kind")
+    p.add_argument("--status", help="only sessions with this status")
+    p.add_argument("--since", help="only output since: ISO 8601 time or 30m, 2h, 7d")
+    p.add_argument("-m", "--max-count", type=int, metavar="N", help="stop after N matches")
+    p.add_argument("--json", action="store_true", help="one JSON hit (REST model) per line")
+    p = add("export", "write a session's transcript as text, HTML or asciicast v2")
+    p.add_argument("id")
+    p.add_argument("--format", choices=list(FORMATS), default="txt")
+    p.add_argument(
+        "-o", "--output", default=None, help="file (default: kind-name-id.FORMAT; - for stdout)"
+    )
     add("kill", "end a session's process tree").add_argument("id")
     add("adopt", "make an orphaned session a normal terminal").add_argument("id")
     p = add("restore", "relaunch an ended session (agents resume their conversation)")

@@ -19,6 +19,8 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from .errors import AgentsError, InvalidRequest, http_error
+from .render import FORMATS, export, export_name
+from .search import parse_query, search_sessions
 from .sessions import Report, SessionService
 from .streams import Streams
 from .terminals import TerminalManager, terminal_model
@@ -167,6 +169,42 @@ class LogHandler(ApiHandler):
         self.finish(data)
 
 
+class ExportHandler(ApiHandler):
+    """``GET /api/agents/sessions/<id>/export?format=txt|html|cast``: the transcript as
+    a file (:func:`~jupyter_agents.render.export`), streamed a read at a time."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, session_id: str) -> None:
+        fmt = self.get_query_argument("format", "txt")
+        session = await self.call(self.service.get, session_id)
+        transcript = await self.call(self.service.transcript, session_id)
+        chunks = await self.call(export, session, transcript, fmt)
+        self.set_header("Content-Type", FORMATS[fmt][0])
+        self.set_header(
+            "Content-Disposition", f'attachment; filename="{export_name(session, fmt)}"'
+        )
+        # the HTML export is inert: no script, no resource from anywhere
+        self.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+        while (chunk := await self.call(next, chunks, None)) is not None:
+            self.write(chunk)
+            await self.flush()
+        self.finish()
+
+
+class SearchHandler(ApiHandler):
+    """``GET /api/agents/search?q=...``: one page of hits across sessions
+    (:mod:`jupyter_agents.search`; arguments in rest-api.yml)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        names = ("q", "regex", "case", "session", "kind", "status", "since", "limit", "cursor")
+        args = {n: self.get_query_argument(n, None) for n in names}
+        query = await self.call(parse_query, args, list(self.service.kinds))
+        self.reply((await self.call(search_sessions, self.service, query)).to_model())
+
+
 class RestoreHandler(ApiHandler):
     """``POST /api/agents/sessions/<id>/restore``: relaunch one ended session; the model
     after the resume watch (``exited`` with a ``reason`` if it failed at once)."""
@@ -254,6 +292,8 @@ def handlers(
         (r"/api/agents/sessions", SessionsHandler, rest),
         (r"/api/agents/sessions/(\w+)", SessionHandler, rest),
         (r"/api/agents/sessions/(\w+)/log", LogHandler, rest),
+        (r"/api/agents/sessions/(\w+)/export", ExportHandler, rest),
+        (r"/api/agents/search", SearchHandler, rest),
         (r"/api/agents/sessions/(\w+)/restore", RestoreHandler, rest),
         (r"/api/agents/sessions/(\w+)/adopt", AdoptHandler, rest),
         (r"/api/agents/restore", RestoreAllHandler, rest),

@@ -438,6 +438,21 @@ class Transcript:
         except NotFound:
             return b""
 
+    def chunks(self, size: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
+        """Its kept bytes up to its size at the call, in reads of ``size``: ``(offset,
+        bytes)``. Bytes the cap drops meanwhile are skipped. Blocking."""
+        offset, end = self.start(), self.size()
+        while offset < end:
+            try:
+                data, _ = self.read(offset, min(size, end - offset))
+            except OutOfRange:
+                offset = self.start()
+                continue
+            if not data:
+                return
+            yield offset, data
+            offset += len(data)
+
     def text(self, lines: int, tail_bytes: int = 1 << 20) -> str:
         """Its last ``lines`` lines as :func:`plain_text`."""
         return "\n".join(plain_text(self.tail(tail_bytes)).splitlines()[-lines:])

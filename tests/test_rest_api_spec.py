@@ -3,6 +3,7 @@ methods, and real responses validate against its schemas."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -60,8 +61,9 @@ def schema(path: str, method: str, status: str) -> Any:
 
 
 async def test_responses_validate(jp_fetch):
-    async def call(method: str, *parts: str, body: Any = None) -> Any:
-        r = await jp_fetch(*parts, method=method, body=None if body is None else json.dumps(body))
+    async def call(method: str, *parts: str, body: Any = None, **params: str) -> Any:
+        data = None if body is None else json.dumps(body)
+        r = await jp_fetch(*parts, method=method, body=data, params=params)
         return json.loads(r.body) if r.body else None
 
     made = await call("POST", "api", "agents", "sessions", body={"kind": "shell"})
@@ -76,6 +78,15 @@ async def test_responses_validate(jp_fetch):
     jsonschema.validate(
         await call("GET", "api", "agents", "kinds"), schema("/api/agents/kinds", "get", "200")
     )
+    for _ in range(100):  # until its prompt is in the transcript
+        page = await call(
+            "GET", "api", "agents", "search", q="[$#]", regex="true", session=made["id"], limit="1"
+        )
+        if page["hits"]:
+            break
+        await asyncio.sleep(0.1)
+    assert page["hits"] and page["next"] is not None
+    jsonschema.validate(page, schema("/api/agents/search", "get", "200"))
     await call("DELETE", "api", "agents", "sessions", made["id"])
     report = await call("POST", "api", "agents", "reconcile", body={})
     jsonschema.validate(report, schema("/api/agents/reconcile", "post", "200"))

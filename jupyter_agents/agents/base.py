@@ -143,6 +143,11 @@ class AgentKind(ABC):
         can never be this session's. Only called when :attr:`follows_conversation`."""
         raise NotImplementedError(f"kind {self.name!r} does not follow conversation ids")
 
+    def conversation_files(self, session: Session) -> list[Path]:
+        """The agent's own files of ``session``'s conversation (the CLI's transcript of
+        it), for search; [] for kinds that keep none."""
+        return []
+
     def describe(self) -> dict[str, Any]:
         """A JSON description for clients (name and command)."""
         return {"name": self.name, "command": self.command}

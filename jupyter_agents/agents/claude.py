@@ -83,18 +83,19 @@ def project_slug(path: str) -> str:
     return f"{slug[:_SLUG_MAX]}-{_base36(abs(_java_hash(path)))}"
 
 
-def transcript_exists(env: Mapping[str, str], cwd: str | None, conversation_id: str) -> bool:
-    """Whether the conversation ``conversation_id`` has a transcript (a message was sent).
+def conversation_file(env: Mapping[str, str], cwd: str | None, conversation_id: str) -> Path | None:
+    """The transcript file of conversation ``conversation_id``, if it has one (a message
+    was sent).
 
     Looks where Claude writes it for ``cwd`` first, then under any project folder (the
     file name is the id, so this is exact, not a guess).
     """
     projects = config_dir(env) / "projects"
     if cwd:
-        physical = str(Path(cwd).resolve())
-        if (projects / project_slug(physical) / f"{conversation_id}.jsonl").is_file():
-            return True
-    return any(projects.glob(f"*/{conversation_id}.jsonl"))
+        path = projects / project_slug(str(Path(cwd).resolve())) / f"{conversation_id}.jsonl"
+        if path.is_file():
+            return path
+    return next(iter(sorted(projects.glob(f"*/{conversation_id}.jsonl"))), None)
 
 
 def live_conversation(env: Mapping[str, str], pid: int) -> str | None:
@@ -139,8 +140,15 @@ class ClaudeKind(AgentKind):
         if not is_uuid(cid):
             return Launch([*self.command, "--continue", *session.args], None, ambiguous=True)
         assert cid is not None
-        flag = "--resume" if transcript_exists(env, session.cwd, cid) else "--session-id"
+        flag = "--resume" if conversation_file(env, session.cwd, cid) else "--session-id"
         return Launch([*self.command, flag, cid, *session.args], cid)
+
+    def conversation_files(self, session: Session) -> list[Path]:
+        cid = session.conversation_id
+        if cid is None or not is_uuid(cid):
+            return []
+        path = conversation_file(session.env or {}, session.cwd, cid)
+        return [] if path is None else [path]
 
     def discover(
         self,

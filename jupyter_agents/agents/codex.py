@@ -123,6 +123,14 @@ class CodexKind(AgentKind):
             return Launch([*self.command, "resume", cid, *session.args], cid)
         return Launch([*self.command, "resume", "--last", *session.args], None, ambiguous=True)
 
+    def conversation_files(self, session: Session) -> list[Path]:
+        """The rollout of its thread: ``sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``."""
+        cid = session.conversation_id
+        if not is_uuid(cid):
+            return []
+        home = codex_home(session.env or {})
+        return sorted(home.glob(f"sessions/[0-9]*/[0-9]*/[0-9]*/rollout-*-{cid}.jsonl"))[-1:]
+
     def discover(
         self,
         session: Session,
