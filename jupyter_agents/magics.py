@@ -16,6 +16,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from .config import open_sessions
 from .display import SessionTable
 from .errors import AgentsError
+from .render import plain_text
 from .sessions import SessionService
 
 
@@ -113,7 +114,8 @@ class AgentMagics(Magics):
         if args.command == "kill":
             return SessionTable([service.terminate(service.lookup(args.id).id)])
         if args.command == "log":
-            print(service.transcript(service.lookup(args.id).id).text(args.n))
+            data = service.transcript(service.lookup(args.id).id).tail(1 << 20)
+            print("\n".join(plain_text(data).splitlines()[-args.n :]))
             return None
         from .widgets import Dashboard
 

@@ -190,13 +190,17 @@ def render_cells(line: str, style: Style = PLAIN) -> tuple[list[str], list[Style
     return chars, styles, style
 
 
-def clean_text(text: str) -> str:
+def clean_text(text: str, colours: bool = False) -> str:
     r"""Complete lines of output as plain text, line for line: escapes stripped,
     overwrites resolved (each input line gives exactly one output line, so line numbers
     map back to the raw output). Trailing blanks are kept where no overwrite happened.
+    ``colours``: keep colour escapes (SGR) outside lines with overwrites, for a display
+    that renders them (a notebook's output).
 
     >>> clean_text("\x1b[1mbold\x1b[0m\r\n10%\r50%\r100%\r\n\x1b]0;title\x07x\n")
     'bold\n100%\nx\n'
+    >>> clean_text("\x1b[?2004hhi \x1b[1mthere\x1b[0m\r\n\x1b[2Kok", colours=True)
+    'hi \x1b[1mthere\x1b[0m\nok'
     """
     text = text.replace("\r\n", "\n")
     if "\r" in text or "\b" in text or ("\x1b[" in text and _MOVES.search(text)):
@@ -214,8 +218,17 @@ def clean_text(text: str) -> str:
         out.append(text[pos:])
         text = "".join(out)
     if "\x1b" in text:
-        text = _ESCAPES.sub("", text)
+        text = _ESCAPES.sub(_keep_colours if colours else "", text)
     return _CONTROLS.sub("", text) if _CONTROLS.search(text) else text
+
+
+def _keep_colours(m: re.Match[str]) -> str:
+    return m[0] if m[0].startswith("\x1b[") and m[0].endswith("m") else ""
+
+
+def plain_text(data: bytes) -> str:
+    """Raw output as text for a notebook (:func:`clean_text` with colours kept)."""
+    return clean_text(data.decode("utf-8", errors="replace"), colours=True)
 
 
 def line_blocks(chunks: Iterable[bytes], size: int = 1 << 20) -> Iterator[bytes]:
@@ -277,10 +290,9 @@ def _css(style: Style) -> str:
     return ";".join(p for p in parts if p)
 
 
-def html_export(chunks: Iterable[bytes], title: str) -> Iterator[bytes]:
-    """Raw output as a self-contained HTML page (no scripts, no external resources):
-    the lines :func:`text_export` gives, with their colours and bold/italic/underline."""
-    yield _PAGE.format(title=html.escape(title)).encode()
+def html_lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    r"""Raw output as HTML text to put in a ``<pre>``: the lines :func:`text_export`
+    gives, in ``<span>``\ s with their colours and bold/italic/underline."""
     style = PLAIN
     for block in line_blocks(chunks):
         text = block.decode("utf-8", errors="replace").replace("\r\n", "\n")
@@ -299,7 +311,15 @@ def html_export(chunks: Iterable[bytes], title: str) -> Iterator[bytes]:
                     css = _css(styles[start])
                     out.append(f'<span style="{css}">{run}</span>' if css else run)
                     start = i
-        yield "".join(out).encode()
+        yield "".join(out)
+
+
+def html_export(chunks: Iterable[bytes], title: str) -> Iterator[bytes]:
+    """Raw output as a self-contained HTML page (no scripts, no external resources) of
+    :func:`html_lines`."""
+    yield _PAGE.format(title=html.escape(title)).encode()
+    for text in html_lines(chunks):
+        yield text.encode()
     yield b"</pre></body></html>\n"
 
 

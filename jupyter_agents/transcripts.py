@@ -2,8 +2,9 @@
 bounded by ``AgentsApp.transcript_max_bytes``.
 
 One :class:`Transcript` type serves every reader: the REST log (byte ranges), the CLI
-(``log``, ``--tail``, ``--follow``), magics and the dashboard (plain text), and restore
-(the tail shown before the new process). The backends write them (tmux through
+(``log``, ``--tail``, ``--follow``), search and exports (:mod:`jupyter_agents.search`,
+:mod:`jupyter_agents.render`), magics and the dashboard (text), and restore (the tail
+shown before the new process). The backends write them (tmux through
 ``pipe-pane`` and :data:`~jupyter_agents.backends.tmux.formats.TRANSCRIPT_WRITER`, the
 broker in :mod:`~jupyter_agents.backends.broker.recorder`); nothing here writes.
 
@@ -68,23 +69,6 @@ _GAP = re.compile(r"gap-(0|[1-9][0-9]*)-([0-9]+)")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 T = TypeVar("T")
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
-_NOT_SGR = re.compile(
-    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC
-    r"|\x1b\[[0-9;?<>=]*[@-ln-~]"  # CSI other than SGR (...m)
-    r"|\x1b[()][0-9A-Za-z]|\x1b[=>78cDEHMNOZ]"  # charsets, keypad, save/restore...
-    r"|[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]"  # other control characters
-)
-
-
-def plain_text(data: bytes) -> str:
-    r"""Raw transcript bytes as text for a notebook: colours (SGR) kept, cursor movement
-    and other control sequences dropped, CRLF -> LF.
-
-    >>> plain_text(b"\x1b[?2004hhi \x1b[1mthere\x1b[0m\r\n\x1b[2Kok")
-    'hi \x1b[1mthere\x1b[0m\nok'
-    """
-    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
-    return _NOT_SGR.sub("", text).replace("\r", "")
 
 
 def window(
@@ -452,10 +436,6 @@ class Transcript:
                 return
             yield offset, data
             offset += len(data)
-
-    def text(self, lines: int, tail_bytes: int = 1 << 20) -> str:
-        """Its last ``lines`` lines as :func:`plain_text`."""
-        return "\n".join(plain_text(self.tail(tail_bytes)).splitlines()[-lines:])
 
     def follow(
         self, offset: int, running: Callable[[], bool], interval: float = 0.2

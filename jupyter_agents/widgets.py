@@ -21,9 +21,9 @@ from .config import open_sessions
 from .display import html_table
 from .errors import AgentsError
 from .events import SessionEvent
+from .render import html_lines
 from .sessions import SessionService
 from .store import Session
-from .transcripts import plain_text
 
 
 class Dashboard(widgets.VBox):  # type: ignore[misc]
@@ -98,7 +98,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         data = self.service.transcript(sid).tail(self.tail_bytes)
         if not data:
             return "<i>no transcript</i>"
-        return f"<pre>{html.escape(plain_text(data))}</pre>"
+        return f"<pre>{''.join(html_lines([data]))}</pre>"
 
     def _row(self, session: Session) -> widgets.HBox:
         label = widgets.HTML(
