@@ -20,6 +20,7 @@ import html
 import json
 import re
 from collections.abc import Iterable, Iterator
+from typing import Any, cast
 
 from .errors import InvalidRequest
 from .store import Session
@@ -60,6 +61,15 @@ _BASE16 = [
 ]
 
 
+#: SGR codes that set or clear an attribute: code -> (index in a Style, value)
+_ATTRIBUTES = {1: (2, True), 3: (3, True), 4: (4, True), 7: (5, True)} | {
+    22: (2, False),
+    23: (3, False),
+    24: (4, False),
+    27: (5, False),
+}
+
+
 def palette(n: int) -> str:
     """The CSS colour of xterm's 256-colour palette entry ``n``.
 
@@ -95,42 +105,25 @@ def sgr(style: Style, params: str) -> Style:
     >>> sgr(sgr(PLAIN, "38;5;196;48;2;0;0;255"), "39")
     (None, '#0000ff', False, False, False, False)
     """
-    fg, bg, bold, italic, underline, inverse = style
+    cells: list[Any] = list(style)
     codes = [int(p) if p.isdigit() else 0 for p in params.replace(":", ";").split(";")]
     i = 0
     while i < len(codes):
         c = codes[i]
         i += 1
         if c == 0:
-            fg, bg, bold, italic, underline, inverse = PLAIN
-        elif c == 1:
-            bold = True
-        elif c == 3:
-            italic = True
-        elif c == 4:
-            underline = True
-        elif c == 7:
-            inverse = True
-        elif c == 22:
-            bold = False
-        elif c == 23:
-            italic = False
-        elif c == 24:
-            underline = False
-        elif c == 27:
-            inverse = False
+            cells = list(PLAIN)
+        elif c in _ATTRIBUTES:
+            cells[_ATTRIBUTES[c][0]] = _ATTRIBUTES[c][1]
         elif 30 <= c <= 37 or 90 <= c <= 97:
-            fg = _BASE16[c - 30 if c < 90 else c - 82]
+            cells[0] = _BASE16[c - 30 if c < 90 else c - 82]
         elif 40 <= c <= 47 or 100 <= c <= 107:
-            bg = _BASE16[c - 40 if c < 100 else c - 92]
+            cells[1] = _BASE16[c - 40 if c < 100 else c - 92]
         elif c in (38, 48):
-            color, i = _color(codes, i)
-            fg, bg = (color, bg) if c == 38 else (fg, color)
-        elif c == 39:
-            fg = None
-        elif c == 49:
-            bg = None
-    return fg, bg, bold, italic, underline, inverse
+            cells[c == 48], i = _color(codes, i)
+        elif c in (39, 49):
+            cells[c == 49] = None
+    return cast(Style, tuple(cells))
 
 
 def _count(params: str, default: int) -> int:
