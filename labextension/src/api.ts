@@ -67,6 +67,33 @@ export class AgentsError extends Error {
 type Settings = ServerConnection.ISettings;
 
 /**
+ * One request to the server; the body as text. Throws `AgentsError` with the
+ * server's message for error statuses.
+ */
+async function requestText(
+  settings: Settings,
+  path: string,
+  init: RequestInit = {}
+): Promise<string> {
+  const url = URLExt.join(settings.baseUrl, path);
+  const response = await ServerConnection.makeRequest(url, init, settings);
+  const text = await response.text();
+  if (!response.ok) {
+    let body: any = undefined;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      // not JSON: the status line says it
+    }
+    const message =
+      (body && (body.message || body.reason)) ||
+      `${response.status} ${response.statusText}`;
+    throw new AgentsError(String(message), response.status);
+  }
+  return text;
+}
+
+/**
  * One request to the server; the parsed JSON body (undefined for 204).
  * Throws `AgentsError` with the server's message for error statuses.
  */
@@ -75,24 +102,15 @@ export async function request<T>(
   path: string,
   init: RequestInit = {}
 ): Promise<T> {
-  const url = URLExt.join(settings.baseUrl, path);
-  const response = await ServerConnection.makeRequest(url, init, settings);
-  const text = await response.text();
-  let body: any = undefined;
-  if (text) {
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = text;
-    }
+  const text = await requestText(settings, path, init);
+  if (!text) {
+    return undefined as T;
   }
-  if (!response.ok) {
-    const message =
-      (body && (body.message || body.reason)) ||
-      `${response.status} ${response.statusText}`;
-    throw new AgentsError(String(message), response.status);
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return text as T;
   }
-  return body as T;
 }
 
 export const listSessions = (s: Settings): Promise<ISession[]> =>
@@ -131,6 +149,77 @@ export const restoreAll = (s: Settings): Promise<IRestoreAllResult> =>
     method: 'POST',
     body: '{}'
   });
+
+/** One line of a transcript (or an agent's conversation) that matches a search. */
+export interface ISearchHit {
+  /** The session's id. */
+  session: string;
+  name: string;
+  kind: string;
+  status: Status;
+  /** `conversation`: the agent's own conversation log, not the terminal transcript. */
+  source: 'transcript' | 'conversation';
+  /** Byte offset of the line in the transcript. */
+  offset: number | null;
+  /** When it was written (ISO 8601). */
+  time: string | null;
+  /** Seconds from the start of the session's replay to the line (transcript hits). */
+  at: number | null;
+  /** The line as plain text (escape sequences removed). */
+  line: string;
+  /** Where the match is in `line`: [start, end) in characters. */
+  match: [number, number];
+}
+
+/** A page of search results; `next` is the cursor of the next page. */
+export interface ISearchResult {
+  hits: ISearchHit[];
+  next: string | null;
+  /** Transcript bytes read. */
+  scanned: number;
+}
+
+export interface ISearchQuery {
+  q: string;
+  /** `q` is a regular expression (Python `re` syntax), not plain text. */
+  regex?: boolean;
+  /** Match case (the default ignores it). */
+  case?: boolean;
+  /** The `next` of the previous page. */
+  cursor?: string;
+}
+
+/**
+ * `GET /api/agents/search`: the lines of every session's transcript and agent
+ * conversation that match. A bad regular expression is an `AgentsError` (400) with
+ * the server's message.
+ */
+export const searchTranscripts = (
+  s: Settings,
+  query: ISearchQuery
+): Promise<ISearchResult> => {
+  const params: Record<string, string> = { q: query.q };
+  if (query.regex) {
+    params.regex = 'true';
+  }
+  if (query.case) {
+    params.case = 'true';
+  }
+  if (query.cursor) {
+    params.cursor = query.cursor;
+  }
+  return request<ISearchResult>(
+    s,
+    'api/agents/search' + URLExt.objectToQueryString(params)
+  );
+};
+
+/**
+ * `GET /api/agents/sessions/<id>/export?format=cast`: the session's transcript with
+ * its timing, as asciicast v2 text (a header line, then `[t, "o", data]` lines).
+ */
+export const exportCast = (s: Settings, id: string): Promise<string> =>
+  requestText(s, `api/agents/sessions/${id}/export?format=cast`);
 
 /** `GET /api/status`: when this server process started. */
 export const serverStarted = async (s: Settings): Promise<string> =>

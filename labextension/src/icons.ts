@@ -19,6 +19,17 @@ export const agentsIcon = new LabIcon({
   )
 });
 
+/** A replay: a terminal window with a play triangle. */
+export const replayIcon = new LabIcon({
+  name: 'jupyter-agents:replay',
+  svgstr: svg(
+    '<g class="jp-icon3" fill="#616161">' +
+      '<path d="M1 3a1 1 0 0 1 1-1h12a1 1 0 0 1 1 1v10a1 1 0 0 1-1 1H2a1 1 0 0 1-1-1zm1.5.5v9h11v-9z"/>' +
+      '<path d="M6 5.5v5l4.5-2.5z"/>' +
+      '</g>'
+  )
+});
+
 const letter = (name: string, text: string, color: string): LabIcon =>
   new LabIcon({
     name,

@@ -5,8 +5,8 @@
  * - `launcher` (launcher and palette items), `panel` (the Agents sidebar), `running`
  *   (a section of the Running sidebar), `status` (status bar), `interrupted` (the
  *   banner on restored tabs of interrupted terminals), `restart-notification` and
- *   `attention` (notifications and tab markers when an agent needs its user) each
- *   require it.
+ *   `attention` (notifications and tab markers when an agent needs its user) and
+ *   `replay` (a session's transcript played in a tab) each require it.
  */
 import {
   ILayoutRestorer,
@@ -40,6 +40,7 @@ import {
 } from './interrupted';
 import { DEFAULT_POLL_INTERVAL, SessionsModel } from './model';
 import { AgentsPanel, commandActions } from './panel';
+import { addReplayCommand } from './replay';
 import { notifyRestart } from './restart';
 import { runningManager } from './running';
 import { AgentsStatus } from './status';
@@ -393,6 +394,23 @@ const attention: JupyterFrontEndPlugin<void> = {
   }
 };
 
+const replay: JupyterFrontEndPlugin<void> = {
+  id: PluginIDs.replay,
+  description:
+    'Replay a session: its transcript played with its timing in a tab (speed, seek bar).',
+  autoStart: true,
+  requires: [IAgentSessions],
+  optional: [ILayoutRestorer, ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    model: IAgentSessions,
+    restorer: ILayoutRestorer | null,
+    translator: ITranslator | null
+  ) => {
+    addReplayCommand({ app, model, trans: load(translator), restorer });
+  }
+};
+
 const plugins: JupyterFrontEndPlugin<any>[] = [
   sessions,
   launcher,
@@ -401,7 +419,8 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   status,
   interrupted,
   restartNotification,
-  attention
+  attention,
+  replay
 ];
 
 export default plugins;

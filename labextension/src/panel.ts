@@ -1,10 +1,11 @@
 /**
- * The "Agents" sidebar, a panel to keep open: one line per session (kind icon, name,
- * attention or status badge, folder, relative time, icon buttons) in groups Needs
- * you, Working, Running, Interrupted, Ended (folded); a filter box; keyboard
- * navigation (Up/Down move, Enter opens, Delete kills after a confirmation).
+ * The "Agents" sidebar, a panel to keep open: a transcript search (`search.ts`); one
+ * line per session (kind icon, name, attention or status badge, folder, relative
+ * time, icon buttons) in groups Needs you, Working, Running, Interrupted, Ended
+ * (folded); a filter box; keyboard navigation (Up/Down move, Enter opens or replays,
+ * Delete kills after a confirmation).
  * Plain DOM; the list is rebuilt when the model changes (a few dozen rows at most),
- * the header, the filter box and the selection survive it.
+ * the header, the search, the filter box and the selection survive it.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import {
@@ -26,15 +27,25 @@ import {
   groupOf,
   GROUPS
 } from './attention';
-import { agentsIcon, kindIcon, kindLabel, statusLabel } from './icons';
+import { el } from './dom';
+import {
+  agentsIcon,
+  kindIcon,
+  kindLabel,
+  replayIcon,
+  statusLabel
+} from './icons';
+import { TranscriptSearch } from './search';
 import { CommandIDs, IAgentSessions } from './tokens';
 
 /** What the panel's buttons do. */
 export interface IPanelActions {
-  open(session: ISession): void | Promise<void>;
+  open(session: Pick<ISession, 'name'>): void | Promise<void>;
   kill(session: ISession): void | Promise<void>;
   adopt(session: ISession): void | Promise<void>;
   restore(session: ISession): void | Promise<void>;
+  /** Replay its transcript, paused at `at` seconds when given. */
+  replay(session: Pick<ISession, 'id'>, at?: number): void | Promise<void>;
   restoreAll(): void | Promise<void>;
   create(kind: string): void | Promise<void>;
   refresh(): void | Promise<void>;
@@ -48,28 +59,37 @@ export function commandActions(commands: CommandRegistry): IPanelActions {
     kill: s => run(CommandIDs.kill, { id: s.id }),
     adopt: s => run(CommandIDs.adopt, { id: s.id }),
     restore: s => run(CommandIDs.restore, { id: s.id }),
+    replay: (s, at) =>
+      run(
+        CommandIDs.replay,
+        at === undefined ? { id: s.id } : { id: s.id, at }
+      ),
     restoreAll: () => run(CommandIDs.restoreAll),
     create: kind => run(CommandIDs.create, { kind }),
     refresh: () => run(CommandIDs.refresh)
   };
 }
 
-type Action = 'open' | 'kill' | 'adopt' | 'restore';
+type Action = 'open' | 'kill' | 'adopt' | 'restore' | 'replay';
 
-/** The action buttons of a session in each status; the first is what Enter does. */
+/**
+ * The action buttons of a session in each status; the first is what Enter does (an
+ * ended session is replayed, never restored by accident).
+ */
 const ACTIONS: Record<Status, Action[]> = {
   running: ['open', 'kill'],
   orphaned: ['adopt', 'kill'],
-  interrupted: ['restore'],
-  exited: ['restore'],
-  killed: ['restore']
+  interrupted: ['restore', 'replay'],
+  exited: ['replay', 'restore'],
+  killed: ['replay', 'restore']
 };
 
 const ACTION_ICONS: Record<Action, LabIcon> = {
   open: launchIcon,
   kill: stopIcon,
   adopt: launchIcon,
-  restore: historyIcon
+  restore: historyIcon,
+  replay: replayIcon
 };
 
 /** Groups folded until the user opens them. */
@@ -77,21 +97,6 @@ const FOLDED: ReadonlySet<Group> = new Set(['ended']);
 
 /** How often relative times are redrawn while the panel shows (ms). */
 const CLOCK = 30000;
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className?: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 /** "now", "42 s ago", "3 min ago", "2 h ago", "5 d ago". */
 export function relativeTime(
@@ -175,7 +180,8 @@ export class AgentsPanel extends Widget {
       open: trans.__('Open its terminal'),
       kill: trans.__('Kill (asks first)'),
       adopt: trans.__('Adopt: make it a terminal and open it'),
-      restore: trans.__('Restore')
+      restore: trans.__('Restore'),
+      replay: trans.__('Replay its transcript')
     };
 
     const header = el('div', 'jp-AgentsPanel-header');
@@ -188,6 +194,13 @@ export class AgentsPanel extends Widget {
     header.append(refresh);
 
     this._toolbar = el('div', 'jp-AgentsPanel-toolbar');
+
+    this._search = new TranscriptSearch({
+      model: _model,
+      trans,
+      open: name => this._actions.open({ name }),
+      replay: (id, at) => this._actions.replay({ id }, at)
+    });
 
     this._filter = el('input', 'jp-AgentsPanel-filter jp-mod-styled');
     this._filter.type = 'search';
@@ -212,7 +225,13 @@ export class AgentsPanel extends Widget {
     this._body.setAttribute('aria-label', trans.__('Sessions'));
     this._body.onkeydown = event => this._onKey(event);
 
-    this.node.append(header, this._toolbar, this._filter, this._body);
+    this.node.append(
+      header,
+      this._toolbar,
+      this._search.node,
+      this._filter,
+      this._body
+    );
     this._renderToolbar();
     this._model.changed.connect(this.render, this);
     this.render();
@@ -226,6 +245,7 @@ export class AgentsPanel extends Widget {
 
   dispose(): void {
     window.clearInterval(this._clock);
+    this._search.dispose();
     super.dispose();
   }
 
@@ -474,10 +494,10 @@ export class AgentsPanel extends Widget {
     }
   }
 
-  /** Enter, double click: open, adopt or restore (not for ended sessions). */
+  /** Enter, double click: open, adopt, restore (interrupted) or replay (ended). */
   private _primary(s: ISession): void {
     const action = ACTIONS[s.status]?.[0];
-    if (action && s.status !== 'exited' && s.status !== 'killed') {
+    if (action) {
       void this._run(action, s);
     }
   }
@@ -570,6 +590,7 @@ export class AgentsPanel extends Widget {
   }
 
   private _toolbar: HTMLDivElement;
+  private _search: TranscriptSearch;
   private _filter: HTMLInputElement;
   private _body: HTMLDivElement;
   private _selected: string | null = null;

@@ -74,6 +74,7 @@ export namespace PluginIDs {
   export const interrupted = 'jupyter-agents:interrupted';
   export const restartNotification = 'jupyter-agents:restart-notification';
   export const attention = 'jupyter-agents:attention';
+  export const replay = 'jupyter-agents:replay';
 }
 
 export namespace CommandIDs {
@@ -86,4 +87,5 @@ export namespace CommandIDs {
   export const restore = 'jupyter-agents:restore';
   export const restoreAll = 'jupyter-agents:restore-all';
   export const refresh = 'jupyter-agents:refresh';
+  export const replay = 'jupyter-agents:replay';
 }

@@ -1,1 +1,2 @@
+import 'asciinema-player/dist/bundle/asciinema-player.css';
 import './base.css';
