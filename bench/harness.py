@@ -501,6 +501,8 @@ class Mode:
     cli_runs: int  # runs of each timed command (medians are reported)
     load_clients: int  # GET requests kept in flight while echo latency is measured
     events_seconds: float  # each idle-CPU window of the events group
+    search_mb: int  # transcripts searched, in all
+    search_sessions: int  # how many transcripts they are
     #: run our flavors side by side where that can only make their figures worse
     #: (restart, reconcile: targets without a stock comparison); quick mode only
     parallel: bool = False
@@ -525,6 +527,8 @@ FULL = Mode(
     cli_runs=10,
     load_clients=20,
     events_seconds=30,
+    search_mb=1000,
+    search_sessions=100,
 )
 QUICK = Mode(
     "quick",
@@ -545,5 +549,7 @@ QUICK = Mode(
     cli_runs=3,
     load_clients=20,
     events_seconds=2,
+    search_mb=50,
+    search_sessions=10,
     parallel=True,
 )

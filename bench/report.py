@@ -91,7 +91,7 @@ def _columns(rows: Sequence[Row], ours: Sequence[str]) -> tuple[list[str], list[
 def text_table(rows: Sequence[Row], ours: Sequence[str]) -> str:
     """The table ``bench/run`` prints."""
     header, body = _columns(rows, ours)
-    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
+    widths = [max([len(h), *(len(b[i]) for b in body)]) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)) for b in body]

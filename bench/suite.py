@@ -18,7 +18,18 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import cli, events, idle, latency, load, reconcile, replay, restart, throughput
+from . import (
+    cli,
+    events,
+    idle,
+    latency,
+    load,
+    reconcile,
+    replay,
+    restart,
+    throughput,
+    transcripts,
+)
 from .harness import FLAVORS, FULL, QUICK, REPO, Flavor, Mode, server, shared_servers, workdir
 from .report import Row, machine, markdown_table, text_table, write_markdown
 
@@ -99,6 +110,7 @@ GROUPS: dict[str, Callable[[list[Flavor], Mode], list[Row]]] = {
     "cli": cli.run,
     "load": load.run,
     "events": events.run,
+    "transcripts": transcripts.run,
 }
 
 

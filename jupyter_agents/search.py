@@ -16,11 +16,12 @@ import json
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, get_args
 
 from .errors import InvalidRequest, OutOfRange
-from .render import clean_text, whole_characters
+from .render import ESCAPE, ESCAPES, clean_text, whole_characters
 from .sessions import SessionService
 from .store import Session, Status
 from .transcripts import MAX_CHUNK, Transcript, time_at
@@ -129,6 +130,76 @@ class Query:
 
         return find
 
+    def candidates(self) -> Callable[[bytes], Iterator[int]]:
+        """Where lines that may match start in a block of raw output (whole lines), in
+        order, each once. A line found here is checked on its text as a terminal shows
+        it (:func:`~jupyter_agents.render.clean_text`), so an overwritten match is
+        dropped then; a match the overwrites make, across a ``\\r`` or a backspace,
+        is not found here.
+
+        A plain pattern is looked for in the raw bytes (lower-cased: ASCII only, which
+        never touches UTF-8 sequences), with escape sequences allowed between its
+        characters and a cursor move allowed for a space: the regex engine skips to its
+        first character, so this runs at memory speed for a rare word. Other patterns
+        run on the text with escapes stripped.
+
+        >>> list(Query("needle").candidates()(b"a\\r\\nne\\x1b[1mEDLE\\r\\nneedle"))
+        [3, 15]
+        """
+        if not self.regex and (self.case or self.pattern.isascii()):
+            needle = self.pattern.encode()
+            needle = needle if self.case else needle.lower()
+            skip = b"(?:" + ESCAPE.encode() + b")*"
+            parts = [rb"(?: |\x1b\[[0-9]*C)" if c == 32 else re.escape(bytes([c])) for c in needle]
+            pattern = re.compile(skip.join(parts))
+            return lambda block: _line_starts(
+                block, (m.start() for m in pattern.finditer(block if self.case else block.lower()))
+            )
+        flags = re.MULTILINE | (0 if self.case else re.IGNORECASE)
+        compiled = re.compile(self.pattern if self.regex else re.escape(self.pattern), flags)
+
+        def in_text(block: bytes) -> Iterator[int]:
+            text = block.decode("utf-8", errors="replace")
+            text = ESCAPES.sub("", text) if "\x1b" in text else text
+            # each \r-pass of a line is a line of its own to the pattern (and \r\n two
+            # line ends); as long as the text, so positions are the same in both
+            passes = text.replace("\r", "\n") if "\r" in text else text
+            starts: list[int] = []
+            line, at = 0, 0
+            for m in _each_line(compiled, passes, text):
+                line += text.count("\n", at, m)
+                at = m
+                if not starts:  # byte offsets of the block's line starts, once
+                    lengths = accumulate(map(len, block.split(b"\n")), initial=0)
+                    starts = [n + i for i, n in enumerate(lengths)]
+                yield starts[line]
+
+        return in_text
+
+
+def _each_line(pattern: re.Pattern[str], hay: str, text: str) -> Iterator[int]:
+    """Where the first match in ``hay`` of each line of ``text`` (as long, with the same
+    line ends and maybe more) that has one starts."""
+    pos = 0
+    while m := pattern.search(hay, pos):
+        yield m.start()
+        end = text.find("\n", m.start())
+        if end < 0:
+            return
+        pos = end + 1
+
+
+def _line_starts(block: bytes, matches: Iterator[int]) -> Iterator[int]:
+    """The starts of the lines of ``block`` holding ``matches`` (ascending), each once."""
+    done = -1
+    for m in matches:
+        if m <= done:
+            continue
+        yield block.rfind(b"\n", 0, m) + 1
+        done = block.find(b"\n", m)
+        if done < 0:
+            return
+
 
 def parse_query(
     args: Mapping[str, str | None], kinds: Collection[str], now: datetime | None = None
@@ -233,11 +304,14 @@ class Page:
 
 
 def scan_transcript(
-    transcript: Transcript, find: Finder, start: int, want: int, budget: int
+    transcript: Transcript, query: Query, start: int, want: int, budget: int
 ) -> tuple[list[tuple[int, str, tuple[int, int]]], int | None, int]:
     """Up to ``want`` matching lines of ``transcript`` from byte ``start`` (a line start,
     or before its first kept byte), reading at most about ``budget`` bytes:
-    ``(hits as (offset, line, span), where to go on or None at its end, bytes read)``."""
+    ``(hits as (offset, line, span), where to go on or None at its end, bytes read)``.
+    Lines are found by :meth:`Query.candidates` and checked as text by
+    :meth:`Query.finder`."""
+    candidates, find = query.candidates(), query.finder()
     hits: list[tuple[int, str, tuple[int, int]]] = []
     pos, scanned = start, 0
     while scanned < budget:
@@ -252,23 +326,18 @@ def scan_transcript(
         if cut == 0:  # a line longer than a read, or the last (unfinished) one
             cut = whole_characters(data) if len(data) == MAX_CHUNK else len(data)
         block = data[:cut]
-        text = clean_text(block.decode("utf-8", errors="replace"))
-        line_end, raw, seen_lines = -1, 0, 0
-        for s, e in find(text):
-            if s <= line_end:
-                continue  # one hit per line
-            line_start = text.rfind("\n", 0, s) + 1
-            line_end = text.find("\n", s)
-            line_end = len(text) if line_end < 0 else line_end
-            lines = text.count("\n", 0, line_start)
-            for _ in range(lines - seen_lines):  # the same line in the raw bytes
-                raw = block.index(b"\n", raw) + 1
-            seen_lines = lines
-            line, a, b = _context(text[line_start:line_end], s - line_start, e - line_start)
-            hits.append((pos + raw, line, (a, min(b, len(line)))))
+        for line_start in candidates(block):
+            line_end = block.find(b"\n", line_start)
+            line_end = len(block) if line_end < 0 else line_end + 1
+            text = clean_text(block[line_start:line_end].decode("utf-8", errors="replace"))
+            text = text.rstrip("\n")
+            match = next(find(text), None)
+            if match is None:
+                continue  # overwritten, or inside an escape sequence
+            line, a, b = _context(text, *match)
+            hits.append((pos + line_start, line, (a, min(b, len(line)))))
             if len(hits) >= want:
-                following = block.find(b"\n", raw)
-                return hits, pos + (cut if following < 0 else following + 1), scanned + cut
+                return hits, pos + line_end, scanned + line_end
         pos += cut
         scanned += cut
     return hits, pos, scanned
@@ -370,7 +439,7 @@ def search(
             t0 = timeline[0][1] if timeline else None
             while position is not None and len(hits) < query.limit and scanned < budget:
                 found, position, read = scan_transcript(
-                    transcript, find, position, query.limit - len(hits), budget - scanned
+                    transcript, query, position, query.limit - len(hits), budget - scanned
                 )
                 scanned += read
                 for offset, line, span in found:
