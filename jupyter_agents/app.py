@@ -8,9 +8,11 @@ from typing import Any
 
 from jupyter_server._tz import utcnow
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Type
+from traitlets import Float, Type
 
+from . import sharing
 from .attention import listen_for_hooks
+from .auth import sharing_refused
 from .config import AgentsSettings, default_shell
 from .errors import AgentsError
 from .events import SCHEMA_ID, SCHEMA_PATH, SessionEvent
@@ -35,9 +37,17 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         help="The TerminalManager class (the stock terminal API over the sessions).",
     )
 
+    share_revalidate_interval = Float(
+        sharing.REVALIDATE_S,
+        config=True,
+        help="Seconds between re-validations of each read-only viewer with JupyterHub: "
+        "a share revoked on the hub ends the watch within this.",
+    )
+
     service: SessionService | None = None
     manager: TerminalManager | None = None
     streams: Streams | None = None
+    shares: sharing.Shares | None = None
     _restored: list[Session]
 
     def _link_jupyter_server_extension(self, serverapp: Any) -> None:
@@ -111,7 +121,14 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         self.streams = Streams(
             self.service, self.service.backends, self.activity_interval, self.log
         )
-        self.handlers.extend(handlers(self.service, self.manager, self.streams))
+        settings = self.serverapp.web_app.settings if self.serverapp else {}
+        self.shares = sharing.Shares(
+            self.service,
+            lambda: sharing_refused(settings),
+            self.share_revalidate_interval,
+            self.log,
+        )
+        self.handlers.extend(handlers(self.service, self.manager, self.streams, self.shares))
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         """Once the loop runs: emit events, watch restored sessions, follow conversation
@@ -135,6 +152,10 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         )
         if self.refresh_interval > 0:
             self._refresher = asyncio.ensure_future(self._refresh(service))
+        if self.shares is not None:
+            reason = sharing_refused(serverapp.web_app.settings)
+            self.log.info("jupyter_agents: read-only sharing %s", reason or "available")
+            self._sharing = asyncio.ensure_future(self.shares.run())
         for session in self._restored:
             loop.run_in_executor(None, service.watch_restored, session)
 
@@ -170,8 +191,9 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         for stop in ("_unsubscribe", "_unwatch"):
             if hasattr(self, stop):
                 getattr(self, stop)()
-        if hasattr(self, "_refresher"):
-            self._refresher.cancel()
+        for task in ("_refresher", "_sharing"):
+            if hasattr(self, task):
+                getattr(self, task).cancel()
         hooks = getattr(self, "_hooks", None)
         if hooks is not None:
             hooks.close()

@@ -18,12 +18,15 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from .auth import is_owner
 from .errors import AgentsError, InvalidRequest, http_error
 from .render import FORMATS, export, export_name
 from .search import parse_query, search_sessions
 from .sessions import Report, SessionService
+from .sharing import Shares
 from .streams import Streams
 from .terminals import TerminalManager, terminal_model
+from .viewer import ViewerAsset, ViewerPage, ViewerSocket
 from .websocket import AUTH_RESOURCE, TermSocket
 
 T = TypeVar("T")
@@ -205,6 +208,57 @@ class SearchHandler(ApiHandler):
         self.reply((await self.call(search_sessions, self.service, query)).to_model())
 
 
+class SharesApiHandler(ApiHandler):
+    """Base of the share routes: the owner only (a viewer never gets here with our
+    identity provider; this is the second lock)."""
+
+    def initialize(  # type: ignore[override]
+        self, service: SessionService, manager: TerminalManager, shares: Shares
+    ) -> None:
+        super().initialize(service, manager)
+        self.shares = shares
+
+    def owner(self) -> str:
+        if not is_owner(self.current_user):
+            raise web.HTTPError(403, "only the server's owner manages its shares")
+        return str(self.current_user.username)
+
+
+class SharesHandler(SharesApiHandler):
+    """``GET /api/agents/shares``: the live grants; ``POST`` ``{session, viewer?,
+    expires_in}``: a new one (201), 409 when this server cannot share."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.owner()
+        self.reply(await self.call(self.shares.list))
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        owner = self.owner()
+        share = await self.call(
+            self.shares.create, self.body({"session", "viewer", "expires_in"}), owner
+        )
+        self.shares.schedule(share)
+        model = {**share.to_model(), "url": url_path_join(self.base_url, "agents/view", share.id)}
+        self.set_header("Location", url_path_join(self.base_url, "api/agents/shares", share.id))
+        self.reply(model, 201)
+
+
+class ShareHandler(SharesApiHandler):
+    """``DELETE /api/agents/shares/<id>``: revoke; its viewers are disconnected now."""
+
+    @web.authenticated
+    @authorized
+    async def delete(self, share_id: str) -> None:
+        close_viewers = await self.call(self.shares.revoke, share_id, self.owner())
+        close_viewers()
+        self.set_status(204)
+        self.finish()
+
+
 class RestoreHandler(ApiHandler):
     """``POST /api/agents/sessions/<id>/restore``: relaunch one ended session; the model
     after the resume watch (``exited`` with a ``reason`` if it failed at once)."""
@@ -281,10 +335,12 @@ class ReconcileHandler(ApiHandler):
 
 
 def handlers(
-    service: SessionService, manager: TerminalManager, streams: Streams
+    service: SessionService, manager: TerminalManager, streams: Streams, shares: Shares
 ) -> list[tuple[str, type, dict[str, Any]]]:
-    """Every route of jupyter_agents: the stock terminal routes and ``/api/agents``."""
+    """Every route of jupyter_agents: the stock terminal routes, ``/api/agents`` and the
+    read-only viewer's (:mod:`jupyter_agents.viewer`)."""
     rest = {"service": service, "manager": manager}
+    viewer = {"service": service, "shares": shares}
     return [
         (r"/api/terminals", TerminalRootHandler, rest),
         (r"/api/terminals/(\w+)", TerminalHandler, rest),
@@ -299,4 +355,9 @@ def handlers(
         (r"/api/agents/restore", RestoreAllHandler, rest),
         (r"/api/agents/kinds", KindsHandler, rest),
         (r"/api/agents/reconcile", ReconcileHandler, rest),
+        (r"/api/agents/shares", SharesHandler, {**rest, "shares": shares}),
+        (r"/api/agents/shares/(\w+)", ShareHandler, {**rest, "shares": shares}),
+        (r"/agents/view/static/([\w.]+)", ViewerAsset, viewer),
+        (r"/agents/view/(\w+)", ViewerPage, viewer),
+        (r"/agents/view/(\w+)/socket", ViewerSocket, {**viewer, "streams": streams}),
     ]

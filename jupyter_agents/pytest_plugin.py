@@ -236,6 +236,7 @@ class TermClient:
 
     def close(self) -> None:
         self.ws.close()
+        self.ws.shutdown()  # type: ignore[no-untyped-call]  # the socket, if the server closed
 
 
 class EventClient:

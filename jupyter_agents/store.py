@@ -69,6 +69,18 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE sessions ADD COLUMN attention_reason TEXT;
     ALTER TABLE sessions ADD COLUMN attention_source TEXT;
     """,
+    # read-only shares: who may watch which session until when (jupyter_agents.sharing)
+    """
+    CREATE TABLE shares (
+        id          TEXT PRIMARY KEY,
+        session_id  TEXT NOT NULL,
+        viewer      TEXT,
+        created     TEXT NOT NULL,
+        expires     TEXT NOT NULL,
+        revoked     TEXT
+    );
+    CREATE INDEX shares_session ON shares (session_id);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -127,6 +139,27 @@ class Session:
             data[key] = None if data[key] is None else json.loads(data[key])
         data["ambiguous"] = bool(data["ambiguous"])
         return cls(**data)
+
+
+@dataclasses.dataclass
+class Share:
+    """A read-only grant: ``viewer`` (a user name; None: any user who can reach this
+    server) may watch session ``session_id`` until ``expires`` unless ``revoked``
+    (times ISO 8601 UTC, as :func:`utcnow_iso` writes them, so they sort as text)."""
+
+    id: str
+    session_id: str
+    viewer: str | None
+    created: str
+    expires: str
+    revoked: str | None = None
+
+    def active(self, now: str) -> bool:
+        """Whether it still grants anything at ``now`` (:func:`utcnow_iso`)."""
+        return self.revoked is None and now < self.expires
+
+    def to_model(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 _COLUMNS = [f.name for f in dataclasses.fields(Session)]
@@ -296,6 +329,38 @@ class SessionStore:
             raise Conflict(
                 f"session {session_id!r}: its name or conversation id belongs to another session"
             ) from e
+
+    # -- shares ----------------------------------------------------------------------
+
+    def add_share(self, share: Share) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO shares (id, session_id, viewer, created, expires, revoked) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [getattr(share, f.name) for f in dataclasses.fields(Share)],
+            )
+
+    def share(self, share_id: str) -> Share:
+        """The grant with this id; :class:`NotFound` if there is none."""
+        rows = self._query("SELECT * FROM shares WHERE id = ?", (share_id,))
+        if not rows:
+            raise NotFound(f"no share with id {share_id!r}")
+        return Share(**dict(rows[0]))
+
+    def shares(self, active_at: str | None = None) -> builtins.list[Share]:
+        """Grants in creation order; with ``active_at``, only those active then."""
+        rows = self._query("SELECT * FROM shares ORDER BY created, rowid")
+        found = [Share(**dict(r)) for r in rows]
+        return found if active_at is None else [s for s in found if s.active(active_at)]
+
+    def revoke_share(self, share_id: str, when: str) -> bool:
+        """Mark a grant revoked at ``when``; whether it was active until now."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE shares SET revoked = ? WHERE id = ? AND revoked IS NULL AND expires > ?",
+                (when, share_id, when),
+            )
+            return cursor.rowcount > 0
 
 
 def new_session_id() -> str:

@@ -31,10 +31,17 @@ from .store import Session
 #: gets a fresh replay (screen and history) and live output again. One slow browser
 #: never makes the server buffer a flood, and never slows the other viewers.
 LAG_BYTES = 8 << 20
+#: unflushed bytes at which a read-only watcher is disconnected (it may reconnect)
+WATCH_LAG_BYTES = 1 << 20
 
 
 class Viewer(Protocol):
     """A connected client (the websocket handler)."""
+
+    #: a read-only watcher (:mod:`jupyter_agents.viewer`): it gets the visible screen
+    #: (no history) on connect, never sizes the terminal, and is disconnected rather
+    #: than caught up when it falls :data:`WATCH_LAG_BYTES` behind
+    watch_only: bool
 
     @property
     def backlog(self) -> int:
@@ -66,14 +73,16 @@ class LiveTerminal:
         self._replay(viewer)
 
     def _replay(self, viewer: Viewer) -> None:
-        """Send ``viewer`` the screen and history, then live output (in stream order)."""
+        """Send ``viewer`` the screen and history (a watcher: the screen only), then
+        live output (in stream order)."""
 
         def replay(text: str) -> None:
             if viewer in self.viewers:
                 viewer.send(json.dumps(["stdout", text]))
                 self._active.append(viewer)
 
-        self.stream.snapshot(replay)
+        rows = (self._size or (self.session.rows or 24, 0))[0] if viewer.watch_only else None
+        self.stream.snapshot(replay, screen_rows=rows)
 
     def caught_up(self, viewer: Viewer) -> None:
         """A viewer that fell behind has drained: redraw its screen, then go live."""
@@ -133,7 +142,10 @@ class LiveTerminal:
         if self._active:
             message = json.dumps(["stdout", data])
             for viewer in list(self._active):
-                if viewer.backlog > LAG_BYTES:  # too slow: catch it up later instead
+                if viewer.watch_only and viewer.backlog > WATCH_LAG_BYTES:
+                    self.remove_viewer(viewer)  # a watcher never slows anyone: cut off
+                    viewer.close()
+                elif viewer.backlog > LAG_BYTES:  # too slow: catch it up later instead
                     self._active.remove(viewer)
                     self._lagging.add(viewer)
                 else:

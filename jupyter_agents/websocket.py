@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from jupyter_core.utils import ensure_async
+from jupyter_server.auth.identity import User
 from jupyter_server.auth.utils import warn_disabled_authorization
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
@@ -62,6 +63,8 @@ class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ign
     """One viewer of one running terminal (authorized ``execute`` on ``terminals``)."""
 
     auth_resource = AUTH_RESOURCE
+    auth_action = "execute"
+    watch_only = False
 
     def initialize(self, service: SessionService, streams: Streams) -> None:
         self.service = service
@@ -77,14 +80,19 @@ class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ign
         if self.authorizer is None:
             warn_disabled_authorization()
         elif not await ensure_async(
-            self.authorizer.is_authorized(self, user, "execute", self.auth_resource)
+            self.authorizer.is_authorized(self, user, self.auth_action, self.auth_resource)
         ):
             raise web.HTTPError(403)
-        try:  # 404 for unknown names: a websocket never creates a terminal
-            self.session = await asyncio.to_thread(self.service.terminal, args[0])
+        try:
+            self.session = await asyncio.to_thread(self.find_session, user, args[0])
         except AgentsError as e:
             raise http_error(e) from e
         await super().get(*args, **kwargs)
+
+    def find_session(self, user: User, name: str) -> Session:
+        """The running session this socket shows (blocking; 404 for unknown names: a
+        websocket never creates a terminal)."""
+        return self.service.terminal(name)
 
     def open(self, name: str) -> None:  # type: ignore[override]
         super().open(name)

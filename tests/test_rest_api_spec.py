@@ -14,6 +14,7 @@ import yaml
 
 import jupyter_agents
 from jupyter_agents.handlers import handlers
+from jupyter_agents.websocket import TermSocket
 
 SPEC = yaml.safe_load((Path(jupyter_agents.__file__).parent / "rest-api.yml").read_text())
 
@@ -21,11 +22,11 @@ SPEC = yaml.safe_load((Path(jupyter_agents.__file__).parent / "rest-api.yml").re
 def served() -> set[tuple[str, str]]:
     """(spec-style path, method) for every route and method our handlers implement."""
     found = set()
-    for pattern, handler, _ in handlers(None, None, None):  # type: ignore[arg-type]
+    for pattern, handler, _ in handlers(None, None, None, None):  # type: ignore[arg-type]
         param = "{name}" if "terminals" in pattern else "{id}"
-        path = pattern.replace(r"(\w+)", param)
+        path = pattern.replace(r"(\w+)", param).replace(r"([\w.]+)", "{file}")
         for method in ("get", "post", "delete"):
-            if method in vars(handler) or (method == "get" and "websocket" in pattern):
+            if method in vars(handler) or (method == "get" and issubclass(handler, TermSocket)):
                 found.add((path, method))
     return found
 

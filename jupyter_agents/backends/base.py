@@ -90,11 +90,13 @@ class Stream(ABC):
     """
 
     @abstractmethod
-    def snapshot(self, callback: Callable[[str], None]) -> None:
+    def snapshot(self, callback: Callable[[str], None], screen_rows: int | None = None) -> None:
         """Request a replay of the screen and history; ``callback`` gets it in-order.
 
         The replay is terminal text that, written into a freshly reset terminal of the
-        session's size, reproduces the session's screen, history and cursor.
+        session's size, reproduces the session's screen, history and cursor. With
+        ``screen_rows`` (the terminal's height), only the visible screen: no line of
+        history is sent (a read-only watcher must not see what scrolled away).
         """
 
     @abstractmethod

@@ -44,6 +44,7 @@ from ..base import (
     check_session_id,
 )
 from .protocol import ProtocolError, broker_paths, encode, read_frame, read_frame_sync
+from .replay import screen_only
 
 #: unix socket paths are limited to ~108 bytes by the kernel
 _MAX_SOCKET_PATH = 100
@@ -350,8 +351,15 @@ class BrokerStream(QueuedStream[_Snapshot]):
         self._request({"op": "attach", "sid": session_id}, reply=None, expects_reply=True)
         self._start(self._connect(socket_path))
 
-    def snapshot(self, callback: Callable[[str], None]) -> None:
-        self._request({"op": "snapshot", "sid": self._sid}, reply=callback, expects_reply=True)
+    def snapshot(self, callback: Callable[[str], None], screen_rows: int | None = None) -> None:
+        reply = callback
+        if screen_rows is not None:
+            rows = screen_rows
+
+            def reply(text: str) -> None:
+                callback(screen_only(text, rows))
+
+        self._request({"op": "snapshot", "sid": self._sid}, reply=reply, expects_reply=True)
 
     def write(self, data: str) -> None:
         raw = data.encode("utf-8", "surrogateescape")

@@ -79,3 +79,25 @@ class Replay:
             if mode in self._modes
         )
         return RESET + modes + _QUERIES.sub(b"", self._buf)
+
+
+_PREFIX = re.compile("\x1bc\x1b\\[3J(?:\x1b\\[\\?[0-9]+[hl])*")
+
+
+def screen_only(replay: str, rows: int) -> str:
+    r"""A replay (:meth:`Replay.snapshot`, decoded) cut to what a terminal ``rows``
+    high shows at its end: the reset and modes, then the last ``rows`` lines (an
+    approximation where lines wrap or a full-screen program moved the cursor; never
+    more history than that).
+
+    >>> screen_only("\x1bc\x1b[3J\x1b[?25lold\r\nsecret\r\nscreen 1\r\nscreen 2", 2)
+    '\x1bc\x1b[3J\x1b[?25lscreen 1\r\nscreen 2'
+    """
+    m = _PREFIX.match(replay)
+    head = m.end() if m else 0
+    start = len(replay)
+    for _ in range(rows):
+        start = replay.rfind("\n", head, start)
+        if start < 0:
+            return replay
+    return replay[:head] + replay[start + 1 :]

@@ -270,8 +270,9 @@ def compose_replay(
 
     ``meta`` is the fields of ``META_FORMAT``; ``history`` and ``screen`` are captured
     lines (with escapes); ``saved_screen`` is the normal screen when a full-screen
-    program has the alternate screen active. The result starts with a full reset, so it
-    can be written onto a terminal that already shows an older copy.
+    program has the alternate screen active (``history`` empty: the screen only). The
+    result starts with a full reset, so it can be written onto a terminal that already
+    shows an older copy.
     """
     (
         history_size,
@@ -294,7 +295,7 @@ def compose_replay(
         return "\x1b[0m\r\n".join(block) + "\x1b[0m"
 
     out = ["\x1bc\x1b[3J"]
-    if history_size:
+    if history_size and history:
         out.append(lines(history) + "\r\n")
     if alternate_on and saved_screen is not None:
         out.append(lines(saved_screen))

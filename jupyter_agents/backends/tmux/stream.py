@@ -46,7 +46,7 @@ class TmuxStream(QueuedStream[_Reply]):
 
     # -- Stream API ------------------------------------------------------------------
 
-    def snapshot(self, callback: Callable[[str], None]) -> None:
+    def snapshot(self, callback: Callable[[str], None], screen_rows: int | None = None) -> None:
         parts: list[list[bytes]] = []
 
         def collect(ok: bool, lines: list[bytes]) -> None:
@@ -59,6 +59,8 @@ class TmuxStream(QueuedStream[_Reply]):
             fields = meta[0].split(" ") if meta else []
             if len(fields) != META_FORMAT.count("#{"):
                 return  # session vanished between request and reply; on_exit follows
+            if screen_rows is not None:
+                history = []
             callback(compose_replay(fields, history, screen, saved if parts[3] else None))
 
         t = self._target

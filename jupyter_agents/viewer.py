@@ -1,0 +1,195 @@
+"""The read-only viewer path: ``/agents/view/<share>`` (a page), its assets and its
+websocket. Apart from terminals on purpose: a viewer is never a terminado client.
+
+Every route here says ``viewer_route = True`` (the only routes where
+:class:`~jupyter_agents.auth.OwnerOnlyIdentity` authenticates a non-owner), asks the
+authorizer for ``read`` on :data:`~jupyter_agents.auth.VIEW_RESOURCE`, and admits only
+the user of a live grant (:meth:`~jupyter_agents.sharing.Shares.admit`); any failure is
+403, the same whatever the reason.
+
+The socket sends output only (``setup``, ``stdout``, ``disconnect``): on connect the
+visible screen, never the history. Every inbound frame is dropped and counted; frames
+over :data:`MAX_FRAME` bytes or more than :data:`MAX_FRAMES_PER_S` a second close it.
+A viewer that falls :data:`~jupyter_agents.streams.WATCH_LAG_BYTES` behind is
+disconnected, so the owner's terminal never waits for it. The page uses xterm.js with
+stdin disabled and no clipboard addon, under a CSP that allows scripts and connections
+to this origin only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import time
+from pathlib import Path
+from typing import Any
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.identity import User
+from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.utils import url_path_join
+from tornado import web
+
+from .auth import VIEW_RESOURCE, OwnerOnlyIdentity
+from .errors import AgentsError, NotFound, http_error
+from .sessions import SessionService
+from .sharing import Shares
+from .store import Session, Share
+from .streams import Streams
+from .websocket import TermSocket
+
+#: the largest inbound frame a viewer socket accepts (anything is dropped anyway)
+MAX_FRAME = 4096
+#: inbound frames a second beyond which a viewer socket is closed
+MAX_FRAMES_PER_S = 50
+STATIC = Path(__file__).parent / "viewer_static"
+ASSETS = {
+    "xterm.js": "application/javascript",
+    "xterm.css": "text/css",
+    "viewer.js": "application/javascript",
+    "viewer.css": "text/css",
+}
+#: no inline script, no other origin, no framing; xterm.js sets inline styles
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "connect-src 'self'; img-src 'none'; font-src 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'; form-action 'none'"
+)
+
+
+class ViewerRoute(JupyterHandler):
+    """Base of the page and its assets: authenticated, ``read`` on the view resource."""
+
+    viewer_route = True
+
+    def initialize(self, shares: Shares, service: SessionService) -> None:
+        self.shares = shares
+        self.service = service
+
+    @property
+    def content_security_policy(self) -> str:
+        return CSP
+
+    async def authorized_user(self) -> User:
+        user: User | None = self.current_user
+        if not user or self.authorizer is None:
+            raise web.HTTPError(403)
+        if not await ensure_async(self.authorizer.is_authorized(self, user, "read", VIEW_RESOURCE)):
+            raise web.HTTPError(403)
+        return user
+
+
+class ViewerPage(ViewerRoute):
+    """``GET /agents/view/<share>``: the watch page."""
+
+    @web.authenticated
+    async def get(self, share_id: str) -> None:
+        user = await self.authorized_user()
+        try:
+            share = await asyncio.to_thread(self.shares.admit, share_id, user.username)
+            session = await asyncio.to_thread(self.service.get, share.session_id)
+        except AgentsError as e:
+            raise http_error(e) from e
+        base = url_path_join(self.base_url, "agents", "view")
+        name = html.escape(f"{session.name} ({session.kind})")
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(
+            f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>Watching {name} (read-only)</title>
+<link rel="stylesheet" href="{base}/static/xterm.css">
+<link rel="stylesheet" href="{base}/static/viewer.css"></head>
+<body data-socket="{url_path_join(base, share_id, "socket")}"
+ data-rows="{session.rows or 24}" data-cols="{session.cols or 80}">
+<header>Read-only view of session <b>{name}</b> until {html.escape(share.expires)}</header>
+<div id="terminal"></div><div id="status">connecting...</div>
+<script src="{base}/static/xterm.js"></script>
+<script src="{base}/static/viewer.js"></script>
+</body></html>
+"""
+        )
+
+
+class ViewerAsset(ViewerRoute):
+    """``GET /agents/view/static/<file>``: xterm.js and the page's own script and style
+    (for the owner too; nothing here is secret, but nothing is served unauthenticated)."""
+
+    @web.authenticated
+    async def get(self, name: str) -> None:
+        await self.authorized_user()
+        if name not in ASSETS:
+            raise web.HTTPError(404)
+        try:
+            data = await asyncio.to_thread((STATIC / name).read_bytes)
+        except OSError as e:
+            raise web.HTTPError(404, f"{name} is missing: build the package (npm)") from e
+        self.set_header("Content-Type", ASSETS[name])
+        self.finish(data)
+
+
+class ViewerSocket(TermSocket):
+    """``/agents/view/<share>/socket``: one read-only watcher (module docstring)."""
+
+    auth_resource = VIEW_RESOURCE
+    auth_action = "read"
+    watch_only = True
+    viewer_route = True
+
+    def initialize(  # type: ignore[override]
+        self, service: SessionService, streams: Streams, shares: Shares
+    ) -> None:
+        super().initialize(service, streams)
+        self.shares = shares
+        self.share: Share | None = None
+        self.user = ""
+        self.sent = 0
+        self.dropped = 0
+        self._window = (0.0, 0)
+        self._closed: Any = None
+
+    @property
+    def max_message_size(self) -> int:
+        return MAX_FRAME
+
+    @property
+    def content_security_policy(self) -> str:
+        return CSP
+
+    def find_session(self, user: User, share_id: str) -> Session:
+        self.share = self.shares.admit(share_id, user.username)
+        self.user = user.username
+        session = self.service.get(self.share.session_id)
+        if session.status != "running":
+            raise NotFound(f"session {session.id} is not running")
+        return session
+
+    def open(self, share_id: str) -> None:  # type: ignore[override]
+        super().open(share_id)
+        if self.terminal is not None and self.share is not None:
+            self._closed = self.shares.watch(self.share, self)
+
+    def on_message(self, message: str | bytes) -> None:
+        """Dropped, always; counted, and a flood closes the socket."""
+        self.dropped += 1
+        now = time.monotonic()
+        start, count = self._window
+        self._window = (start, count + 1) if now - start < 1.0 else (now, 1)
+        if self._window[1] > MAX_FRAMES_PER_S:
+            self.close(1008, "read-only: input is not accepted")
+
+    def send(self, message: str) -> None:
+        self.sent += len(message)
+        super().send(message)
+
+    def on_close(self) -> None:
+        super().on_close()
+        if self._closed is not None:
+            self._closed(self.sent, self.dropped)
+            self._closed = None
+
+    def end(self, reason: str) -> None:
+        """The grant ended (revoked, expired) or the hub no longer lets its user in."""
+        self.close(4003, f"share {reason}")
+
+    async def revalidate(self) -> bool:
+        provider = self.identity_provider
+        return isinstance(provider, OwnerOnlyIdentity) and await provider.still_valid(self)

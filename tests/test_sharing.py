@@ -1,0 +1,282 @@
+"""Read-only sharing on a real server: alice (the owner, ``$JUPYTERHUB_USER``) shares a
+session with bob; carol is a bystander. Users come from tokens (tests/fakes/users.py)
+through the same narrowing identity mixin and the authorizer a hub server is configured
+with (jupyter_agents.auth), so everything but the hub itself is the product's code."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import websocket
+
+from jupyter_agents.pytest_plugin import TOKEN, ServerProcess, TermClient, transcript_bytes
+
+FAKES = Path(__file__).parent / "fakes"
+BOB, CAROL = "bob-token-6f1c", "carol-token-93a2"
+SHARING_ARGS = [
+    "--ServerApp.authorizer_class=jupyter_agents.auth.ViewerAuthorizer",
+    "--ServerApp.identity_provider_class=users.SharingTestIdentity",
+    "--AgentsApp.share_revalidate_interval=1",
+]
+
+
+@pytest.fixture
+def users(tmp_path: Path) -> Path:
+    path = tmp_path / "users.json"
+    path.write_text(json.dumps({TOKEN: "alice", BOB: "bob", CAROL: "carol"}))
+    return path
+
+
+def env(users: Path) -> dict[str, str]:
+    return {
+        "JUPYTERHUB_USER": "alice",
+        "JUPYTER_AGENTS_TEST_USERS": str(users),
+        "PYTHONPATH": str(FAKES),
+    }
+
+
+def call(server: ServerProcess, method: str, path: str, token: str, body: Any = None) -> int:
+    """The status of one request as ``token``'s user."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(server.base + path, data=data, method=method)
+    req.add_header("Authorization", f"token {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as e:
+        e.close()
+        return int(e.code)
+
+
+def share(server: ServerProcess, sid: str, viewer: str | None = "bob", expires: int = 600) -> dict:
+    status, model = server.request(
+        "POST", "/api/agents/shares", {"session": sid, "viewer": viewer, "expires_in": expires}
+    )
+    assert status == 201, model
+    return dict(model)
+
+
+def watch(server: ServerProcess, share_id: str, token: str = BOB) -> TermClient:
+    return TermClient(f"ws://127.0.0.1:{server.port}/agents/view/{share_id}/socket", token)
+
+
+def refused(server: ServerProcess, path: str, token: str) -> int:
+    """The status of a websocket handshake (101 when it was accepted)."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request(
+            "GET",
+            path,
+            headers={
+                "Authorization": f"token {token}",
+                "Connection": "Upgrade",
+                "Upgrade": "websocket",
+                "Sec-WebSocket-Version": "13",
+                "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+            },
+        )
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def closed(client: TermClient, timeout: float) -> bool:
+    """Whether the server closes ``client``'s socket within ``timeout`` seconds (output
+    before that is read and dropped). The client is closed either way."""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            client.ws.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                if client.ws.recv() in ("", b""):  # the close frame
+                    return True
+            except websocket.WebSocketTimeoutException:
+                return False
+            except (websocket.WebSocketConnectionClosedException, OSError):
+                return True
+        return False
+    finally:
+        client.close()
+
+
+def new_shell(server: ServerProcess) -> tuple[str, str]:
+    status, model = server.request("POST", "/api/agents/sessions", {"kind": "shell"})
+    assert status == 201, model
+    return model["name"], model["id"]
+
+
+def test_a_server_without_our_authorizer_refuses_to_share(agents_server, users):
+    # 6. the users are known (alice owns it), but the default authorizer is active
+    server = agents_server(
+        env=env(users), args=["--ServerApp.identity_provider_class=users.TokenUsers"]
+    )
+    _, sid = new_shell(server)
+    status, body = server.request(
+        "POST", "/api/agents/shares", {"session": sid, "viewer": "bob", "expires_in": 60}
+    )
+    assert status == 409 and "ViewerAuthorizer" in body["message"]
+    assert call(server, "GET", "/agents/view/abc", TOKEN) == 403
+    assert refused(server, "/agents/view/abc/socket", TOKEN) == 403
+
+
+def test_bob_watches_alice_read_only(agents_server, users):
+    server = agents_server(env=env(users), args=SHARING_ARGS)
+    name, sid = new_shell(server)
+    _, model = server.request("GET", f"/api/agents/sessions/{sid}")
+    alice = server.ws(name)
+    alice.stdin("for i in $(seq 1 120); do echo HIST-$i; done\r")
+    alice.wait_for("HIST-120")
+    grant = share(server, sid)
+    assert grant["viewer"] == "bob" and grant["url"].endswith(f"/agents/view/{grant['id']}")
+
+    # the page and the screen (no history)
+    assert call(server, "GET", f"/agents/view/{grant['id']}", BOB) == 200
+    assert call(server, "GET", "/agents/view/static/xterm.js", BOB) == 200
+    bob = watch(server, grant["id"])
+    bob.wait_for(lambda c: len(c.messages) >= 2)
+    assert bob.messages[0] == ["setup", {}]
+    assert "HIST-120" in bob.text and "HIST-5\r" not in bob.text  # scrolled away: not sent
+
+    # 1. output reaches bob
+    alice.stdin("echo MARK-$((6*7))\r")
+    alice.wait_for("MARK-42")
+    seen = time.monotonic()
+    bob.wait_for("MARK-42", timeout=5)
+    print(f"marker reached the viewer {1000 * (time.monotonic() - seen):.0f} ms after the owner")
+
+    # 2. nothing bob sends reaches the pty
+    pwned = server.workdir / "pwned"
+    for frame in (
+        json.dumps(["stdin", f"touch {pwned}\r"]),
+        json.dumps(["set_size", 5, 10, 50, 100]),
+        "not json",
+        json.dumps(
+            ["stdin", "\x1b[24;80R\x1b[?1;2c\x1b]11;rgb:0000/0000/0000\x07\x1bP1$r0m\x1b\\"]
+        ),
+    ):
+        bob.ws.send(frame)
+    bob.ws.send_binary(b"\x00\x01binary")
+    alice.stdin("printf '\\033[6n\\033[c\\033]11;?\\007\\033P$qm\\033\\\\'; echo PROBED-$((1+1))\r")
+    alice.wait_for("PROBED-2")
+    bob.wait_for("PROBED-2")
+    alice.stdin("stty size; echo SIZE-DONE\r")
+    alice.wait_for("SIZE-DONE")
+    assert not pwned.exists()
+    _, after = server.request("GET", f"/api/agents/sessions/{sid}")
+    assert (after["rows"], after["cols"]) == (model["rows"], model["cols"])
+    assert "\n5 10\r" not in alice.text
+    log = transcript_bytes(server.state_dir, sid)
+    assert b"24;80R" not in log and b"touch" not in log and b"rgb:0000" not in log
+    bob.ws.send("x" * 10_000)  # oversized: the server closes the socket
+    assert closed(bob, 5)
+
+    # 3. every other route refuses bob; carol gets nothing; bob's grant is his alone
+    other = server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    routes = [
+        ("GET", "/api/agents/sessions"),
+        ("GET", f"/api/agents/sessions/{sid}"),
+        ("GET", f"/api/agents/sessions/{other['id']}/log"),
+        ("DELETE", f"/api/agents/sessions/{sid}"),
+        ("GET", "/api/agents/shares"),
+        ("POST", "/api/agents/shares"),
+        ("GET", "/api/agents/search?q=x"),
+        ("GET", "/api/terminals"),
+        ("POST", "/api/terminals"),
+        ("GET", f"/api/terminals/{name}"),
+        ("DELETE", f"/api/terminals/{name}"),
+        ("GET", "/api/kernels"),
+        ("POST", "/api/kernels"),
+        ("GET", "/api/contents"),
+        ("PUT", "/api/contents/x.txt"),
+        ("GET", "/api/sessions"),
+        ("GET", "/api/status"),
+    ]
+    for method, path in routes:
+        body = {} if method in ("POST", "PUT") else None
+        assert call(server, method, path, BOB, body) == 403, (method, path)
+        assert call(server, method, path, CAROL, body) == 403, (method, path)
+        assert call(server, method, path, "nobody", body) == 403, (method, path)
+    for path in (f"/terminals/websocket/{name}", "/api/events/subscribe"):
+        assert refused(server, path, BOB) == 403, path
+        assert refused(server, path, CAROL) == 403, path
+    assert call(server, "GET", f"/agents/view/{grant['id']}", CAROL) == 403
+    assert refused(server, f"/agents/view/{grant['id']}/socket", CAROL) == 403
+    assert call(server, "GET", "/api/agents/shares", TOKEN) == 200  # alice still can
+
+    # 4. revoke closes bob's socket at once; then bob has no grant
+    bob = watch(server, grant["id"])
+    bob.wait_for(lambda c: len(c.messages) >= 2)
+    assert server.request("DELETE", f"/api/agents/shares/{grant['id']}")[0] == 204
+    revoked = time.monotonic()
+    assert closed(bob, 5)
+    print(f"revoke closed the viewer in {1000 * (time.monotonic() - revoked):.0f} ms")
+    assert call(server, "GET", f"/agents/view/{grant['id']}", BOB) == 403
+    assert refused(server, f"/agents/view/{grant['id']}/socket", BOB) == 403
+
+    # expiry, and a "hub-side" revoke (bob's token no longer valid), re-checked each 1 s
+    short = share(server, sid, expires=3)
+    bob = watch(server, short["id"])
+    bob.wait_for(lambda c: len(c.messages) >= 2)
+    assert closed(bob, 8)
+    anyone = share(server, sid, viewer=None)
+    bob = watch(server, anyone["id"])
+    bob.wait_for(lambda c: len(c.messages) >= 2)
+    users.write_text(json.dumps({TOKEN: "alice", CAROL: "carol"}))
+    assert closed(bob, 5)
+
+    # 7. the audit lines: who and when, never tokens or content
+    audit = server.log_path.read_text()
+    for line in (
+        f"share {grant['id']} created by alice: session {sid}, viewer bob",
+        f"viewer bob connected to share {grant['id']}",
+        f"share {grant['id']} revoked by alice",
+        f"share {short['id']} expired",
+        f"viewer bob of share {anyone['id']}: no longer let in",
+    ):
+        assert line in audit, line
+    left = rf"viewer bob disconnected from share {grant['id']}: (\d+) bytes sent, (\d+) input"
+    dropped = re.findall(left, audit)
+    assert dropped and int(dropped[0][0]) > 0 and int(dropped[0][1]) >= 5
+    assert BOB not in audit and CAROL not in audit and "MARK-42" not in audit
+
+
+def test_grants_survive_a_restart_and_a_slow_viewer_costs_the_owner_nothing(agents_server, users):
+    server = agents_server(env=env(users), args=SHARING_ARGS)
+    name, sid = new_shell(server)
+    lasting, brief = share(server, sid), share(server, sid, expires=4)
+    server.stop()
+    time.sleep(4)
+    server = agents_server(env=env(users), args=SHARING_ARGS)
+    status, listed = server.request("GET", "/api/agents/shares")
+    assert status == 200 and [s["id"] for s in listed] == [lasting["id"]]
+    assert refused(server, f"/agents/view/{brief['id']}/socket", BOB) == 403
+
+    # 5. bob stops reading while alice's session prints 100 MB
+    bob = watch(server, lasting["id"])
+    bob.wait_for(lambda c: len(c.messages) >= 2)
+    proc = psutil.Process(server.proc.pid)
+    rss_before = proc.memory_info().rss
+    alice = server.ws(name)
+    alice.stdin("head -c 75000000 /dev/zero | base64 -w 100; echo FLOOD-$((2*2))\r")
+    peak, tail, frames = rss_before, "", 0
+    alice.ws.settimeout(30)
+    while "FLOOD-4" not in tail:  # alice reads all 100 MB; bob reads nothing
+        message = json.loads(alice.ws.recv())
+        tail = (tail + message[1])[-200:] if message[0] == "stdout" else tail
+        frames += 1
+        if frames % 200 == 0:
+            peak = max(peak, proc.memory_info().rss)
+    print(f"server RSS {rss_before >> 20} MB -> peak {peak >> 20} MB while bob did not read")
+    assert peak - rss_before < 64 << 20
+    assert closed(bob, 10)  # cut off, not buffered
+    alice.stdin("echo STILL-$((3*3))\r")
+    alice.wait_for("STILL-9")
