@@ -20,7 +20,9 @@ from .store import Session, SessionStore, Status
 SCHEMA_ID = "https://events.jupyter.org/jupyter_agents/session/v1"
 SCHEMA_PATH = Path(__file__).parent / "event_schemas" / "session" / "v1.yaml"
 
-EventAction = Literal["created", "status", "conversation", "attention", "activity", "updated"]
+EventAction = Literal[
+    "created", "status", "conversation", "attention", "activity", "updated", "shared"
+]
 
 
 @dataclasses.dataclass(frozen=True)

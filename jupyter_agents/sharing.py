@@ -13,8 +13,14 @@ share revoked on the hub ends the watch too. Audit lines (logger
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
+import os
 import secrets
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
@@ -69,6 +75,45 @@ def grants(share: Share, user: str, now: str) -> bool:
     False
     """
     return share.active(now) and (share.viewer is None or share.viewer == user)
+
+
+def hub_share_code(expires_in: int, next_path: str) -> dict[str, str]:
+    """On JupyterHub, a share code of this server, made with the server's own token:
+    ``{"accept_url": ...}`` (the hub's accept page, then ``next_path``), or
+    ``{"hub_error": why not}``; ``{}`` off JupyterHub. The code gives access to this
+    server on the hub (a hub share never expires); what it may do here is the grant's.
+    Blocking. Needs ``shares!server`` in ``c.Spawner.server_token_scopes`` and
+    ``shares!user`` for users (README, "Sharing a session read-only")."""
+    api, token = os.environ.get("JUPYTERHUB_API_URL"), os.environ.get("JUPYTERHUB_API_TOKEN")
+    user = os.environ.get("JUPYTERHUB_USER")
+    if not (api and token and user):
+        return {}
+    server = os.environ.get("JUPYTERHUB_SERVER_NAME", "")
+    url = f"{api.rstrip('/')}/share-codes/{urllib.parse.quote(user)}/{urllib.parse.quote(server)}"
+    if not url.startswith(("http://", "https://")):
+        return {"hub_error": f"JUPYTERHUB_API_URL is not an http(s) URL: {api[:80]!r}"}
+    request = urllib.request.Request(  # noqa: S310 - http(s) only, checked above
+        url,
+        data=json.dumps({"expires_in": max(60, expires_in)}).encode(),
+        method="POST",
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            model = json.load(response)
+    except urllib.error.HTTPError as e:
+        e.close()
+        return {
+            "hub_error": f"the hub refused a share code ({e.code}); servers need the scope "
+            "shares!server (c.Spawner.server_token_scopes) and users shares!user"
+        }
+    except (OSError, ValueError) as e:
+        return {"hub_error": f"the hub could not make a share code: {e}"}
+    accept = model.get("full_accept_url") or model.get("accept_url")
+    if not isinstance(accept, str):
+        return {"hub_error": "the hub's answer had no accept_url"}
+    joiner = "&" if "?" in accept else "?"
+    return {"accept_url": accept + joiner + urllib.parse.urlencode({"next": next_path})}
 
 
 class Viewer(Protocol):
@@ -130,6 +175,7 @@ class Shares:
             (now + timedelta(seconds=expires_in)).isoformat().replace("+00:00", "Z"),
         )
         self.service.store.add_share(share)
+        self._changed(sid)
         self.audit.info(
             "share %s created by %s: session %s, viewer %s, expires %s",
             share.id,
@@ -154,6 +200,7 @@ class Shares:
             self.service.store.share(share_id)  # 404 when unknown
             raise NotFound(f"share {share_id} is no longer active")
         self._revoked.add(share_id)
+        self._changed(self.service.store.share(share_id).session_id)
         self.audit.info("share %s revoked by %s", share_id, owner)
         return lambda: self._end(share_id, "revoked")
 
@@ -175,12 +222,14 @@ class Shares:
         """Register an open viewer; returns what to call when it closes (with the bytes
         it was sent and the input frames dropped, for the audit line)."""
         self.viewers.setdefault(share.id, set()).add(viewer)
+        self._offload_changed(share.session_id)
         self.audit.info(
             "viewer %s connected to share %s (session %s)", viewer.user, share.id, share.session_id
         )
 
         def closed(sent: int, dropped: int) -> None:
             self.viewers.get(share.id, set()).discard(viewer)
+            self._offload_changed(share.session_id)
             self.audit.info(
                 "viewer %s disconnected from share %s: %d bytes sent, %d input frames dropped",
                 viewer.user,
@@ -205,6 +254,17 @@ class Shares:
         if share_id not in self._revoked:
             self.audit.info("share %s expired", share_id)
             self._end(share_id, "expired")
+            asyncio.get_running_loop().run_in_executor(
+                None, lambda: self._changed(self.service.store.share(share_id).session_id)
+            )
+
+    def _changed(self, session_id: str) -> None:
+        """Publish a ``shared`` event of the session (blocking: reads the store)."""
+        with contextlib.suppress(NotFound):
+            self.service.publish("shared", self.service.get(session_id))
+
+    def _offload_changed(self, session_id: str) -> None:
+        asyncio.get_running_loop().run_in_executor(None, self._changed, session_id)
 
     async def run(self) -> None:
         """Forever, on the IO loop: schedule the expiry of the stored grants, then every
