@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             took = time.monotonic() - t0
             print(f"[bench] {group} took {took:.1f}s", file=sys.stderr, flush=True)
     total = time.monotonic() - started
-    rows.sort(key=lambda r: r.bench)  # stable: groups keep their order within a number
+    rows.sort(key=lambda r: int(r.bench))  # stable: groups keep their order within a number
 
     print(text_table(rows, ours))
     print(f"\n{mode.name} mode, {total:.0f}s" + (f"; ERRORS in {errors}" if errors else ""))

@@ -56,6 +56,8 @@ class Recorder:
         self._fd, self._index = self._open(self.starts[-1])
         #: the last timing index entry this recorder added to the segment, (offset, ms)
         self._stamped: tuple[int, int] | None = None
+        #: when the next index entry may be added (0: at the next write)
+        self._next_stamp = 0.0
         self._index_bytes = 0
         #: the logical offset of the next output byte
         self.end = self.starts[-1] + os.fstat(self._fd).st_size
@@ -84,7 +86,8 @@ class Recorder:
                 if room <= 0 or self._index_bytes >= self.segment // INDEX_SHARE:
                     self._roll()
                     room = self.segment
-                self._stamp(now)
+                if now >= self._next_stamp:
+                    self._stamp(now)
                 written = os.write(self._fd, view[:room])
                 self.end += written
                 view = view[written:]
@@ -109,15 +112,15 @@ class Recorder:
         return offset
 
     def _stamp(self, now: float) -> None:
-        """Add a timing index entry for output at :attr:`end` written ``now``, unless
-        the segment's last one is less than ``INDEX_INTERVAL`` old."""
-        last = self._stamped
-        if self._index is None or (last is not None and now - last[1] / 1000 < INDEX_INTERVAL):
+        """Add a timing index entry for output at :attr:`end` written ``now`` (the
+        segment's last one is ``INDEX_INTERVAL`` old or more, or there is none)."""
+        if self._index is None:
             return
-        entry = index_entry(self.end, now, last)
+        entry = index_entry(self.end, now, self._stamped)
         with contextlib.suppress(OSError):
             self._index_bytes += os.write(self._index, entry)
             self._stamped = (self.end, int(now * 1000))
+            self._next_stamp = now + INDEX_INTERVAL
 
     def _roll(self) -> None:
         """Start a new segment at :attr:`end`; drop the oldest beyond the cap and the
@@ -125,6 +128,7 @@ class Recorder:
         fd, index = self._open(self.end)
         self.close()
         self._fd, self._index, self._stamped, self._index_bytes = fd, index, None, 0
+        self._next_stamp = 0.0
         self.starts.append(self.end)
         for start in segments_to_drop(self.starts, self.keep):
             for name in (segment_name(start), index_name(start)):
