@@ -23,7 +23,7 @@ from .errors import AgentsError, InvalidRequest, http_error
 from .render import FORMATS, export, export_name
 from .search import parse_query, search_sessions
 from .sessions import Report, SessionService
-from .sharing import Shares
+from .sharing import Shares, hub_share_code
 from .streams import Streams
 from .terminals import TerminalManager, terminal_model
 from .viewer import ViewerAsset, ViewerPage, ViewerSocket
@@ -226,7 +226,8 @@ class SharesApiHandler(ApiHandler):
 
 class SharesHandler(SharesApiHandler):
     """``GET /api/agents/shares``: the live grants; ``POST`` ``{session, viewer?,
-    expires_in}``: a new one (201), 409 when this server cannot share."""
+    expires_in}``: a new one (201; on JupyterHub with ``accept_url`` or ``hub_error``,
+    :func:`~jupyter_agents.sharing.hub_share_code`), 409 when this server cannot share."""
 
     @web.authenticated
     @authorized
@@ -238,11 +239,13 @@ class SharesHandler(SharesApiHandler):
     @authorized
     async def post(self) -> None:
         owner = self.owner()
-        share = await self.call(
-            self.shares.create, self.body({"session", "viewer", "expires_in"}), owner
-        )
+        data = self.body({"session", "viewer", "expires_in"})
+        share = await self.call(self.shares.create, data, owner)
         self.shares.schedule(share)
-        model = {**share.to_model(), "url": url_path_join(self.base_url, "agents/view", share.id)}
+        url = url_path_join(self.base_url, "agents/view", share.id)
+        # on JupyterHub: a hub share code whose accept link lands on the watch page
+        hub = await asyncio.to_thread(hub_share_code, int(data["expires_in"]), url)
+        model = {**share.to_model(), "url": url, **hub}
         self.set_header("Location", url_path_join(self.base_url, "api/agents/shares", share.id))
         self.reply(model, 201)
 

@@ -275,7 +275,17 @@ class Shares:
             await asyncio.sleep(self.revalidate_interval)
             for share_id, viewers in list(self.viewers.items()):
                 for viewer in list(viewers):
-                    if not await viewer.revalidate():
+                    try:
+                        valid = await viewer.revalidate()
+                    except Exception as e:  # e.g. the hub unreachable: fail closed
+                        self.audit.warning(
+                            "viewer %s of share %s: could not re-validate (%s)",
+                            viewer.user,
+                            share_id,
+                            type(e).__name__,
+                        )
+                        valid = False
+                    if not valid:
                         self.audit.info(
                             "viewer %s of share %s: no longer let in by the hub",
                             viewer.user,

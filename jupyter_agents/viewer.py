@@ -4,8 +4,9 @@ websocket. Apart from terminals on purpose: a viewer is never a terminado client
 Every route here says ``viewer_route = True`` (the only routes where
 :class:`~jupyter_agents.auth.OwnerOnlyIdentity` authenticates a non-owner), asks the
 authorizer for ``read`` on :data:`~jupyter_agents.auth.VIEW_RESOURCE`, and admits only
-the user of a live grant (:meth:`~jupyter_agents.sharing.Shares.admit`); any failure is
-403, the same whatever the reason.
+the user of a live grant (:meth:`~jupyter_agents.sharing.Shares.admit`); the page and
+the socket also ask the hub afresh (:func:`still_let_in`: its cached answer could be
+minutes old). Any failure is 403, the same whatever the reason.
 
 The socket sends output only (``setup``, ``stdout``, ``disconnect``): on connect the
 visible screen, never the history. Every inbound frame is dropped and counted; frames
@@ -70,13 +71,25 @@ class ViewerRoute(JupyterHandler):
     def content_security_policy(self) -> str:
         return CSP
 
-    async def authorized_user(self) -> User:
+    async def authorized_user(self, fresh: bool = False) -> User:
+        """The requester, if they may ``read`` the view resource (and with ``fresh``, if
+        the hub still lets them in when asked now: :func:`still_let_in`); else 403."""
         user: User | None = self.current_user
         if not user or self.authorizer is None:
             raise web.HTTPError(403)
         if not await ensure_async(self.authorizer.is_authorized(self, user, "read", VIEW_RESOURCE)):
             raise web.HTTPError(403)
+        if fresh and not await still_let_in(self):
+            raise web.HTTPError(403)
         return user
+
+
+async def still_let_in(handler: JupyterHandler) -> bool:
+    """Whether the identity provider would let ``handler``'s user in if asked now (on
+    JupyterHub: the hub, bypassing the answer HubAuth caches for up to
+    ``cache_max_age`` = 300 s, so a share revoked on the hub cannot be re-opened)."""
+    provider = handler.identity_provider
+    return isinstance(provider, OwnerOnlyIdentity) and await provider.still_valid(handler)
 
 
 class ViewerPage(ViewerRoute):
@@ -84,7 +97,7 @@ class ViewerPage(ViewerRoute):
 
     @web.authenticated
     async def get(self, share_id: str) -> None:
-        user = await self.authorized_user()
+        user = await self.authorized_user(fresh=True)
         try:
             share = await asyncio.to_thread(self.shares.admit, share_id, user.username)
             session = await asyncio.to_thread(self.service.get, share.session_id)
@@ -154,6 +167,12 @@ class ViewerSocket(TermSocket):
     def content_security_policy(self) -> str:
         return CSP
 
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        # the hub is asked afresh on connect, not only every revalidate interval after
+        if self.current_user and not await self.revalidate():
+            raise web.HTTPError(403)
+        await super().get(*args, **kwargs)
+
     def find_session(self, user: User, share_id: str) -> Session:
         self.share = self.shares.admit(share_id, user.username)
         self.user = user.username
@@ -191,5 +210,4 @@ class ViewerSocket(TermSocket):
         self.close(4003, f"share {reason}")
 
     async def revalidate(self) -> bool:
-        provider = self.identity_provider
-        return isinstance(provider, OwnerOnlyIdentity) and await provider.still_valid(self)
+        return await still_let_in(self)

@@ -6,6 +6,7 @@ Needs root, the hub venv and configurable-http-proxy that `.ci/run` installs
 
 from __future__ import annotations
 
+import contextlib
 import http.cookiejar
 import json
 import os
@@ -55,8 +56,8 @@ def state_dir(user: str) -> Path:
     return Path(pwd.getpwnam(user).pw_dir) / ".local" / "share" / "jupyter" / "agents"
 
 
-def reset_users() -> None:
-    for user in USERS:
+def reset_users(users: tuple[str, ...] = USERS) -> None:
+    for user in users:
         try:
             pwd.getpwnam(user)
         except KeyError:
@@ -72,10 +73,12 @@ def reset_users() -> None:
 
 
 class Hub:
-    """A running JupyterHub (the example config plus test ports and an admin token)."""
+    """A running JupyterHub (the example config plus test ports, an admin token and
+    ``config``, lines appended to the hub's config file) for ``users``."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, users: tuple[str, ...] = USERS, config: str = "") -> None:
         self.work = work
+        self.users = users
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.admin = secrets.token_hex(16)
@@ -84,7 +87,7 @@ class Hub:
         (work / "config.py").write_text(
             f"c = get_config()\nload_subconfig({str(EXAMPLE)!r})\n"
             f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{free_port()}'\n"
-            "c.JupyterHub.cleanup_servers = True\n"
+            "c.JupyterHub.cleanup_servers = True\n" + config
         )
 
     def start(self) -> None:
@@ -95,7 +98,7 @@ class Hub:
             "JUPYTER_AGENTS_HUB_URL": self.url,
             "JUPYTER_AGENTS_HUB_PORT": str(free_port()),
             "JUPYTER_AGENTS_HUB_DIR": str(self.work),
-            "JUPYTER_AGENTS_HUB_USERS": " ".join(USERS),
+            "JUPYTER_AGENTS_HUB_USERS": " ".join(self.users),
             "JUPYTER_AGENTS_HUB_PASSWORD": PASSWORD,
             "JUPYTER_AGENTS_HUB_ADMIN_TOKEN": self.admin,
         }
@@ -124,6 +127,7 @@ class Hub:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc is not None:
             self.log.close()
         subprocess.run(["pkill", "-f", f"configurable-http-proxy.*{self.port}"], check=False)
 
@@ -144,9 +148,10 @@ class Hub:
             except ValueError:
                 return e.code, raw.decode(errors="replace")
 
-    def login(self, user: str) -> int:
-        """Log in through the hub's login form; returns the status of the POST."""
-        jar = http.cookiejar.CookieJar()
+    def login(self, user: str, jar: http.cookiejar.CookieJar | None = None) -> int:
+        """Log in through the hub's login form (its cookies into ``jar``); returns the
+        status of the POST."""
+        jar = http.cookiejar.CookieJar() if jar is None else jar
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar), NoRedirect())
         opener.open(self.url + "/hub/login").read()
         xsrf = next(c.value for c in jar if c.name == "_xsrf")
@@ -204,7 +209,15 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
 
 @pytest.fixture
 def hub() -> Iterator[Hub]:
-    reset_users()
+    with running_hub() as running:
+        yield running
+
+
+@contextlib.contextmanager
+def running_hub(users: tuple[str, ...] = USERS, config: str = "") -> Iterator[Hub]:
+    """A started :class:`Hub` for ``users`` (system users, reset first), with fake agent
+    CLIs on PATH; stopped and every process of those users killed afterwards."""
+    reset_users(users)
     work = Path(tempfile.mkdtemp(prefix="ja-hub-"))
     work.chmod(0o755)
     bin_dir = work / "bin"
@@ -215,13 +228,13 @@ def hub() -> Iterator[Hub]:
             f'#!/bin/sh\nexec "{HUB_VENV / "bin" / "python"}" "{FAKE_AGENT}" {name} "$@"\n'
         )
         script.chmod(0o755)
-    hub = Hub(work)
-    hub.start()
+    hub = Hub(work, users, config)
     try:
+        hub.start()
         yield hub
     finally:
         hub.stop()
-        for user in USERS:
+        for user in users:
             subprocess.run(["pkill", "-KILL", "-u", user], check=False)
         shutil.rmtree(work, ignore_errors=True)
 

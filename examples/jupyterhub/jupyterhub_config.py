@@ -12,7 +12,12 @@ Each user's single-user server loads jupyter_agents from the Python it runs on (
 - stopping a server (hub API, culling, ``jupyterhub`` restart) leaves the user's terminals
   and agents running (``on_shutdown = "detach"``); the next server re-adopts them;
 - after a reboot (or a pod restart, with the home on a persistent volume) the agents are
-  resumed with their conversation ids (``restore_on_start = "agents"``).
+  resumed with their conversation ids (``restore_on_start = "agents"``);
+- a user may let another watch one session read-only, for a limited time (README,
+  "Sharing a session read-only"): the single-user server runs with jupyter_agents'
+  authorizer and identity provider (a hub share alone would hand over the whole server),
+  users may share (``shares!user``), and each server may make share codes with its own
+  token (``shares!server``) for the accept link that comes with each grant.
 
 The tests (tests/test_hub.py) run this file with real system users; the variables below
 let them choose ports and paths. DummyAuthenticator is for the demo: use PAM, OAuth...
@@ -44,6 +49,19 @@ c.Spawner.start_timeout = 60
 c.Spawner.args = [
     "--AgentsApp.restore_on_start=agents",  # resume agents after a reboot / pod restart
     "--AgentsApp.on_shutdown=detach",  # the default: stopping or culling keeps sessions
+    # read-only sharing: the owner ($JUPYTERHUB_USER) may do everything, anyone the hub
+    # lets in only watch the session a grant names (command-line options win over the
+    # identity provider jupyterhub-singleuser sets)
+    "--ServerApp.authorizer_class=jupyter_agents.auth.ViewerAuthorizer",
+    "--ServerApp.identity_provider_class=jupyter_agents.auth.ViewerIdentityProvider",
+]
+# users may share their servers (share codes; add "read:users:name" to share by name)
+c.JupyterHub.load_roles = [{"name": "user", "scopes": ["self", "shares!user"]}]
+# each server's own token: the default server role's scopes, plus share codes of itself
+c.Spawner.server_token_scopes = [
+    "users:activity!user",
+    "access:servers!server",
+    "shares!server",
 ]
 
 # an admin token for scripts (and the tests)
@@ -51,7 +69,7 @@ if env("JUPYTER_AGENTS_HUB_ADMIN_TOKEN"):
     c.JupyterHub.services = [
         {"name": "admin-script", "api_token": env("JUPYTER_AGENTS_HUB_ADMIN_TOKEN")}
     ]
-    c.JupyterHub.load_roles = [
+    c.JupyterHub.load_roles.append(
         {"name": "admin-script", "scopes": ["admin:users", "admin:servers", "tokens"],
          "services": ["admin-script"]}
-    ]
+    )
