@@ -154,7 +154,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             self._refresher = asyncio.ensure_future(self._refresh(service))
         if self.shares is not None:
             reason = sharing_refused(serverapp.web_app.settings)
-            self.log.info("jupyter_agents: read-only sharing %s", reason or "available")
+            self.log.info("jupyter_agents: %s", reason or "read-only sharing available")
             self._sharing = asyncio.ensure_future(self.shares.run())
         for session in self._restored:
             loop.run_in_executor(None, service.watch_restored, session)
