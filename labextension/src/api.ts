@@ -221,6 +221,59 @@ export const searchTranscripts = (
 export const exportCast = (s: Settings, id: string): Promise<string> =>
   requestText(s, `api/agents/sessions/${id}/export?format=cast`);
 
+/**
+ * A read-only share of a session (`/api/agents/shares`): `viewer` (a user name; null:
+ * anyone the server lets in) may watch it until `expires`, unless revoked first.
+ */
+export interface IShare {
+  id: string;
+  session_id: string;
+  viewer: string | null;
+  created: string;
+  expires: string;
+  revoked: string | null;
+  /** The users watching through it now (`GET` only). */
+  watchers?: string[];
+}
+
+/** A new share (`POST /api/agents/shares`), with its links. */
+export interface INewShare extends IShare {
+  /** The watch page (a path on this server). */
+  url: string;
+  /** On JupyterHub: a share-code link that gives access to the server, then the page. */
+  accept_url?: string;
+  /** On JupyterHub: why there is no `accept_url`. */
+  hub_error?: string;
+}
+
+/** `GET /api/agents/shares`: the live shares (neither revoked nor expired). */
+export const listShares = (s: Settings): Promise<IShare[]> =>
+  request<IShare[]>(s, 'api/agents/shares');
+
+/**
+ * `POST /api/agents/shares`: let `viewer` (omitted: anyone the server lets in) watch a
+ * running session read-only for `expiresIn` seconds. A server that cannot share answers
+ * 409 (an `AgentsError` with the server's message: what it needs).
+ */
+export const createShare = (
+  s: Settings,
+  session: string,
+  expiresIn: number,
+  viewer?: string
+): Promise<INewShare> =>
+  request<INewShare>(s, 'api/agents/shares', {
+    method: 'POST',
+    body: JSON.stringify(
+      viewer
+        ? { session, viewer, expires_in: expiresIn }
+        : { session, expires_in: expiresIn }
+    )
+  });
+
+/** `DELETE /api/agents/shares/<id>`: revoke; its viewers are disconnected at once. */
+export const revokeShare = (s: Settings, id: string): Promise<void> =>
+  request<void>(s, `api/agents/shares/${id}`, { method: 'DELETE' });
+
 /** `GET /api/status`: when this server process started. */
 export const serverStarted = async (s: Settings): Promise<string> =>
   (await request<{ started: string }>(s, 'api/status')).started;
@@ -259,7 +312,8 @@ export interface ISessionEvent {
     | 'conversation'
     | 'attention'
     | 'activity'
-    | 'updated';
+    | 'updated'
+    | 'shared';
   session_id: string;
   name: string;
   kind: string;

@@ -26,6 +26,19 @@ export function fail(what: string, error: unknown): void {
   Notification.error(`${what}: ${message}`, { autoClose: 10000 });
 }
 
+/** The session of a command's `{id}`, after a snapshot if it is not known yet. */
+export async function sessionOf(
+  model: IAgentSessions,
+  args: ReadonlyPartialJSONObject
+): Promise<ISession | undefined> {
+  const id = String(args.id ?? '');
+  const find = () => model.sessions?.find(s => s.id === id);
+  if (!find()) {
+    await model.refresh();
+  }
+  return find();
+}
+
 export namespace Commands {
   export interface IOptions {
     app: JupyterFrontEnd;
@@ -43,18 +56,6 @@ export function addCommands(options: Commands.IOptions): void {
   const settings = model.serverSettings;
   const terminals = app.serviceManager.terminals;
   const label = (kind: string) => kindLabel(kind, trans);
-
-  /** The session of a command's `{id}`, after a snapshot if it is not known yet. */
-  const lookup = async (
-    args: ReadonlyPartialJSONObject
-  ): Promise<ISession | undefined> => {
-    const id = String(args.id ?? '');
-    const find = () => model.sessions?.find(s => s.id === id);
-    if (!find()) {
-      await model.refresh();
-    }
-    return find();
-  };
 
   const open = async (name: string): Promise<void> => {
     try {
@@ -116,7 +117,7 @@ export function addCommands(options: Commands.IOptions): void {
   commands.addCommand(CommandIDs.kill, {
     label: trans.__('Kill Agent Session'),
     execute: async args => {
-      const session = await lookup(args);
+      const session = await sessionOf(model, args);
       if (!session) {
         return;
       }
@@ -170,7 +171,7 @@ export function addCommands(options: Commands.IOptions): void {
   commands.addCommand(CommandIDs.adopt, {
     label: trans.__('Adopt Orphaned Session'),
     execute: async args => {
-      const session = await lookup(args);
+      const session = await sessionOf(model, args);
       if (!session) {
         return;
       }
@@ -188,7 +189,7 @@ export function addCommands(options: Commands.IOptions): void {
   commands.addCommand(CommandIDs.restore, {
     label: trans.__('Restore Agent Session'),
     execute: async args => {
-      const session = await lookup(args);
+      const session = await sessionOf(model, args);
       if (!session) {
         return;
       }

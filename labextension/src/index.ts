@@ -1,7 +1,8 @@
 /**
  * jupyter-agents for JupyterLab, as small plugins around one token:
  * - `sessions` provides `IAgentSessions` (the sessions model, kept current by the
- *   server's session events) and the commands that act on sessions;
+ *   server's session events) and the commands that act on sessions (read-only
+ *   sharing among them);
  * - `launcher` (launcher and palette items), `panel` (the Agents sidebar), `running`
  *   (a section of the Running sidebar), `status` (status bar), `interrupted` (the
  *   banner on restored tabs of interrupted terminals), `restart-notification` and
@@ -43,6 +44,7 @@ import { AgentsPanel, commandActions } from './panel';
 import { addReplayCommand } from './replay';
 import { notifyRestart } from './restart';
 import { runningManager } from './running';
+import { addShareCommands } from './sharing';
 import { AgentsStatus } from './status';
 import { CommandIDs, DOMAIN, IAgentSessions, PluginIDs } from './tokens';
 
@@ -95,12 +97,9 @@ const sessions: JupyterFrontEndPlugin<IAgentSessions> = {
       model.pollInterval =
         typeof seconds === 'number' ? seconds : DEFAULT_POLL_INTERVAL;
     });
-    addCommands({
-      app,
-      model,
-      trans: load(translator),
-      cwd: () => browser?.model.path
-    });
+    const trans = load(translator);
+    addCommands({ app, model, trans, cwd: () => browser?.model.path });
+    addShareCommands({ app, model, trans });
     return model;
   }
 };

@@ -1,13 +1,16 @@
 /**
- * The sessions as the browser sees them: pushed by the server, not polled.
+ * The sessions (and their read-only shares) as the browser sees them: pushed by the
+ * server, not polled.
  *
  * How it stays current:
- * - One REST snapshot (`GET /api/agents/sessions`, plus `GET /api/status` for the
- *   server's start time) when the event stream is seen open, then a new snapshot
+ * - One REST snapshot (`GET /api/agents/sessions` and `GET /api/agents/shares`, plus
+ *   `GET /api/status` for the server's start time) when the event stream is seen
+ *   open, then a new snapshot
  *   after each session event on `serviceManager.events.stream` (debounced 100 ms, so
  *   a burst costs one request). `activity` events only move `last_activity` here.
  *   The attention fields every event carries are applied at once (a badge should not
- *   wait for a request); the snapshot follows as for any event.
+ *   wait for a request); the snapshot follows as for any event. A `shared` event (a
+ *   share made, revoked or expired, a viewer came or went) is one of them.
  *   Nothing is requested while nothing happens.
  * - Stream health: JupyterLab's `EventManager` reconnects its websocket by itself
  *   but exposes no connection state, and the server replays nothing that was missed.
@@ -28,8 +31,10 @@ import { ISignal, Signal } from '@lumino/signaling';
 import {
   ISession,
   ISessionEvent,
+  IShare,
   listKinds,
   listSessions,
+  listShares,
   serverStarted,
   SESSION_EVENT
 } from './api';
@@ -118,6 +123,10 @@ export class SessionsModel implements IAgentSessions {
 
   get sessions(): ISession[] | undefined {
     return this._sessions;
+  }
+
+  get shares(): IShare[] {
+    return this._shares;
   }
 
   get started(): string | undefined {
@@ -291,11 +300,16 @@ export class SessionsModel implements IAgentSessions {
     const seq = ++this._requested;
     let started = this._started;
     let sessions: ISession[];
+    let shares: IShare[];
     try {
       if (checkStart || started === undefined || this._offline) {
         started = await serverStarted(this.serverSettings);
       }
-      sessions = await listSessions(this.serverSettings);
+      [sessions, shares] = await Promise.all([
+        listSessions(this.serverSettings),
+        // a server that does not list shares to this user shares nothing of theirs
+        listShares(this.serverSettings).catch((): IShare[] => [])
+      ]);
     } catch (error) {
       if (seq > this._applied) {
         this._applied = seq;
@@ -315,12 +329,13 @@ export class SessionsModel implements IAgentSessions {
       this._started = started;
       this._startSeen = false;
     }
-    const text = JSON.stringify(sessions);
+    const text = JSON.stringify([sessions, shares]);
     const wasOffline = this._offline;
     this._offline = false;
     if (text !== this._text || wasOffline) {
       this._text = text;
       this._sessions = sessions;
+      this._shares = shares;
       this._changed.emit();
     }
     this._resolveReady();
@@ -341,6 +356,7 @@ export class SessionsModel implements IAgentSessions {
   private _requested = 0;
   private _applied = 0;
   private _sessions: ISession[] | undefined;
+  private _shares: IShare[] = [];
   private _text = '';
   private _started: string | undefined;
   private _startSeen = false;

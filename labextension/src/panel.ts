@@ -1,9 +1,10 @@
 /**
  * The "Agents" sidebar, a panel to keep open: a transcript search (`search.ts`); one
  * line per session (kind icon, name, attention or status badge, folder, relative
- * time, icon buttons) in groups Needs you, Working, Running, Interrupted, Ended
- * (folded); a filter box; keyboard navigation (Up/Down move, Enter opens or replays,
- * Delete kills after a confirmation).
+ * time, icon buttons; under it a badge per live read-only share, with Revoke) in
+ * groups Needs you, Working, Running, Interrupted, Ended (folded); a filter box;
+ * keyboard navigation (Up/Down move, Enter opens or replays, Delete kills after a
+ * confirmation).
  * Plain DOM; the list is rebuilt when the model changes (a few dozen rows at most),
  * the header, the search, the filter box and the selection survive it.
  */
@@ -13,13 +14,14 @@ import {
   LabIcon,
   launchIcon,
   refreshIcon,
+  shareIcon,
   stopIcon
 } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { ISession, Status } from './api';
+import { ISession, IShare, Status } from './api';
 import {
   attentionLabel,
   attentionSentence,
@@ -36,6 +38,7 @@ import {
   statusLabel
 } from './icons';
 import { TranscriptSearch } from './search';
+import { shareBadge } from './sharing';
 import { CommandIDs, IAgentSessions } from './tokens';
 
 /** What the panel's buttons do. */
@@ -46,6 +49,9 @@ export interface IPanelActions {
   restore(session: ISession): void | Promise<void>;
   /** Replay its transcript, paused at `at` seconds when given. */
   replay(session: Pick<ISession, 'id'>, at?: number): void | Promise<void>;
+  /** Ask whom to let watch it read-only, and share it. */
+  share(session: Pick<ISession, 'id'>): void | Promise<void>;
+  revoke(share: Pick<IShare, 'id'>): void | Promise<void>;
   restoreAll(): void | Promise<void>;
   create(kind: string): void | Promise<void>;
   refresh(): void | Promise<void>;
@@ -64,20 +70,22 @@ export function commandActions(commands: CommandRegistry): IPanelActions {
         CommandIDs.replay,
         at === undefined ? { id: s.id } : { id: s.id, at }
       ),
+    share: s => run(CommandIDs.share, { id: s.id }),
+    revoke: share => run(CommandIDs.revokeShare, { id: share.id }),
     restoreAll: () => run(CommandIDs.restoreAll),
     create: kind => run(CommandIDs.create, { kind }),
     refresh: () => run(CommandIDs.refresh)
   };
 }
 
-type Action = 'open' | 'kill' | 'adopt' | 'restore' | 'replay';
+type Action = 'open' | 'share' | 'kill' | 'adopt' | 'restore' | 'replay';
 
 /**
  * The action buttons of a session in each status; the first is what Enter does (an
  * ended session is replayed, never restored by accident).
  */
 const ACTIONS: Record<Status, Action[]> = {
-  running: ['open', 'kill'],
+  running: ['open', 'share', 'kill'],
   orphaned: ['adopt', 'kill'],
   interrupted: ['restore', 'replay'],
   exited: ['replay', 'restore'],
@@ -86,6 +94,7 @@ const ACTIONS: Record<Status, Action[]> = {
 
 const ACTION_ICONS: Record<Action, LabIcon> = {
   open: launchIcon,
+  share: shareIcon,
   kill: stopIcon,
   adopt: launchIcon,
   restore: historyIcon,
@@ -178,6 +187,7 @@ export class AgentsPanel extends Widget {
     };
     this._actionTitles = {
       open: trans.__('Open its terminal'),
+      share: trans.__('Share read-only…'),
       kill: trans.__('Kill (asks first)'),
       adopt: trans.__('Adopt: make it a terminal and open it'),
       restore: trans.__('Restore'),
@@ -436,7 +446,6 @@ export class AgentsPanel extends Widget {
       badge.title = attentionSentence(s, trans);
     }
     row.append(badge);
-
     const cwd = el('span', 'jp-AgentsPanel-cwd', s.cwd ? cwdTail(s.cwd) : '');
     row.append(cwd);
 
@@ -471,9 +480,50 @@ export class AgentsPanel extends Widget {
       actions.append(button);
     }
     row.append(actions);
+
+    // its live read-only shares, on a line of their own under it
+    const shares = this._model.shares.filter(
+      share => share.session_id === s.id
+    );
+    if (shares.length) {
+      const line = el('div', 'jp-AgentsPanel-shares');
+      line.append(...shares.map(share => this._shareBadge(share)));
+      row.append(line);
+      row.classList.add('jp-mod-shared');
+    }
     row.onclick = () => this._select(s.id, true);
     row.ondblclick = () => this._primary(s);
     return row;
+  }
+
+  /** A live read-only share: who watches now (or "shared"), and its Revoke button. */
+  private _shareBadge(share: IShare): HTMLElement {
+    const trans = this._trans;
+    const { text, title } = shareBadge(share, trans);
+    const watchers = share.watchers ?? [];
+    const node = el('span', 'jp-AgentsPanel-shared');
+    node.classList.toggle('jp-mod-watched', watchers.length > 0);
+    node.dataset.shareId = share.id;
+    node.dataset.watchers = watchers.join(' ');
+    node.title = title;
+    const revoke = el('button', 'jp-AgentsPanel-revoke', '×');
+    revoke.dataset.action = 'revoke';
+    revoke.title = trans.__(
+      'Revoke: end this share now, disconnecting its viewers'
+    );
+    revoke.setAttribute('aria-label', revoke.title);
+    revoke.tabIndex = -1;
+    revoke.onclick = async event => {
+      event.stopPropagation();
+      revoke.disabled = true;
+      try {
+        await this._actions.revoke(share);
+      } finally {
+        revoke.disabled = false;
+      }
+    };
+    node.append(el('span', 'jp-AgentsPanel-sharedText', text), revoke);
+    return node;
   }
 
   /** Run an action; one request per click (a second restore is refused anyway). */

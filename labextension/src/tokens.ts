@@ -6,7 +6,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { Token } from '@lumino/coreutils';
 import { ISignal } from '@lumino/signaling';
 
-import { ISession } from './api';
+import { ISession, IShare } from './api';
 
 /** Counts shown in the status bar. */
 export interface ICounts {
@@ -27,7 +27,7 @@ export interface IAgentSessions {
   /** The server settings every request of the extension uses. */
   readonly serverSettings: ServerConnection.ISettings;
 
-  /** Emitted when the list of sessions (or any field, or `offline`) changed. */
+  /** Emitted when the sessions (or any field, the shares, `offline`) changed. */
   readonly changed: ISignal<IAgentSessions, void>;
 
   /** Emitted with the server's start time when a (re)started server is first seen. */
@@ -35,6 +35,9 @@ export interface IAgentSessions {
 
   /** The sessions; undefined before the first answer. */
   readonly sessions: ISession[] | undefined;
+
+  /** The live read-only shares of the sessions (none before the first answer). */
+  readonly shares: IShare[];
 
   /** When the server we talk to started (ISO 8601), once known. */
   readonly started: string | undefined;
@@ -88,4 +91,6 @@ export namespace CommandIDs {
   export const restoreAll = 'jupyter-agents:restore-all';
   export const refresh = 'jupyter-agents:refresh';
   export const replay = 'jupyter-agents:replay';
+  export const share = 'jupyter-agents:share';
+  export const revokeShare = 'jupyter-agents:revoke-share';
 }

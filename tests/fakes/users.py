@@ -2,7 +2,14 @@
 token T`` or ``?token=T``) names a user through the JSON file ``$JUPYTER_AGENTS_TEST_USERS``
 (``{token: user name}``), read again on every call, so a test can take a user's access
 away as a revoke on the hub would. :class:`SharingTestIdentity` narrows it like
-:class:`jupyter_agents.auth.ViewerIdentityProvider` narrows the hub's."""
+:class:`jupyter_agents.auth.ViewerIdentityProvider` narrows the hub's.
+
+For browsers (tests/test_ui_sharing.py) a page opened with a valid ``?token=`` gets a
+cookie holding that token, which later requests without a token (assets, websockets)
+are identified by, as the hub's own cookie does. A test fake only: the cookie is the
+token itself, unsigned, and cookie-identified requests are not token-authenticated (so
+jupyter_server's XSRF checks apply to them).
+"""
 
 from __future__ import annotations
 
@@ -15,17 +22,27 @@ from tornado import web
 
 from jupyter_agents.auth import OwnerOnlyIdentity
 
+#: the cookie a browser keeps after opening a page with a valid ``?token=``
+COOKIE = "jupyter-agents-test-token"
+
 
 class TokenUsers(IdentityProvider):
     def get_user(self, handler: web.RequestHandler) -> User | None:
+        users = json.loads(Path(os.environ["JUPYTER_AGENTS_TEST_USERS"]).read_text())
         header = handler.request.headers.get("Authorization", "")
         token = header[len("token ") :] if header.startswith("token ") else ""
-        token = token or handler.get_argument("token", "")
-        users = json.loads(Path(os.environ["JUPYTER_AGENTS_TEST_USERS"]).read_text())
-        name = users.get(token) if token else None
+        in_url = "" if token else handler.get_argument("token", "")
+        token = token or in_url
+        if not token:
+            cookie = handler.get_cookie(COOKIE, "")
+            name = users.get(cookie) if cookie else None
+            return User(name) if isinstance(name, str) else None
+        name = users.get(token)
         if not isinstance(name, str):
             return None
         handler._token_authenticated = True  # type: ignore[attr-defined]  # no XSRF check
+        if in_url:
+            handler.set_cookie(COOKIE, token, path="/", httponly=True)
         return User(name)
 
 
