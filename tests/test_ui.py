@@ -149,14 +149,21 @@ def jp_server_cleanup() -> Iterator[None]:
     yield
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def playwright() -> Any:
+    """playwright's sync API, once Debian chromium and tmux are known to be there (else
+    the test is skipped); the screenshot folder exists."""
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip("needs Debian chromium at /usr/bin/chromium (apt-get install -y chromium)")
     if shutil.which("tmux") is None:
         pytest.skip("needs tmux")
     sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return sync_api
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    sync_api = playwright()
     root = tmp_path_factory.mktemp("ui")
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

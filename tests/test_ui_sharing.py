@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import threading
 from collections.abc import Iterator
@@ -35,11 +34,11 @@ import pytest
 import test_ui
 from test_sharing import FAKES, SHARING_ARGS
 from test_ui import (
-    ARTIFACTS,
     CHROMIUM,
     CHROMIUM_ARGS,
     Lab,
     open_lab,
+    playwright,
     row,
     shot,
     show_panel,
@@ -98,12 +97,7 @@ def hub() -> Iterator[ThreadingHTTPServer]:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, hub: ThreadingHTTPServer) -> Iterator[Lab]:
     """test_ui's Lab, its server configured to share: alice owns it, bob is a user."""
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip("needs Debian chromium at /usr/bin/chromium (apt-get install -y chromium)")
-    if shutil.which("tmux") is None:
-        pytest.skip("needs tmux")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    sync_api = playwright()
     root = tmp_path_factory.mktemp("ui-sharing")
     users = root / "users.json"
     users.write_text(json.dumps({TOKEN: "alice", BOB: "bob"}))
