@@ -16,9 +16,11 @@ from hypothesis import strategies as st
 from jupyter_server.auth.authorizer import Authorizer
 from tornado.httpclient import HTTPClientError
 
+from jupyter_agents.auth import VIEW_RESOURCE
 from jupyter_agents.handlers import handlers
 from jupyter_agents.launch import NAME_PATTERN
 from jupyter_agents.pytest_plugin import TOKEN
+from jupyter_agents.websocket import TermSocket
 
 FUZZ_SCALE = float(os.environ.get("JUPYTER_AGENTS_FUZZ_SCALE", "1"))
 
@@ -26,17 +28,19 @@ FUZZ_SCALE = float(os.environ.get("JUPYTER_AGENTS_FUZZ_SCALE", "1"))
 def every_route(session_id: str, name: str) -> list[tuple[str, str]]:
     """(method, path) for every method of every route we serve."""
     found = []
-    for pattern, handler, _ in handlers(None, None, None):  # type: ignore[arg-type]
+    for pattern, handler, _ in handlers(None, None, None, None):  # type: ignore[arg-type]
         path = pattern.replace(r"(\w+)", name if "terminals" in pattern else session_id, 1)
+        path = path.replace(r"([\w.]+)", "xterm.js")
         for method in ("GET", "POST", "DELETE"):
-            if method.lower() in vars(handler) or (method == "GET" and "websocket" in pattern):
+            socket = method == "GET" and issubclass(handler, TermSocket)
+            if method.lower() in vars(handler) or socket:
                 found.append((method, path))
     return found
 
 
 class DenyAll(Authorizer):
     def is_authorized(self, handler, user, action, resource):
-        return resource != "terminals"
+        return resource not in ("terminals", VIEW_RESOURCE)
 
 
 def tmux_sessions(state: Path) -> set[str]:
@@ -55,10 +59,10 @@ async def test_every_route_is_authorized_and_authenticated(
     before = tmux_sessions(tmp_path / "st")
     routes = every_route(model["id"], model["name"])
     assert len(routes) >= 14, routes
-    # no token: 403 everywhere
+    # no token: 403 everywhere (the watch page and its assets: a redirect to log in)
     for method, path in routes:
         with pytest.raises(HTTPClientError) as e:
-            if "websocket" in path:
+            if path.endswith("socket") or "websocket" in path:
                 await jp_ws_fetch(*path.strip("/").split("/"), headers={"Authorization": ""})
             else:
                 await jp_fetch(
@@ -66,13 +70,17 @@ async def test_every_route_is_authorized_and_authenticated(
                     method=method,
                     body="{}" if method == "POST" else None,
                     headers={"Authorization": "token wrong"},
+                    follow_redirects=False,
                 )
-        assert e.value.code == 403, (method, path, e.value.code)
+        page = path.startswith("/agents/view/") and not path.endswith("socket")
+        assert e.value.code == (302 if page else 403), (method, path, e.value.code)
+        if page:
+            assert "/login?" in e.value.response.headers["Location"]
     # authenticated, but the authorizer denies the terminals resource: 403 everywhere
     jp_serverapp.web_app.settings["authorizer"] = DenyAll(parent=jp_serverapp)
     for method, path in routes:
         with pytest.raises(HTTPClientError) as e:
-            if "websocket" in path:
+            if path.endswith("socket") or "websocket" in path:
                 await jp_ws_fetch(*path.strip("/").split("/"))
             else:
                 await jp_fetch(
