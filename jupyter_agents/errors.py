@@ -19,6 +19,12 @@ class InvalidRequest(AgentsError):
     status = 400
 
 
+class Forbidden(AgentsError):
+    """The requester may not do this (e.g. a viewer without a live read-only grant)."""
+
+    status = 403
+
+
 class NotFound(AgentsError):
     """No session or terminal by that name or id."""
 

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from .errors import AgentsError, Conflict, InvalidRequest, NotFound
+from .errors import Conflict, Forbidden, InvalidRequest, NotFound
 from .sessions import SessionService
 from .store import Share, utcnow_iso
 
@@ -33,12 +33,6 @@ from .store import Share, utcnow_iso
 MAX_EXPIRES_IN = 8 * 3600
 #: seconds between re-validations of each viewer's identity with the hub
 REVALIDATE_S = 60.0
-
-
-class Forbidden(AgentsError):
-    """The requester may not do this (a viewer without a live grant)."""
-
-    status = 403
 
 
 def check_grant(data: Mapping[str, Any]) -> tuple[str, str | None, int]:
