@@ -26,7 +26,8 @@ from pathlib import Path
 
 from jupyter_agents.backends.broker.recorder import Recorder
 from jupyter_agents.backends.tmux.formats import TRANSCRIPT_WRITER
-from jupyter_agents.search import Query, search
+from jupyter_agents.query import Query
+from jupyter_agents.search import search
 from jupyter_agents.store import Session
 from jupyter_agents.transcripts import Transcript, segmenting
 

@@ -23,8 +23,9 @@ from .attention import NEEDS_YOU
 from .config import open_sessions
 from .display import text_table
 from .errors import AgentsError, Conflict, InvalidRequest, NotFound
+from .query import MAX_LIMIT, parse_query
 from .render import FORMATS, export, export_name
-from .search import MAX_LIMIT, parse_query, search_sessions
+from .search import search_sessions
 from .sessions import SessionService
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT = 1, 2, 3, 4

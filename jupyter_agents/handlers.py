@@ -20,8 +20,9 @@ from tornado import web
 
 from .auth import is_owner
 from .errors import AgentsError, InvalidRequest, http_error
+from .query import parse_query
 from .render import FORMATS, export, export_name
-from .search import parse_query, search_sessions
+from .search import search_sessions
 from .sessions import Report, SessionService
 from .sharing import Shares, hub_share_code
 from .streams import Streams

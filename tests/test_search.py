@@ -20,7 +20,8 @@ import pytest
 
 from jupyter_agents.backends.broker.recorder import Recorder
 from jupyter_agents.pytest_plugin import ServerProcess, poll, transcript, transcript_bytes
-from jupyter_agents.search import Query, search
+from jupyter_agents.query import Query
+from jupyter_agents.search import search
 from jupyter_agents.store import Session
 from jupyter_agents.transcripts import MAX_CHUNK, Transcript
 

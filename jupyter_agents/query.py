@@ -1,0 +1,235 @@
+"""A search request: its arguments checked (:func:`parse_query`), the cursor of its next
+page, and where its pattern matches (:meth:`Query.finder` on rendered text,
+:meth:`Query.candidates` on raw transcript bytes). Pure; :mod:`jupyter_agents.search`
+runs it over sessions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Collection, Iterator, Mapping
+from datetime import datetime, timedelta, timezone
+from itertools import accumulate
+from typing import get_args
+
+from .errors import InvalidRequest
+from .render import ESCAPE, ESCAPES
+from .store import Status
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+MAX_PATTERN = 1000
+_DURATION = re.compile(r"([1-9][0-9]{0,5})([smhd])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+#: where to go on: (session id, source, position); source "t" is the transcript
+#: (position: byte offset), "c<n>" its n-th conversation file (position: byte offset)
+Cursor = tuple[str, str, int]
+#: a finder: the (start, end) spans of matches in a text, in order
+Finder = Callable[[str], Iterator[tuple[int, int]]]
+
+
+def parse_cursor(value: str) -> Cursor:
+    """``"<session>:<source>:<offset>"`` (:data:`Cursor`); :class:`InvalidRequest` if not.
+
+    >>> parse_cursor("ab12:t:4096"), parse_cursor("ab12:c0:0")
+    (('ab12', 't', 4096), ('ab12', 'c0', 0))
+    """
+    m = re.fullmatch(r"(\w{1,64}):(t|c[0-9]{1,3}):([0-9]{1,15})", value)
+    if m is None:
+        raise InvalidRequest(f"invalid cursor {value[:80]!r}; pass the 'next' of a page")
+    return m[1], m[2], int(m[3])
+
+
+def format_cursor(cursor: Cursor) -> str:
+    return f"{cursor[0]}:{cursor[1]}:{cursor[2]}"
+
+
+def parse_since(value: str, now: datetime | None = None) -> datetime:
+    """An ISO 8601 time (naive means UTC) or a duration before ``now``: ``90s``, ``30m``,
+    ``2h``, ``7d``.
+
+    >>> now = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)
+    >>> parse_since("2h", now).isoformat(), parse_since("2026-11-30T08:00").isoformat()
+    ('2026-12-01T10:00:00+00:00', '2026-11-30T08:00:00+00:00')
+    """
+    m = _DURATION.fullmatch(value)
+    if m:
+        return (now or datetime.now(timezone.utc)) - timedelta(**{_UNITS[m[2]]: int(m[1])})
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidRequest(
+            f"since must be an ISO 8601 time or a duration like 30m, 2h, 7d; got {value[:40]!r}"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def _flag(name: str, value: str | None) -> bool:
+    if value in (None, "", "false", "0"):
+        return False
+    if value in ("true", "1"):
+        return True
+    raise InvalidRequest(f"{name} must be true or false, got {str(value)[:20]!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Query:
+    """A checked search request (:func:`parse_query`)."""
+
+    pattern: str
+    regex: bool = False
+    case: bool = False
+    session: str | None = None
+    kind: str | None = None
+    status: str | None = None
+    since: datetime | None = None
+    limit: int = DEFAULT_LIMIT
+    cursor: Cursor | None = None
+
+    def finder(self) -> Finder:
+        """Where the pattern matches in a text: a regex (``^``/``$`` at line ends), or
+        plain text, case-insensitive unless :attr:`case`.
+
+        >>> list(Query("Error").finder()("error: ERROR"))
+        [(0, 5), (7, 12)]
+        >>> list(Query("^ok$", regex=True, case=True).finder()("OK\\nok"))
+        [(3, 5)]
+        """
+        flags = 0 if self.case else re.IGNORECASE
+        if self.regex or not (self.case or self.pattern.isascii()):
+            compiled = re.compile(
+                self.pattern if self.regex else re.escape(self.pattern), flags | re.MULTILINE
+            )
+            return lambda text: (m.span() for m in compiled.finditer(text))
+        needle = self.pattern if self.case else self.pattern.lower()
+
+        def find(text: str) -> Iterator[tuple[int, int]]:
+            hay = text if self.case else text.lower()
+            if len(hay) != len(text):  # a character whose lower case is longer
+                yield from Query(self.pattern, regex=False, case=False).finder()(text)
+                return
+            i = hay.find(needle)
+            while i >= 0:
+                yield i, i + len(needle)
+                i = hay.find(needle, i + len(needle))
+
+        return find
+
+    def candidates(self) -> Callable[[bytes], Iterator[int]]:
+        """Where lines that may match start in a block of raw output (whole lines), in
+        order, each once. A line found here is checked on its text as a terminal shows
+        it (:func:`~jupyter_agents.render.clean_text`), so an overwritten match is
+        dropped then; a match the overwrites make, across a ``\\r`` or a backspace,
+        is not found here.
+
+        A plain pattern is looked for in the raw bytes (lower-cased: ASCII only, which
+        never touches UTF-8 sequences), with escape sequences allowed between its
+        characters and a cursor move allowed for a space: the regex engine skips to its
+        first character, so this runs at memory speed for a rare word. Other patterns
+        run on the text with escapes stripped.
+
+        >>> list(Query("needle").candidates()(b"a\\r\\nne\\x1b[1mEDLE\\r\\nneedle"))
+        [3, 15]
+        """
+        if not self.regex and (self.case or self.pattern.isascii()):
+            needle = self.pattern.encode()
+            needle = needle if self.case else needle.lower()
+            skip = b"(?:" + ESCAPE.encode() + b")*"
+            parts = [rb"(?: |\x1b\[[0-9]*C)" if c == 32 else re.escape(bytes([c])) for c in needle]
+            pattern = re.compile(skip.join(parts))
+            return lambda block: _line_starts(
+                block, (m.start() for m in pattern.finditer(block if self.case else block.lower()))
+            )
+        flags = re.MULTILINE | (0 if self.case else re.IGNORECASE)
+        compiled = re.compile(self.pattern if self.regex else re.escape(self.pattern), flags)
+
+        def in_text(block: bytes) -> Iterator[int]:
+            text = block.decode("utf-8", errors="replace")
+            text = ESCAPES.sub("", text) if "\x1b" in text else text
+            # each \r-pass of a line is a line of its own to the pattern (and \r\n two
+            # line ends); as long as the text, so positions are the same in both
+            passes = text.replace("\r", "\n") if "\r" in text else text
+            starts: list[int] = []
+            line, at = 0, 0
+            for m in _each_line(compiled, passes, text):
+                line += text.count("\n", at, m)
+                at = m
+                if not starts:  # byte offsets of the block's line starts, once
+                    lengths = accumulate(map(len, block.split(b"\n")), initial=0)
+                    starts = [n + i for i, n in enumerate(lengths)]
+                yield starts[line]
+
+        return in_text
+
+
+def _each_line(pattern: re.Pattern[str], hay: str, text: str) -> Iterator[int]:
+    """Where the first match in ``hay`` of each line of ``text`` (as long, with the same
+    line ends and maybe more) that has one starts."""
+    pos = 0
+    while m := pattern.search(hay, pos):
+        yield m.start()
+        end = text.find("\n", m.start())
+        if end < 0:
+            return
+        pos = end + 1
+
+
+def _line_starts(block: bytes, matches: Iterator[int]) -> Iterator[int]:
+    """The starts of the lines of ``block`` holding ``matches`` (ascending), each once."""
+    done = -1
+    for m in matches:
+        if m <= done:
+            continue
+        yield block.rfind(b"\n", 0, m) + 1
+        done = block.find(b"\n", m)
+        if done < 0:
+            return
+
+
+def parse_query(
+    args: Mapping[str, str | None], kinds: Collection[str], now: datetime | None = None
+) -> Query:
+    """A :class:`Query` from request arguments ``q``, ``regex``, ``case``, ``session``,
+    ``kind``, ``status``, ``since``, ``limit``, ``cursor``; :class:`InvalidRequest` (400)
+    for anything malformed: an empty or overlong pattern, a bad regex, an unknown kind
+    or status, a bad time, limit or cursor.
+
+    >>> parse_query({"q": "a(", "kind": "shell", "since": "2h"}, ["shell"]).pattern
+    'a('
+    >>> parse_query({"q": "a[", "regex": "true"}, ["shell"])
+    Traceback (most recent call last):
+    ...
+    jupyter_agents.errors.InvalidRequest: bad regex: unterminated character set at position 1
+    """
+    pattern = args.get("q") or ""
+    if not pattern or len(pattern) > MAX_PATTERN or "\n" in pattern:
+        raise InvalidRequest(f"q must be 1 to {MAX_PATTERN} characters on one line")
+    regex = _flag("regex", args.get("regex"))
+    if regex:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise InvalidRequest(f"bad regex: {e}") from None
+    kind, status = args.get("kind") or None, args.get("status") or None
+    if kind is not None and kind not in kinds:
+        raise InvalidRequest(f"unknown kind {kind[:40]!r}; known kinds: {', '.join(kinds)}")
+    statuses = get_args(Status)
+    if status is not None and status not in statuses:
+        raise InvalidRequest(f"unknown status {status[:40]!r}; one of {', '.join(statuses)}")
+    limit_arg = args.get("limit") or str(DEFAULT_LIMIT)
+    if not limit_arg.isdigit() or not 1 <= int(limit_arg) <= MAX_LIMIT:
+        raise InvalidRequest(f"limit must be 1 to {MAX_LIMIT}, got {limit_arg[:20]!r}")
+    since, cursor = args.get("since"), args.get("cursor")
+    return Query(
+        pattern,
+        regex=regex,
+        case=_flag("case", args.get("case")),
+        session=args.get("session") or None,
+        kind=kind,
+        status=status,
+        since=parse_since(since, now) if since else None,
+        limit=int(limit_arg),
+        cursor=parse_cursor(cursor) if cursor else None,
+    )
