@@ -1,0 +1,74 @@
+"""The exact cut of the tmux data path: where in a session's transcript a snapshot falls,
+so a viewer gets every byte once (before the cut in the replay, after it live).
+
+Viewers read output from the transcript that ``pipe-pane`` writes, which lags the pane
+by whatever is in flight, so a ``capture-pane`` does not say by itself where in the
+transcript it was taken. What tmux does order exactly is a control client's ``%output``
+against its command replies: commands on one line run with no pane output read between
+them. The stream's control client keeps its pane *paused* (``refresh-client -A
+%N:pause``: no ``%output``, and on every tmux version the pane is still read, for the
+pipe); a cut runs ``refresh-client -A %N:continue`` and the captures on one line, so the
+first ``%output`` after the replies is the pane's output right after the snapshot. Found
+in the transcript (:func:`find_cut`), it gives the cut's offset; the pane is then paused
+again. A pane that printed nothing more is cut at the settled end of its transcript.
+
+Output that repeats exactly across the whole anchor (``yes``) may be placed a period
+early, which repeats that period for the new viewer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...transcripts import Transcript
+
+#: a transcript that has not grown for this long holds all tmux read of a quiet pane
+QUIET = 0.01
+#: the longest a cut waits for output after it, or for the transcript to reach it
+SETTLE_LIMIT = 2.0
+#: bytes of the pane's output after the cut that locate it in the transcript
+ANCHOR = 512
+
+
+def find_cut(data: bytes, after: bytes) -> int | None:
+    """Where in ``data`` the output ``after`` a cut starts: its first occurrence; None
+    if it is not (yet) there.
+
+    >>> find_cut(b"x1 x2 x1 x3", b"x1 x3"), find_cut(b"abc", b"z")
+    (6, None)
+    """
+    at = data.find(after)
+    return None if at < 0 else at
+
+
+async def settle(transcript: Transcript) -> int:
+    """The transcript's length once it has not grown for :data:`QUIET` seconds (all tmux
+    read of a pane that stopped printing is then in it), or after :data:`SETTLE_LIMIT`."""
+    loop = asyncio.get_running_loop()
+    size, quiet_since = transcript.size(), loop.time()
+    deadline = quiet_since + SETTLE_LIMIT
+    while loop.time() - quiet_since < QUIET and loop.time() < deadline:
+        await asyncio.sleep(QUIET / 5)
+        now = transcript.size()
+        if now != size:
+            size, quiet_since = now, loop.time()
+    return size
+
+
+async def locate(transcript: Transcript, floor: int, after: bytes) -> int | None:
+    """The transcript offset where ``after`` starts, searching from ``floor`` (the
+    transcript's size before the cut was taken: the cut is at or past it) as the
+    transcript grows; None if it is not there within :data:`SETTLE_LIMIT` (its writer
+    dropped output: a full disk)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTLE_LIMIT
+    while True:
+        data, _ = transcript.read(floor)
+        found = find_cut(data, after)
+        if found is not None:
+            return floor + found
+        if loop.time() > deadline:
+            return None
+        await asyncio.sleep(QUIET / 5)
