@@ -177,8 +177,11 @@ class Hub:
             f"{user}'s server not ready={ready}:\n" + self.log_path.read_text()[-3000:]
         )
 
-    def start_server(self, user: str) -> None:
-        status, _ = self.api("POST", f"/hub/api/users/{user}/server")
+    def start_server(self, user: str, options: dict[str, Any] | None = None) -> None:
+        """Start ``user``'s server (with ``options``, the spawner's ``user_options``;
+        without, the hub reuses those of the last start) and wait until it is ready."""
+        body = None if options is None else {"user_options": options}
+        status, _ = self.api("POST", f"/hub/api/users/{user}/server", body)
         assert status in (201, 202), status
         self.wait_server(user, ready=True)
 
@@ -239,10 +242,26 @@ def running_hub(users: tuple[str, ...] = USERS, config: str = "") -> Iterator[Hu
         shutil.rmtree(work, ignore_errors=True)
 
 
-def typed(client: TermClient, line: str, expect: str) -> None:
+def singleuser_pid(user: str) -> int:
+    """The pid of ``user``'s running single-user server."""
+    found = subprocess.run(
+        ["pgrep", "-u", user, "-f", "jupyterhub-singleuser"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    assert len(found) == 1, found
+    return int(found[0])
+
+
+def typed(client: TermClient, line: str, expect: str) -> str:
+    """Type ``line`` into ``client``'s terminal and wait for ``expect`` in what arrives
+    after it (so never in output from before); returns that output."""
     client.wait_for(lambda c: len(c.messages) >= 2)
+    start = len(client.text)
     client.stdin(line + "\r")
-    client.wait_for(expect)
+    client.wait_for(lambda c: expect in c.text[start:])
+    return client.text[start:]
 
 
 def test_two_users_isolated_restart_and_pod_restart(hub: Hub) -> None:
@@ -309,10 +328,7 @@ def test_two_users_isolated_restart_and_pod_restart(hub: Hub) -> None:
     ]
 
     # 3. pod restart: backend and server gone, the state dir kept; restore_on_start=agents
-    singleuser = next(
-        p for p in subprocess.run(["pgrep", "-u", alice, "-f", "jupyterhub-singleuser"],
-                                  capture_output=True, text=True).stdout.split()
-    )  # fmt: skip
+    singleuser = singleuser_pid(alice)
     server_token = dict(
         item.split("=", 1)
         for item in Path(f"/proc/{singleuser}/environ").read_text().split("\0")

@@ -6,37 +6,68 @@ single-user servers run jupyter_agents' ViewerAuthorizer and ViewerIdentityProvi
 bob takes the accept link that comes with alice's grant (a hub share code her server
 made with its own token) after logging in to the hub, lands on the watch page through
 the hub's OAuth, and watches over a cookie-authenticated websocket as a browser would.
-The same acceptance without a hub is tests/test_sharing.py; the hub, its helpers and
-the users' cleanup are tests/test_hub.py's."""
+One hub serves the module; its tests, in order: what bob sees and what he cannot do or
+send (acceptances 1 to 3, the hub-side revoke of 4); expiry and restarts of alice's server
+(the rest of 4); a viewer that stops reading while alice prints 100 MB (5); alice's
+server started without our classes (6; the config below strips them when the hub is
+asked to start it with ``{"plain": true}``). The same acceptance without a hub is
+tests/test_sharing.py; the hub, its helpers and the users' cleanup are
+tests/test_hub.py's."""
 
 from __future__ import annotations
 
 import http.client
 import http.cookiejar
 import json
+import pwd
 import re
 import statistics
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from datetime import datetime
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import pytest
 import test_hub
 import websocket
-from test_hub import Hub, running_hub
-from test_sharing import closed
+from test_hub import Hub, running_hub, singleuser_pid, state_dir, typed
+from test_sharing import (
+    FLOOD_RSS_BOUND,
+    LEAKS,
+    OVERSIZED,
+    PROBES,
+    closed,
+    flood,
+    intrude,
+    time_to_close,
+)
 
-from jupyter_agents.pytest_plugin import TermClient
+from jupyter_agents.pytest_plugin import TermClient, transcript_bytes
 
 ALICE, BOB, CAROL = "ja-alice", "ja-bob", "ja-carol"
 USERS = (ALICE, BOB, CAROL)
 #: seconds between the server's re-validations of each viewer with the hub
 REVALIDATE = 2
+#: seconds a grant lasts that is to expire after a restart of alice's server, made
+#: some 4 s before it (the restart took ~6 s here: room for a machine twice as slow)
+LATER = 20
 SHELL = {"kind": "shell"}
 MARK = re.compile(r"MARK-(\d+\.\d+)-END")
+#: the hub's config for this module: a re-validation every REVALIDATE s, and alice's
+#: server without our authorizer and identity provider when started ``{"plain": true}``
+CONFIG = f"""
+c.Spawner.args = [*c.Spawner.args, '--AgentsApp.share_revalidate_interval={REVALIDATE}']
+def apply_user_options(spawner, options):
+    full = list(spawner.config.Spawner.args)
+    plain = bool(options.get("plain"))
+    spawner.args = [a for a in full if not (plain and ".auth.Viewer" in a)]
+c.Spawner.apply_user_options = apply_user_options
+"""
 
 # test_hub's marks and skip conditions, with a timeout of our own
 pytestmark = [m for m in test_hub.pytestmark if m.name != "timeout"] + [pytest.mark.timeout(300)]
@@ -89,6 +120,15 @@ class Browser:
         except urllib.error.HTTPError as e:
             with e:
                 return e.code, e.geturl(), e.read().decode(errors="replace")
+
+    def consent(self, reply: tuple[int, str, str]) -> tuple[int, str, str]:
+        """Where ``reply`` is the hub's OAuth consent page (a first visit to a server),
+        authorize, as a user clicking its button; the reply after that."""
+        code, url, page = reply
+        if urllib.parse.urlsplit(url).path != "/hub/api/oauth2/authorize":
+            return reply
+        assert code == 200 and "Authorize" in page, page[-2000:]
+        return self.submit(url, page)
 
     def submit(self, url: str, page: str) -> tuple[int, str, str]:
         """Submit the page's form (its hidden inputs) to its own URL, as its button does."""
@@ -193,30 +233,74 @@ def marker_latencies(client: TermClient, count: int, timeout: float = 20) -> lis
     return list(latencies.values())[:count]
 
 
-def time_to_close(client: TermClient, timeout: float) -> float | None:
-    """Seconds until the server closes ``client`` (None: still open after ``timeout``)."""
-    start = time.monotonic()
-    return time.monotonic() - start if closed(client, timeout) else None
+def socket_url(hub: Hub, share_id: str) -> str:
+    return f"ws://127.0.0.1:{hub.port}{view_path(share_id)}/socket"
 
 
-def test_bob_watches_alice_through_the_hub() -> None:
-    config = (
-        "c.Spawner.args = [*c.Spawner.args, "
-        f"'--AgentsApp.share_revalidate_interval={REVALIDATE}']\n"
-    )
-    with running_hub(USERS, config) as hub:
-        run(hub)
+def accept(hub: Hub, grant: dict[str, Any]) -> Browser:
+    """bob's browser after he logged in to the hub and took ``grant``'s accept link:
+    the hub's accept page, its OAuth (consent on a first visit), the watch page."""
+    bob = Browser(hub, BOB)
+    code, url, page = bob.open(hub.url + grant["accept_url"])
+    assert code == 200 and "Accept invitation" in page, page[-2000:]
+    code, url, page = bob.consent(bob.submit(url, page))
+    assert (code, urllib.parse.urlsplit(url).path) == (200, view_path(grant["id"])), page[-2000:]
+    assert "Read-only view of session" in page and 'data-socket="' in page
+    return bob
 
 
-def run(hub: Hub) -> None:
-    hub.start_server(ALICE)
+def new_session(hub: Hub, token: str) -> dict[str, Any]:
+    status, model = hub.user_api(ALICE, token, "POST", "/api/agents/sessions", SHELL)
+    assert status == 201, model
+    return dict(model)
+
+
+def restart(hub: Hub, plain: bool = False) -> None:
+    """Stop alice's server through the hub API and start it again (``plain``: without
+    our authorizer and identity provider)."""
+    hub.stop_server(ALICE)
+    hub.start_server(ALICE, {"plain": plain})
+
+
+def expires_at(grant: dict[str, Any]) -> float:
+    """The grant's expiry, as a ``time.time()``."""
+    return datetime.fromisoformat(grant["expires"].replace("Z", "+00:00")).timestamp()
+
+
+def stty_size(alice: TermClient) -> str:
+    """``rows cols`` of alice's pty, as her shell's ``stty size`` says."""
+    out = typed(alice, "stty size; echo SIZE-$((6*7))", "SIZE-42")
+    found = re.findall(r"\b(\d+ \d+)\r\nSIZE-42", out)
+    assert len(found) == 1, out
+    return str(found[0])
+
+
+def pester(hub: Hub, bob: Browser, share_id: str, pwned: Path) -> int:
+    """bob's browser opens another socket on the share and sends everything but output
+    into it (:func:`test_sharing.intrude`), then an oversized frame, which the server
+    answers by closing the socket: so every frame was handled before this returns.
+    Returns how many frames were dropped."""
+    client = watch(hub, bob, share_id)
+    sent = intrude(client, pwned)
+    client.ws.send(OVERSIZED)
+    assert closed(client, 5)
+    return sent
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[Hub]:
+    """The module's hub, alice's server running with our classes."""
+    with running_hub(USERS, CONFIG) as running:
+        running.start_server(ALICE, {"plain": False})
+        yield running
+
+
+def test_bob_watches_alice_through_the_hub(hub: Hub) -> None:
     tokens = {user: hub.token(user) for user in USERS}
     alice_token = tokens[ALICE]
 
     # alice: a shell to share, another she keeps to herself
-    status_, shell = hub.user_api(ALICE, alice_token, "POST", "/api/agents/sessions", SHELL)
-    assert status_ == 201, shell
-    other = hub.user_api(ALICE, alice_token, "POST", "/api/agents/sessions", SHELL)[1]
+    shell, other = new_session(hub, alice_token), new_session(hub, alice_token)
     alice = hub.ws(ALICE, alice_token, shell["name"])
     alice.wait_for(lambda c: len(c.messages) >= 2)
 
@@ -224,9 +308,9 @@ def run(hub: Hub) -> None:
     status_, grant = make_grant(hub, alice_token, shell["id"], BOB, 900)
     assert status_ == 201, grant  # 409 unless both of our classes are active
     assert "hub_error" not in grant, grant["hub_error"]
-    accept = urllib.parse.urlsplit(grant["accept_url"])
-    assert accept.path == "/hub/accept-share"
-    assert urllib.parse.parse_qs(accept.query)["next"] == [view_path(grant["id"])]
+    link = urllib.parse.urlsplit(grant["accept_url"])
+    assert link.path == "/hub/accept-share"
+    assert urllib.parse.parse_qs(link.query)["next"] == [view_path(grant["id"])]
     log = hub.log_path.read_text()
     assert "jupyter_agents: read-only sharing available" in log
 
@@ -237,15 +321,7 @@ def run(hub: Hub) -> None:
         assert handshake(hub, f"/agents/view/{grant['id']}/socket", token) == 403
 
     # bob logs in to the hub, opens the link, accepts, authorizes: the watch page
-    bob = Browser(hub, BOB)
-    code, url, page = bob.open(hub.url + grant["accept_url"])
-    assert code == 200 and "Accept invitation" in page, page[-2000:]
-    code, url, page = bob.submit(url, page)
-    if urllib.parse.urlsplit(url).path == "/hub/api/oauth2/authorize":
-        assert code == 200 and "Authorize" in page, page[-2000:]  # first visit: consent
-        code, url, page = bob.submit(url, page)
-    assert (code, urllib.parse.urlsplit(url).path) == (200, view_path(grant["id"])), page[-2000:]
-    assert "Read-only view of session" in page and 'data-socket="' in page
+    bob = accept(hub, grant)
     print("bob's way to the watch page:", " -> ".join(bob.visited))
     shared = hub.api("GET", f"/hub/api/shares/{ALICE}/", token=alice_token)[1]
     assert [s["user"]["name"] for s in shared["items"]] == [BOB]  # the hub share
@@ -265,6 +341,32 @@ def run(hub: Hub) -> None:
     )
     assert max(latencies) < 5  # the acceptance is 1 s; this only catches a stuck stream
     alice.drain(0.2)
+
+    # 2. nothing bob sends reaches alice's pty: keys that would create a file, a resize,
+    # binary and malformed frames, his terminal's answers to probes, an oversized frame;
+    # first at her shell's prompt, then while a program of hers prints the probes an
+    # agent TUI sends and records its input until she types ALICE-END
+    home = Path(pwd.getpwnam(ALICE).pw_dir)
+    pwned, recorded = home / "pwned", home / "recorded"
+    before = hub.user_api(ALICE, alice_token, "GET", f"/api/agents/sessions/{shell['id']}")[1]
+    size = stty_size(alice)
+    dropped = [pester(hub, bob, grant["id"], pwned)]
+    recorder = f"echo REC-$((1+2)); printf {PROBES}; sed /ALICE-END/q > {recorded}"
+    typed(alice, recorder + "; echo REC-$((2+2))", "REC-3")
+    viewer.wait_for("REC-3")  # bob's terminal got the probes, and answers them:
+    dropped.append(pester(hub, bob, grant["id"], pwned))
+    typed(alice, "ALICE-TYPED ALICE-END", "REC-4")
+    record = recorded.read_bytes()
+    assert b"ALICE-TYPED" in record, record  # the recorder records what reaches the pty
+    assert not [leak for leak in LEAKS if leak in record], record
+    assert not pwned.exists()
+    assert stty_size(alice) == size
+    status_, now = hub.user_api(ALICE, alice_token, "GET", f"/api/agents/sessions/{shell['id']}")
+    assert (now["rows"], now["cols"]) == (before["rows"], before["cols"])
+    transcript = transcript_bytes(state_dir(ALICE), shell["id"])
+    assert b"ALICE-TYPED" in transcript and not [leak for leak in LEAKS if leak in transcript]
+    print(f"bob's {sum(dropped)} frames dropped; alice's pty stayed {size} (rows cols)")
+    viewer.drain(0.2)
 
     # 3. nothing else of alice's server for bob, with the live grant and the hub share;
     # carol (no hub share) is refused by the hub everywhere
@@ -325,10 +427,11 @@ def run(hub: Hub) -> None:
     # bob without a grant: 403 on the viewer routes (an unknown id, carol's grant, his
     # revoked one; the revoke closes his socket at once)
     carols = make_grant(hub, alice_token, shell["id"], CAROL, 600)[1]
+    revoked = time.monotonic()
     assert hub.user_api(ALICE, alice_token, "DELETE", f"/api/agents/shares/{grant['id']}")[0] == 204
-    took = time_to_close(viewer, 5)
-    assert took is not None
-    print(f"alice's revoke closed bob's socket in {1000 * took:.0f} ms")
+    took = time_to_close(viewer, revoked, 5)
+    assert took is not None  # the acceptance is 1 s: the figure is printed, not asserted
+    print(f"alice's revoke (DELETE sent) closed bob's socket {1000 * took:.0f} ms later")
     for share_id in ("0123456789abcdef01234567", carols["id"], grant["id"]):
         assert http_status(hub, "GET", f"/agents/view/{share_id}", tokens[BOB]) == 403, share_id
         assert bob.status(view_path(share_id)) == 403, share_id
@@ -341,16 +444,13 @@ def run(hub: Hub) -> None:
     status_, again = make_grant(hub, alice_token, shell["id"], BOB, 600)
     assert status_ == 201, again
     by_cookie = watch(hub, bob, again["id"])
-    by_token = TermClient(
-        f"ws://127.0.0.1:{hub.port}{view_path(again['id'])}/socket", token=tokens[BOB]
-    )
+    by_token = TermClient(socket_url(hub, again["id"]), token=tokens[BOB])
     by_token.wait_for(lambda c: len(c.messages) >= 2)
-    assert hub.api("DELETE", f"/hub/api/shares/{ALICE}/", token=alice_token)[0] == 204
     revoked = time.monotonic()
-    assert closed(by_cookie, 5 * REVALIDATE + 5)
-    cookie_took = time.monotonic() - revoked
-    assert closed(by_token, 5)
-    token_took = time.monotonic() - revoked
+    assert hub.api("DELETE", f"/hub/api/shares/{ALICE}/", token=alice_token)[0] == 204
+    cookie_took = time_to_close(by_cookie, revoked, 5 * REVALIDATE + 5)
+    token_took = time_to_close(by_token, revoked, 5)
+    assert cookie_took is not None and token_took is not None
     print(
         f"hub-side revoke ended bob's watch after {1000 * cookie_took:.0f} ms (cookie) and "
         f"{1000 * token_took:.0f} ms (token); re-validation interval {REVALIDATE} s"
@@ -368,6 +468,8 @@ def run(hub: Hub) -> None:
     alice.close()
 
     log = hub.log_path.read_text()
+    left = rf"viewer {BOB} disconnected from share {grant['id']}: \d+ bytes sent, (\d+) input"
+    assert [int(n) for n in re.findall(left, log)][:2] == dropped  # bob's pestering sockets
     for line in (
         f"share {grant['id']} created by {ALICE}: session {shell['id']}, viewer {BOB}",
         f"viewer {BOB} connected to share {grant['id']}",
@@ -375,7 +477,138 @@ def run(hub: Hub) -> None:
         f"viewer {BOB} of share {again['id']}: no longer let in by the hub",
     ):
         assert line in log, line
-    code = urllib.parse.parse_qs(accept.query)["code"][0]
+    code = urllib.parse.parse_qs(link.query)["code"][0]
     ours = re.compile(rf"\b(share [0-9a-f]{{24}}|viewer {BOB})\b")
     audit = "\n".join(line for line in log.splitlines() if ours.search(line))
     assert audit and all(secret not in audit for secret in (code, *tokens.values()))
+
+
+def test_expiry_and_a_restart_of_alices_server(hub: Hub) -> None:
+    """4. A grant's expiry closes bob's socket; after alice's server is stopped and
+    started again through the hub, her grants and their expiry still hold: bob watches
+    again through the same grant, one that expired meanwhile stays refused, and one
+    that expires after the restart closes his socket then."""
+    alice_token, bob_token = hub.token(ALICE), hub.token(BOB)
+    shell = new_session(hub, alice_token)
+    grants: dict[str, Any] = {}
+
+    def grant(name: str, expires_in: int) -> None:
+        status_, grants[name] = make_grant(hub, alice_token, shell["id"], BOB, expires_in)
+        assert status_ == 201, grants[name]
+
+    grant("lasting", 600)
+    grant("later", LATER)  # to expire after the restart below
+    grant("brief", 3)
+    bob = accept(hub, grants["lasting"])  # a hub share again (the test before revoked his)
+
+    # expiry ends the watch (the expiry this server scheduled when the grant was made)
+    viewer = watch(hub, bob, grants["brief"]["id"])
+    assert closed(viewer, 15)
+    late = time.time() - expires_at(grants["brief"])
+    print(f"expiry closed bob's socket {1000 * late:.0f} ms after the grant's expiry")
+    assert f"share {grants['brief']['id']} expired" in hub.log_path.read_text()
+    assert http_status(hub, "GET", f"/agents/view/{grants['brief']['id']}", bob_token) == 403
+
+    # alice's server stopped and started again through the hub; a grant expires while
+    # it is down, another after it is back
+    watching = watch(hub, bob, grants["lasting"]["id"])
+    grant("soon", 2)
+    stopped = time.monotonic()
+    hub.stop_server(ALICE)
+    assert closed(watching, 10)  # its server went away
+    time.sleep(max(0.0, expires_at(grants["soon"]) - time.time()))
+    hub.start_server(ALICE, {"plain": False})
+    print(f"alice's server stopped and started again in {time.monotonic() - stopped:.1f} s")
+    assert time.time() < expires_at(grants["later"]), "the restart outlasted the grant"
+
+    status_, listed = hub.user_api(ALICE, alice_token, "GET", "/api/agents/shares")
+    live = {share["id"] for share in listed}
+    assert status_ == 200 and {grants["lasting"]["id"], grants["later"]["id"]} <= live
+    assert not {grants["brief"]["id"], grants["soon"]["id"]} & live
+    for name in ("brief", "soon"):
+        path = f"/agents/view/{grants[name]['id']}"
+        assert http_status(hub, "GET", path, bob_token) == 403, name
+        assert handshake(hub, path + "/socket", bob_token) == 403, name
+    # the same grant, and bob's own token: he watches again what alice does now
+    again = TermClient(socket_url(hub, grants["lasting"]["id"]), token=bob_token)
+    alice = hub.ws(ALICE, alice_token, shell["name"])
+    typed(alice, "echo AFTER-$((5*5))", "AFTER-25")
+    again.wait_for("AFTER-25")
+    alice.close()
+    again.close()
+    # the restarted server keeps the expiry of a grant made before
+    later = TermClient(socket_url(hub, grants["later"]["id"]), token=bob_token)
+    later.wait_for(lambda c: len(c.messages) >= 2)
+    assert closed(later, expires_at(grants["later"]) - time.time() + 10)
+    late = time.time() - expires_at(grants["later"])
+    print(f"after the restart, expiry closed bob's socket {1000 * late:.0f} ms after it")
+    assert f"share {grants['later']['id']} expired" in hub.log_path.read_text()
+    assert http_status(hub, "GET", f"/agents/view/{grants['later']['id']}", bob_token) == 403
+
+
+def test_a_slow_viewer_costs_alice_nothing(hub: Hub) -> None:
+    """5. bob stops reading while alice's session prints 100 MB: alice reads it all, her
+    echo in another session stays responsive meanwhile, her server's memory stays
+    bounded, and bob is cut off rather than buffered for."""
+    alice_token, bob_token = hub.token(ALICE), hub.token(BOB)
+    shell, quiet = new_session(hub, alice_token), new_session(hub, alice_token)
+    status_, grant = make_grant(hub, alice_token, shell["id"], BOB, 600)
+    assert status_ == 201, grant
+    accept(hub, grant)
+    viewer = TermClient(socket_url(hub, grant["id"]), token=bob_token)
+    viewer.wait_for(lambda c: len(c.messages) >= 2)  # and from now on, bob reads nothing
+
+    alice = hub.ws(ALICE, alice_token, shell["name"])
+    alice.wait_for(lambda c: len(c.messages) >= 2)
+    other = hub.ws(ALICE, alice_token, quiet["name"])
+    echoes: list[float] = []
+
+    def echo() -> None:
+        n = len(echoes) + 1
+        start = time.monotonic()
+        typed(other, f"echo ECHO-{n}-$(({n}*7))", f"ECHO-{n}-{n * 7}")
+        echoes.append(time.monotonic() - start)
+
+    echo()  # before the flood
+    rss_before, peak = flood(alice, singleuser_pid(ALICE), probe=echo)
+    print(
+        f"alice's server RSS {rss_before >> 20} MB -> peak {peak >> 20} MB while bob did not"
+        f" read; her echo in another session: {round(1000 * echoes[0])} ms before, "
+        f"{[round(1000 * s) for s in echoes[1:]]} ms during the 100 MB"
+    )
+    assert len(echoes) >= 2  # some during the flood
+    assert peak - rss_before < FLOOD_RSS_BOUND
+    assert closed(viewer, 10)  # cut off, not buffered for
+    typed(alice, "echo STILL-$((3*3))", "STILL-9")
+    alice.close()
+    other.close()
+    left = rf"viewer {BOB} disconnected from share {grant['id']}: (\d+) bytes sent"
+    sent = [int(n) for n in re.findall(left, hub.log_path.read_text())]
+    print(f"bytes the server queued for bob before cutting him off: {sent}")
+    assert len(sent) == 1 and sent[0] < 32 << 20
+
+
+def test_a_server_without_our_classes_refuses_to_share(hub: Hub) -> None:
+    """6. alice's server started without our authorizer and identity provider (the hub
+    config's ``plain`` option) answers 409 to a grant and 403 on the viewer page and
+    socket, even for a grant it made before and a viewer the hub lets in. Last in the
+    module: it leaves alice's server plain."""
+    alice_token, bob_token = hub.token(ALICE), hub.token(BOB)
+    shell = new_session(hub, alice_token)
+    status_, grant = make_grant(hub, alice_token, shell["id"], BOB, 600)
+    assert status_ == 201, grant
+    bob = accept(hub, grant)
+    path = f"/agents/view/{grant['id']}"
+    assert http_status(hub, "GET", path, bob_token) == 200
+
+    restart(hub, plain=True)
+    status_, body = make_grant(hub, alice_token, shell["id"], BOB, 600)
+    assert status_ == 409 and "ViewerAuthorizer" in body["message"], body
+    # the hub still lets bob in (his share), and a plain server would hand him
+    # everything: the refusals below are this server's own
+    assert http_status(hub, "GET", "/api/status", bob_token) == 200
+    for token in (bob_token, alice_token):
+        assert http_status(hub, "GET", path, token) == 403
+        assert handshake(hub, path + "/socket", token) == 403
+    code, url, _page = bob.consent(bob.open(hub.url + view_path(grant["id"])))  # his browser
+    assert (code, urllib.parse.urlsplit(url).path) == (403, view_path(grant["id"]))

@@ -11,6 +11,7 @@ import re
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,20 @@ SHARING_ARGS = [
     "--ServerApp.identity_provider_class=users.SharingTestIdentity",
     "--AgentsApp.share_revalidate_interval=1",
 ]
+#: ``printf`` arguments printing the probes agent TUIs send: cursor position, device
+#: attributes, background colour, DECRQSS (SGR)
+PROBES = "'\\033[6n\\033[c\\033]11;?\\007\\033P$qm\\033\\\\'"
+#: a viewer terminal's answers to :data:`PROBES`, with values no terminal here gives
+ANSWERS = "\x1b[77;66R\x1b[?6;99c\x1b]11;rgb:1234/5678/9abc\x07\x1bP1$r7;77m\x1b\\"
+#: what would show in the owner's pty (its output or its input) had any intrusion passed
+LEAKS = (b"77;66R", b"6;99c", b"rgb:1234", b"7;77m", b"touch")
+#: a frame over the viewer socket's limit (4 KiB): the server closes the socket
+OVERSIZED = "x" * 10_000
+#: a shell line printing ~100 MB (75 MB of zeros in base64), then FLOOD-4
+FLOOD = "head -c 75000000 /dev/zero | base64 -w 100; echo FLOOD-$((2*2))\r"
+#: how much a server's RSS may grow during :data:`FLOOD` while a viewer reads nothing
+#: (well under the flood: a server that buffered it for the viewer would pass it)
+FLOOD_RSS_BOUND = 64 << 20
 
 
 @pytest.fixture
@@ -108,6 +123,52 @@ def closed(client: TermClient, timeout: float) -> bool:
         client.close()
 
 
+def time_to_close(client: TermClient, since: float, timeout: float) -> float | None:
+    """Seconds from ``since`` (a ``time.monotonic()``, e.g. before a revoke was sent)
+    until the server closes ``client``; None when it is still open ``timeout`` seconds
+    from now."""
+    return time.monotonic() - since if closed(client, timeout) else None
+
+
+def intrude(client: TermClient, created: Path) -> int:
+    """Send every kind of frame a viewer might try on the owner's terminal: keys that
+    would create ``created``, a resize, malformed JSON, the answers to :data:`PROBES`,
+    a binary frame. Returns how many were sent."""
+    frames = [
+        json.dumps(["stdin", f"touch {created}\r"]),
+        json.dumps(["set_size", 5, 10, 50, 100]),
+        "not json",
+        json.dumps(["stdin", ANSWERS]),
+    ]
+    for frame in frames:
+        client.ws.send(frame)
+    client.ws.send_binary(b"\x00\x01binary")
+    return len(frames) + 1
+
+
+def flood(
+    owner: TermClient, server_pid: int, probe: Callable[[], None] | None = None
+) -> tuple[int, int]:
+    """``owner``'s shell prints ~100 MB (:data:`FLOOD`) and ``owner`` reads all of it:
+    (RSS of process ``server_pid`` before, its peak meanwhile, sampled every 200
+    frames). ``probe``, if given, is called about once a second meanwhile."""
+    proc = psutil.Process(server_pid)
+    before = proc.memory_info().rss
+    peak, tail, frames, probed = before, "", 0, time.monotonic()
+    owner.stdin(FLOOD)
+    owner.ws.settimeout(60)
+    while "FLOOD-4" not in tail:
+        message = json.loads(owner.ws.recv())
+        tail = (tail + message[1])[-200:] if message[0] == "stdout" else tail
+        frames += 1
+        if frames % 200 == 0:
+            peak = max(peak, proc.memory_info().rss)
+        if probe is not None and time.monotonic() - probed > 1:
+            probe()
+            probed = time.monotonic()
+    return before, max(peak, proc.memory_info().rss)
+
+
 def new_shell(server: ServerProcess) -> tuple[str, str]:
     status, model = server.request("POST", "/api/agents/sessions", {"kind": "shell"})
     assert status == 201, model
@@ -155,17 +216,8 @@ def test_bob_watches_alice_read_only(agents_server, users):
 
     # 2. nothing bob sends reaches the pty
     pwned = server.workdir / "pwned"
-    for frame in (
-        json.dumps(["stdin", f"touch {pwned}\r"]),
-        json.dumps(["set_size", 5, 10, 50, 100]),
-        "not json",
-        json.dumps(
-            ["stdin", "\x1b[24;80R\x1b[?1;2c\x1b]11;rgb:0000/0000/0000\x07\x1bP1$r0m\x1b\\"]
-        ),
-    ):
-        bob.ws.send(frame)
-    bob.ws.send_binary(b"\x00\x01binary")
-    alice.stdin("printf '\\033[6n\\033[c\\033]11;?\\007\\033P$qm\\033\\\\'; echo PROBED-$((1+1))\r")
+    intrude(bob, pwned)
+    alice.stdin(f"printf {PROBES}; echo PROBED-$((1+1))\r")
     alice.wait_for("PROBED-2")
     bob.wait_for("PROBED-2")
     alice.stdin("stty size; echo SIZE-DONE\r")
@@ -175,8 +227,8 @@ def test_bob_watches_alice_read_only(agents_server, users):
     assert (after["rows"], after["cols"]) == (model["rows"], model["cols"])
     assert "\n5 10\r" not in alice.text
     log = transcript_bytes(server.state_dir, sid)
-    assert b"24;80R" not in log and b"touch" not in log and b"rgb:0000" not in log
-    bob.ws.send("x" * 10_000)  # oversized: the server closes the socket
+    assert not [leak for leak in LEAKS if leak in log]
+    bob.ws.send(OVERSIZED)  # the server closes the socket
     assert closed(bob, 5)
 
     # 3. every other route refuses bob; carol gets nothing; bob's grant is his alone
@@ -215,10 +267,11 @@ def test_bob_watches_alice_read_only(agents_server, users):
     # 4. revoke closes bob's socket at once; then bob has no grant
     bob = watch(server, grant["id"])
     bob.wait_for(lambda c: len(c.messages) >= 2)
-    assert server.request("DELETE", f"/api/agents/shares/{grant['id']}")[0] == 204
     revoked = time.monotonic()
-    assert closed(bob, 5)
-    print(f"revoke closed the viewer in {1000 * (time.monotonic() - revoked):.0f} ms")
+    assert server.request("DELETE", f"/api/agents/shares/{grant['id']}")[0] == 204
+    took = time_to_close(bob, revoked, 5)
+    assert took is not None
+    print(f"revoke closed the viewer in {1000 * took:.0f} ms")
     assert call(server, "GET", f"/agents/view/{grant['id']}", BOB) == 403
     assert refused(server, f"/agents/view/{grant['id']}/socket", BOB) == 403
 
@@ -263,20 +316,10 @@ def test_grants_survive_a_restart_and_a_slow_viewer_costs_the_owner_nothing(agen
     # 5. bob stops reading while alice's session prints 100 MB
     bob = watch(server, lasting["id"])
     bob.wait_for(lambda c: len(c.messages) >= 2)
-    proc = psutil.Process(server.proc.pid)
-    rss_before = proc.memory_info().rss
     alice = server.ws(name)
-    alice.stdin("head -c 75000000 /dev/zero | base64 -w 100; echo FLOOD-$((2*2))\r")
-    peak, tail, frames = rss_before, "", 0
-    alice.ws.settimeout(30)
-    while "FLOOD-4" not in tail:  # alice reads all 100 MB; bob reads nothing
-        message = json.loads(alice.ws.recv())
-        tail = (tail + message[1])[-200:] if message[0] == "stdout" else tail
-        frames += 1
-        if frames % 200 == 0:
-            peak = max(peak, proc.memory_info().rss)
+    rss_before, peak = flood(alice, server.proc.pid)  # alice reads all 100 MB; bob nothing
     print(f"server RSS {rss_before >> 20} MB -> peak {peak >> 20} MB while bob did not read")
-    assert peak - rss_before < 64 << 20
+    assert peak - rss_before < FLOOD_RSS_BOUND
     assert closed(bob, 10)  # cut off, not buffered
     alice.stdin("echo STILL-$((3*3))\r")
     alice.wait_for("STILL-9")
