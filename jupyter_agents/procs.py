@@ -7,12 +7,15 @@ time differs from the recorded one.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
+import os
+import select
 import signal
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -167,3 +170,77 @@ def stale_processes(
         if m.identity.pid not in ours
         and (m.session_id not in live or records.get(m.session_id) not in ("running", "orphaned"))
     ]
+
+
+#: how often :func:`watch_exit` checks where the kernel cannot tell (neither pidfd nor kqueue)
+EXIT_CHECK_INTERVAL = 1.0
+
+
+def watch_exit(pid: int, callback: Callable[[], None]) -> Callable[[], None]:
+    """Call ``callback`` once (on the running loop) when process ``pid`` ends, or at
+    once if there is none; returns the function that stops watching.
+
+    The kernel says when: a pidfd on Linux (5.3+), kqueue's ``NOTE_EXIT`` on macOS and
+    the BSDs; nothing polls. Elsewhere the process is checked every
+    :data:`EXIT_CHECK_INTERVAL` seconds. A pid can be reused: callers look at what they
+    watched (a tmux pane, say) once more after the watch starts.
+    """
+    loop = asyncio.get_running_loop()
+    done = False
+
+    def fire() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            cancel()
+            callback()
+
+    fd = -1
+    kq: Any = None  # select.kqueue, which Linux's select lacks
+    handle: asyncio.TimerHandle | None = None
+    try:
+        if hasattr(os, "pidfd_open"):
+            fd = os.pidfd_open(pid)
+        elif hasattr(select, "kqueue"):
+            kq = select.kqueue()
+            sel: Any = select
+            event = sel.kevent(
+                pid, sel.KQ_FILTER_PROC, sel.KQ_EV_ADD | sel.KQ_EV_ONESHOT, sel.KQ_NOTE_EXIT
+            )
+            kq.control([event], 0, 0)
+            fd = kq.fileno()
+    except ProcessLookupError:
+        loop.call_soon(fire)
+        return lambda: None
+    except OSError:  # no pidfd in this kernel: check instead
+        fd = -1
+
+    def check() -> None:
+        nonlocal handle
+        if psutil.pid_exists(pid):
+            handle = loop.call_later(EXIT_CHECK_INTERVAL, check)
+        else:
+            fire()
+
+    def cancel() -> None:
+        if fd >= 0:
+            loop.remove_reader(fd)
+            if kq is not None:
+                kq.close()
+            else:
+                os.close(fd)
+        if handle is not None:
+            handle.cancel()
+
+    if fd >= 0:
+        loop.add_reader(fd, fire)
+    else:
+        handle = loop.call_later(EXIT_CHECK_INTERVAL, check)
+
+    def stop() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            cancel()
+
+    return stop

@@ -116,3 +116,38 @@ def test_exit_status_of_quick_exits_is_always_known(tmp_path):
         finally:
             backend.kill_server()
     assert unknown == []
+
+
+def test_one_control_client_serves_every_viewed_terminal(agents_server):
+    """Viewed terminals share one tmux control client (output comes from transcripts):
+    three terminals with two viewers each make one client, input and exits still work,
+    and the client detaches when the last viewer leaves."""
+    server = agents_server()
+    socket = server.state_dir / "tmux" / "socket"
+
+    def control_clients() -> list[str]:
+        out = subprocess.run(
+            ["tmux", "-S", str(socket), "list-clients", "-F", "#{client_control_mode}"],
+            capture_output=True,
+            text=True,
+        ).stdout
+        return [line for line in out.splitlines() if line == "1"]
+
+    names = [server.request("POST", "/api/terminals", {})[1]["name"] for _ in range(3)]
+    clients = [server.ws(name) for name in names for _ in range(2)]
+    for i, client in enumerate(clients):
+        client.wait_for(lambda c: len(c.messages) >= 2)
+        client.stdin(f"echo viewer-$((100+{i}))\r")
+        client.wait_for(f"viewer-{100 + i}")
+    assert len(control_clients()) == 1
+    clients[0].stdin("exit 7\r")
+    clients[1].wait_for(lambda c: ["disconnect", 1] in c.messages)
+    _, sessions = server.request("GET", "/api/agents/sessions")
+    assert sorted((s["status"], s["exit_code"]) for s in sessions) == [
+        ("exited", 7),
+        ("running", None),
+        ("running", None),
+    ]
+    for client in clients:
+        client.close()
+    poll(lambda: not control_clients(), 10, "the control client to detach")

@@ -119,24 +119,44 @@ class Stream(ABC):
 R = TypeVar("R")
 
 
-class QueuedStream(Stream, Generic[R]):
-    """The skeleton both backends' streams share: one asyncio connection per stream,
-    requests queued until it is up, replies matched to requests in order, output
-    decoded as UTF-8 across chunk boundaries, the end reported to the listener once.
+class ListenedStream(Stream):
+    """What every stream does for its listener: output decoded as UTF-8 across chunk
+    boundaries, the end reported once (and not after :meth:`close`)."""
+
+    def __init__(self, listener: StreamListener) -> None:
+        self._listener = listener
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._closed = False
+        self._exit_reported = False
+
+    def _deliver(self, raw: bytes) -> None:
+        """Raw output bytes to the listener, as text (UTF-8 split across reads kept)."""
+        text = self._decoder.decode(raw)
+        if text:
+            self._listener.on_output(text)
+
+    def _report_exit(self, exit_code: int | None) -> None:
+        if self._exit_reported or self._closed:
+            return
+        self._exit_reported = True
+        self._listener.on_exit(exit_code)
+
+
+class QueuedStream(ListenedStream, Generic[R]):
+    """The skeleton of a stream with its own connection (the broker's): one asyncio
+    connection per stream, requests queued until it is up, replies matched to requests
+    in order, the end of the connection reported as the stream's end.
 
     Subclasses implement :meth:`_connect` (open the connection, send the queue with
     :meth:`_flush_outbox`, read until it ends), :meth:`_transmit` and :meth:`_hang_up`.
     """
 
     def __init__(self, listener: StreamListener) -> None:
-        self._listener = listener
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        super().__init__(listener)
         #: what each outstanding reply answers, in request order
         self._pending: deque[R] = deque()
         self._outbox: list[bytes] = []
         self._ready = False
-        self._closed = False
-        self._exit_reported = False
         self._task: asyncio.Future[None] | None = None
 
     def _start(self, connect: Coroutine[Any, Any, None]) -> None:
@@ -167,18 +187,6 @@ class QueuedStream(Stream, Generic[R]):
         for data in self._outbox:
             self._transmit(data)
         self._outbox.clear()
-
-    def _deliver(self, raw: bytes) -> None:
-        """Raw output bytes to the listener, as text (UTF-8 split across reads kept)."""
-        text = self._decoder.decode(raw)
-        if text:
-            self._listener.on_output(text)
-
-    def _report_exit(self, exit_code: int | None) -> None:
-        if self._exit_reported or self._closed:
-            return
-        self._exit_reported = True
-        self._listener.on_exit(exit_code)
 
     def close(self) -> None:
         if self._closed:

@@ -3,6 +3,7 @@ remove, kill-server), against the tmux server of a state dir."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shlex
@@ -10,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import time
+import weakref
 from pathlib import Path
 
 from traitlets import Int, Unicode, default
@@ -18,6 +20,7 @@ from ...errors import BackendUnavailable
 from ...paths import ensure_private_dir
 from ...transcripts import migrate_legacy
 from ..base import Backend, LiveSession, SpawnRequest, Stream, StreamListener, check_session_id
+from .control import TmuxControl
 from .formats import (
     CONFIG,
     DEAD_FORMAT,
@@ -70,6 +73,9 @@ class TmuxBackend(Backend):
             if k in ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR")
         }
         self._env["LC_ALL"] = "C.UTF-8"
+        self._controls: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TmuxControl] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # -- control plane ---------------------------------------------------------------
 
@@ -221,6 +227,15 @@ class TmuxBackend(Backend):
 
     def attach(self, session_id: str, listener: StreamListener) -> Stream:
         return TmuxStream(self, check_session_id(session_id), listener)
+
+    def control(self) -> TmuxControl:
+        """The control client the streams of the running IO loop share (:mod:`.control`);
+        a new one once the last was closed."""
+        loop = asyncio.get_running_loop()
+        control = self._controls.get(loop)
+        if control is None or control.closed:
+            control = self._controls[loop] = TmuxControl(self)
+        return control
 
     def debug_attach_command(self, session_id: str) -> list[str]:
         return [self.tmux_command, "-S", str(self.socket_path), "attach", "-t", f"={session_id}"]

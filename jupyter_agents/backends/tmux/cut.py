@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from ...errors import NotFound, OutOfRange
+
 if TYPE_CHECKING:
     from ...transcripts import Transcript
 
@@ -61,11 +63,14 @@ async def locate(transcript: Transcript, floor: int, after: bytes) -> int | None
     """The transcript offset where ``after`` starts, searching from ``floor`` (the
     transcript's size before the cut was taken: the cut is at or past it) as the
     transcript grows; None if it is not there within :data:`SETTLE_LIMIT` (its writer
-    dropped output: a full disk)."""
+    dropped output: a full disk) or there is no such transcript."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SETTLE_LIMIT
     while True:
-        data, _ = transcript.read(floor)
+        try:
+            data, _ = transcript.read(floor)
+        except (NotFound, OutOfRange):  # no transcript (any more), or dropped by the cap
+            return None
         found = find_cut(data, after)
         if found is not None:
             return floor + found

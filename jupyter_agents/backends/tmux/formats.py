@@ -40,6 +40,7 @@ set -g history-limit {history_limit}
 set -g default-terminal "{default_terminal}"
 set -g update-environment ""
 set -g exit-empty on
+set -g detach-on-destroy off
 set -g escape-time 0
 set -g focus-events on
 set -g set-clipboard off

@@ -1,84 +1,94 @@
-"""TmuxStream: one tmux control-mode client attached to one viewed session.
+"""TmuxStream: one viewed tmux session, through the shared control client.
 
-Output normally comes from the session's transcript, which tmux's ``pipe-pane`` writes
-with the pane's raw bytes in order: read the moment it grows (:mod:`.tail`), it reaches
-viewers at a pty's speed, where control mode's ``%output`` (every byte escaped, one by
-one, before tmux 3.7) caps a busy terminal at about 0.4x. So the control client keeps
-its pane paused (no ``%output``); it carries input (``send-keys -H``: hex, so no byte is
-parsed as tmux syntax), sizes, and the pane's death. A snapshot is placed in the
-transcript by an exact cut (:mod:`.cut`): the stream delivers the transcript up to the
-cut, then calls back with the snapshot, then delivers the rest.
+Output comes from the session's transcript, which tmux's ``pipe-pane`` writes with the
+pane's raw bytes in order: read the moment it grows (:mod:`.tail`), it reaches viewers
+at a pty's speed, where control mode's ``%output`` (every byte escaped, one by one,
+before tmux 3.7) caps a busy terminal at about 0.4x. Input (``send-keys -H``: hex, so no
+byte is parsed as tmux syntax), sizes and snapshots go through the one control client
+of the IO loop (:mod:`.control`), which keeps the pane paused. A snapshot is placed in
+the transcript by an exact cut (:mod:`.cut`): the stream delivers the transcript up to
+the cut, then calls back with the snapshot, then delivers the rest.
+
+The pane's end is told by the kernel (:func:`~jupyter_agents.procs.watch_exit` on the
+pane's process) and by tmux (``%sessions-changed`` when a session closes); then the
+pane's exit status is asked for. Nothing runs while the session is idle.
 
 When the transcript cannot be written (a full disk: its writer leaves a gap marker and
-drops output until there is space), the stream switches to ``%output`` for the rest of
-its life, so viewers keep seeing the session; snapshots are then command replies, which
-tmux orders exactly against that output.
+drops output until there is space), the stream switches to ``%output`` of a control
+client of its own, attached to its session, for the rest of its life, so viewers keep
+seeing the session; snapshots are then command replies, which tmux orders exactly
+against that output.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-import subprocess
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from ...errors import OutOfRange
+from ...procs import watch_exit
 from ...transcripts import Transcript
-from ..base import QueuedStream, StreamListener
+from ..base import ListenedStream, StreamListener
 from . import tail
+from .control import TmuxControl
 from .cut import ANCHOR, QUIET, SETTLE_LIMIT, locate, settle
-from .formats import (
-    DEAD_FORMAT,
-    META_FORMAT,
-    SEND_CHUNK,
-    compose_replay,
-    parse_dead,
-    unescape_output,
-)
+from .formats import DEAD_FORMAT, META_FORMAT, SEND_CHUNK, compose_replay, parse_dead
 
 if TYPE_CHECKING:
     from .backend import TmuxBackend
 
-_Reply = Callable[[bool, list[bytes]], None]
-
 #: the most transcript bytes delivered in one turn of the IO loop
-PUMP_BYTES = 256 * 1024
+PUMP_BYTES = 64 * 1024
+#: how often, and how many times, a pane whose process ended is asked for its status
+STATUS_RETRY = 0.05
+STATUS_TRIES = 40
 
 
-class TmuxStream(QueuedStream[_Reply]):
-    """One control-mode client attached to one session (see module docstring)."""
+class TmuxStream(ListenedStream):
+    """One viewed session (see module docstring)."""
 
     def __init__(self, backend: TmuxBackend, session_id: str, listener: StreamListener) -> None:
         super().__init__(listener)
         self._backend = backend
         self._session_id = session_id
         self._target = f"={session_id}:"
-        self._proc: asyncio.subprocess.Process | None = None
         self._transcript = Transcript(session_id, backend.transcript_path(session_id))
-        #: output from ``%output`` instead of the transcript (it cannot be written)
-        self._live = self._transcript_stuck()
+        self._control = backend.control()
+        self._control.join(self)
+        #: a control client of its own, for ``%output``, once the transcript is stuck
+        self._live: TmuxControl | None = None
         #: transcript offset of the next byte to deliver; None until the first snapshot
         self._offset: int | None = None
         self._unwatch: Callable[[], None] | None = None
+        self._unwatch_exit: Callable[[], None] | None = None
         self._pane: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._server_pid: int | None = None
         self._tasks: set[asyncio.Future[None]] = set()
         #: held while a cut is taken: output is not delivered past its start meanwhile
         self._cutting = asyncio.Lock()
         #: the pane's ``%output`` after the capture of the cut being taken (else None)
         self._after: bytearray | None = None
         self._more = asyncio.Event()
-        argv = backend._argv("-C", "attach-session", "-f", "ignore-size", "-t", f"={session_id}")
-        # subscribe to pane death first thing: reported within a second by tmux
-        self._command(f"refresh-client -B 'dead:%*:{DEAD_FORMAT}'")
-        self._command(f"display-message -p -t {self._target} '#{{pane_id}}'", self._located)
-        self._start(self._connect(argv, backend._env))
+        #: input held until the first snapshot's cut is on its way, so that input typed
+        #: before the replay is never captured in it (None once released)
+        self._held: list[str] | None = []
+        self._snapshots = 0
+        #: the pane's process has ended (its status is being asked for)
+        self._ended = False
+        self._status_tries = 0
+        self._control.command(
+            f"display-message -p -t {self._target} "
+            "'#{session_name} #{pane_id} #{pane_pid} #{pid} #{pane_pipe}'",
+            self._located,
+        )
 
     # -- Stream API ------------------------------------------------------------------
 
     def snapshot(self, callback: Callable[[str], None], screen_rows: int | None = None) -> None:
-        if not self._live:
+        self._snapshots += 1
+        if self._live is None:
             self._spawn(self._cut_snapshot(callback, screen_rows))
             return
         parts: list[list[bytes] | None] = []
@@ -88,7 +98,64 @@ class TmuxStream(QueuedStream[_Reply]):
             if len(parts) == 4:
                 self._replay(parts, callback, screen_rows)
 
-        self._command(self._capture(), collect, replies=4)
+        self._live.command(self._capture(), collect, 4)
+
+    def write(self, data: str) -> None:
+        if self._closed:
+            return
+        if self._held is not None:
+            self._held.append(data)
+            return
+        raw = data.encode("utf-8", "surrogateescape")
+        for i in range(0, len(raw), SEND_CHUNK):
+            chunk = raw[i : i + SEND_CHUNK]
+            self._control.command(f"send-keys -t {self._target} -H {chunk.hex(' ')}")
+
+    def resize(self, rows: int, cols: int) -> None:
+        if not self._closed:
+            self._control.command(f"resize-window -t {self._target} -x {int(cols)} -y {int(rows)}")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for stop in (self._unwatch, self._unwatch_exit):
+            if stop is not None:
+                stop()
+        self._unwatch = self._unwatch_exit = None
+        for task in list(self._tasks):
+            task.cancel()
+        self._control.leave(self)
+        if self._live is not None:
+            self._live.close()
+
+    async def aclose(self, timeout: float = 2.0) -> None:
+        """:meth:`close`, and wait (bounded) until the control clients it was the last
+        member of are gone."""
+        self.close()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
+        for control in (self._control, self._live):
+            if control is not None and control.closed:
+                await control.aclose(timeout)
+
+    # -- control client members ------------------------------------------------------
+
+    def on_pane_output(self, data: bytes) -> None:
+        if self._live is not None:
+            self._deliver(data)
+        elif self._after is not None and len(self._after) < ANCHOR:
+            self._after += data  # a cut's anchor
+            self._more.set()
+
+    def on_sessions_changed(self) -> None:
+        if self._pane.done() and self._pane.result() is not None:
+            self._ask_status()
+
+    def on_control_lost(self) -> None:
+        self._report_exit(None)  # the tmux server is gone
+
+    # -- snapshots at a cut ----------------------------------------------------------
 
     def _capture(self) -> str:
         """The commands of a snapshot (four replies: see :func:`compose_replay`); the
@@ -109,45 +176,69 @@ class TmuxStream(QueuedStream[_Reply]):
         if pane is None:
             return  # the session is gone: its end is reported
         async with self._cutting:
-            if self._live:  # the transcript stopped meanwhile: the replies are in order
-                self.snapshot(callback, rows)
-                return
-            replies: list[list[bytes] | None] = []
-            captured = asyncio.get_running_loop().create_future()
-
-            def collect(ok: bool, lines: list[bytes]) -> None:
-                replies.append(lines if ok else None)
-                if len(replies) == 5 and not captured.done():
-                    self._after = bytearray()  # the pane's next %output is after the cut
-                    captured.set_result(None)
-
-            floor = self._transcript.size()  # the cut is at or past it
-            self._command(f"refresh-client -A '{pane}:continue' ; {self._capture()}", collect, 5)
-            try:
-                await captured
-                await self._anchor()
+            async with self._control.cut_lock:
+                if self._live is not None:  # went live meanwhile: replies are in order
+                    self.snapshot(callback, rows)
+                    self._release_input()
+                    return
+                floor = self._transcript.size()  # the cut is at or past it
+                replies = await self._capture_at_cut(pane)
                 after = bytes(self._after or b"")[:ANCHOR]
-            finally:
                 self._after = None
-                self._command(f"refresh-client -A '{pane}:pause'")
+            if replies is None:
+                return  # the session or tmux went away: the stream's end follows
             cut = await (
                 locate(self._transcript, floor, after) if after else settle(self._transcript)
             )
-            if self._closed or self._live:
+            if self._closed or self._live is not None:
                 return
             if cut is None:  # not in the transcript: its writer is dropping output
-                self._go_live()
+                self._go_live(pane)
                 self.snapshot(callback, rows)
                 return
             if self._offset is None:
                 self._offset = cut
                 self._unwatch = tail.watch(self._transcript.path, self._wake)
             self._pump(cut)
-            self._replay(replies[1:], callback, rows)
+            self._replay(replies, callback, rows)
         self._pump()  # what came during the cut
 
+    async def _capture_at_cut(self, pane: str) -> list[list[bytes] | None] | None:
+        """Attach the control client to the session, turn the pane's output on and
+        capture, on one line; collect the pane's output after it into ``_after`` until
+        it anchors the cut, then pause the pane again. The capture's four replies, or
+        None if the line failed before them."""
+        control = self._control
+        replies: list[list[bytes] | None] = []
+        captured = asyncio.get_running_loop().create_future()
+
+        def collect(ok: bool, lines: list[bytes]) -> None:
+            replies.append(lines if ok else None)
+            if len(replies) == 6 and not captured.done():
+                if replies[1] is not None:  # on: the pane's next %output is after the cut
+                    self._after = bytearray()
+                captured.set_result(None)
+
+        control.on_panes.add(pane)
+        control.command(
+            f"switch-client -t ={self._session_id} ; refresh-client -A '{pane}:continue' ; "
+            + self._capture(),
+            collect,
+            6,
+        )
+        self._release_input()
+        try:
+            await captured
+            if self._after is None:
+                return None
+            await self._anchor()
+            return replies[2:]
+        finally:
+            control.on_panes.discard(pane)
+            control.command(f"refresh-client -A '{pane}:pause'")
+
     async def _anchor(self) -> None:
-        """Collect the pane's output after a cut's capture until it anchors the cut
+        """Wait for the pane's output after a cut's capture until it anchors the cut
         (:data:`~.cut.ANCHOR` bytes), or the pane is quiet for :data:`~.cut.QUIET`."""
         assert self._after is not None
         deadline = asyncio.get_running_loop().time() + SETTLE_LIMIT
@@ -171,40 +262,22 @@ class TmuxStream(QueuedStream[_Reply]):
             history = []
         callback(compose_replay(fields, history, screen, saved if parts[3] else None))
 
-    def write(self, data: str) -> None:
-        raw = data.encode("utf-8", "surrogateescape")
-        for i in range(0, len(raw), SEND_CHUNK):
-            chunk = raw[i : i + SEND_CHUNK]
-            self._command(f"send-keys -t {self._target} -H {chunk.hex(' ')}")
-
-    def resize(self, rows: int, cols: int) -> None:
-        self._command(f"resize-window -t {self._target} -x {int(cols)} -y {int(rows)}")
-
-    def close(self) -> None:
-        if self._unwatch is not None:
-            self._unwatch()
-            self._unwatch = None
-        super().close()
-
-    async def aclose(self, timeout: float = 2.0) -> None:
-        """:meth:`close`, and wait (bounded) until its cut clients are gone too."""
-        await super().aclose(timeout)
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
-
     # -- output from the transcript --------------------------------------------------
 
     def _wake(self) -> None:
-        """The transcript's directory changed: deliver what is new; with nothing new,
-        look whether its writer has just stopped writing (a full disk)."""
-        if not self._pump() and self._transcript_stuck() and not self._live:
-            self._go_live()
+        """The transcript's directory changed: deliver what is new; once all of it is
+        delivered, look whether its writer has stopped writing (a full disk)."""
+        self._pump()
+        if self._offset is None or self._live is not None or self._cutting.locked():
+            return
+        if self._offset >= self._transcript.size() and self._transcript_stuck():
+            self._go_live(self._pane.result() or "")
 
     def _pump(self, until: int | None = None) -> bool:
         """Deliver transcript bytes from the stream's offset up to ``until`` (all of
         them), or else at most :data:`PUMP_BYTES` of what there is, the rest on the
         loop's next turn (a flood never holds the IO loop); whether there were any."""
-        if self._offset is None or self._closed or self._live:
+        if self._offset is None or self._closed or self._live is not None:
             return False
         if until is None and self._cutting.locked():
             return True  # held at or before the cut being taken
@@ -224,7 +297,7 @@ class TmuxStream(QueuedStream[_Reply]):
             delivered = True
             budget -= len(data)
             if until is None and budget <= 0 and self._offset < size:
-                asyncio.get_running_loop().call_soon(self._pump)
+                asyncio.get_running_loop().call_soon(self._wake)
         return delivered
 
     def _transcript_stuck(self) -> bool:
@@ -232,144 +305,94 @@ class TmuxStream(QueuedStream[_Reply]):
         gaps = self._transcript.gaps()
         return bool(gaps) and gaps[-1][0] >= self._transcript.size()
 
-    def _go_live(self) -> None:
-        """Switch to ``%output`` for the rest of the stream (module docstring)."""
-        self._live = True
+    def _go_live(self, pane: str) -> None:
+        """Switch to ``%output`` of a control client of its own for the rest of the
+        stream (module docstring)."""
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
-        pane = self._pane.result() if self._pane.done() else None
-        if pane is not None:
-            self._command(f"refresh-client -A '{pane}:continue'")
+        self._live = TmuxControl(self._backend, self._session_id)
+        self._live.join(self)
+        self._live.on_panes.add(pane)
+        self._live.route(pane, self)
+        self._live.command(f"refresh-client -A '{pane}:continue'")  # attaches it
 
-    # -- internals -------------------------------------------------------------------
+    # -- the pane and its end --------------------------------------------------------
 
     def _located(self, ok: bool, lines: list[bytes]) -> None:
-        """The pane's id (``%N``): pause it unless the stream is live (module docstring)."""
-        pane = lines[0].decode().strip() if ok and lines else ""
-        if not re.fullmatch(r"%[0-9]+", pane):
+        """``session_name pane_id pane_pid pid pane_pipe``: watch the pane's process,
+        then ask for its status once (it may have ended before the watch began). A pane
+        without a transcript writer (a session made outside jupyter_agents, adopted) is
+        streamed live. tmux answers for the client's own session when the target is
+        gone, hence the name's check."""
+        fields = lines[0].decode().split() if ok and lines else []
+        if (
+            len(fields) != 5
+            or fields[0] != self._session_id
+            or not re.fullmatch(r"%[0-9]+", fields[1])
+        ):
             self._pane.set_result(None)
+            self._report_exit(None)  # no such session (any more)
             return
-        if not self._live:
-            self._command(f"refresh-client -A '{pane}:pause'")
+        _, pane, pid, server_pid, piped = fields
+        self._server_pid = int(server_pid) if server_pid.isdigit() else None
         self._pane.set_result(pane)
+        self._control.route(pane, self)
+        if piped != "1":
+            self._go_live(pane)
+        if pid.isdigit() and not self._closed:
+            self._unwatch_exit = watch_exit(int(pid), self._process_ended)
+        self._ask_status()
+        if not self._snapshots:
+            self._release_input()
 
-    def _command(self, line: str, reply: _Reply | None = None, replies: int = 1) -> None:
-        # commands sent before the attach completes would run before it: the skeleton
-        # holds them until %session-changed
-        self._send(line.encode() + b"\n", *([reply or _ignore_reply] * replies))
+    def _release_input(self) -> None:
+        held, self._held = self._held, None
+        for data in held or ():
+            self.write(data)
 
-    def _transmit(self, data: bytes) -> None:
-        assert self._proc is not None and self._proc.stdin is not None
-        self._proc.stdin.write(data)
+    def _process_ended(self) -> None:
+        self._ended = True
+        self._ask_status()
 
-    def _hang_up(self) -> None:
-        if self._proc is not None and self._proc.stdin is not None:
-            self._proc.stdin.close()  # EOF detaches the control client
+    def _ask_status(self) -> None:
+        if not self._closed:
+            self._control.command(
+                f"display-message -p -t {self._target} '#{{pane_id}} {DEAD_FORMAT}'",
+                self._status,
+            )
 
-    def _abort(self) -> None:
-        if self._proc is not None and self._proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self._proc.kill()
+    def _status(self, ok: bool, lines: list[bytes]) -> None:
+        """The pane's state after its process may have ended: report the end with its
+        status; if tmux has no status yet (it missed the SIGCHLD, or has not handled it
+        yet), nudge it and ask again a little later."""
+        if self._closed or self._exit_reported:
+            return
+        pane, _, value = (lines[0].decode() if ok and lines else "").partition(" ")
+        if pane != self._pane.result():
+            self._spawn(self._end(None))  # the session is gone
+            return
+        dead, exit_code = parse_dead(value)
+        if dead and exit_code is not None:
+            self._spawn(self._end(exit_code))
+        elif self._ended or dead:
+            self._status_tries += 1
+            if self._status_tries > STATUS_TRIES:
+                if dead:
+                    self._spawn(self._end(None))
+                return
+            if dead:
+                self._backend.nudge(self._server_pid)
+            asyncio.get_running_loop().call_later(STATUS_RETRY, self._ask_status)
+
+    async def _end(self, exit_code: int | None) -> None:
+        """The process ended: deliver the rest of its output from the transcript (once
+        the writer has it all), then report the end."""
+        if self._live is None and self._offset is not None:
+            self._pump(await settle(self._transcript))
+        self._report_exit(exit_code)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    async def _connect(self, argv: list[str], env: dict[str, str]) -> None:
-        self._proc = await asyncio.create_subprocess_exec(
-            *argv,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        try:
-            if self._closed:
-                self._proc.stdin.close()
-            await self._read(self._proc.stdout)
-        finally:
-            if self._proc.stdin is not None and not self._proc.stdin.is_closing():
-                self._proc.stdin.close()
-            await self._proc.wait()
-            if not self._pane.done():
-                self._pane.set_result(None)
-            for task in list(self._tasks):
-                task.cancel()
-
-    async def _read(self, stdout: asyncio.StreamReader) -> None:
-        """Parse control-mode lines as they come, in big reads: the ``%output`` lines of
-        one read (only after :meth:`_go_live`) go to the listener as one piece, and any
-        other line first flushes the output before it, so replies stay ordered."""
-        block: list[bytes] | None = None
-        head: list[bytes] = []
-        ours = False
-        rest = b""
-        output: list[bytes] = []
-
-        def flush() -> None:
-            if output:
-                self._deliver(unescape_output(b"".join(output)))
-                output.clear()
-
-        while True:
-            chunk = await stdout.read(1 << 16)
-            if not chunk:
-                flush()
-                return
-            *lines, rest = (rest + chunk).split(b"\n")
-            for line in lines:
-                if block is None and line.startswith(b"%output "):
-                    if self._live:
-                        output.append(line[8:].partition(b" ")[2])
-                    elif self._after is not None and len(self._after) < ANCHOR:
-                        # a cut's anchor (one pane per session)
-                        self._after += unescape_output(line[8:].partition(b" ")[2])
-                        self._more.set()
-                    continue
-                flush()
-                if block is not None:
-                    if line.startswith((b"%end ", b"%error ")) and line.split(b" ")[1:] == head:
-                        if ours and self._pending:
-                            self._pending.popleft()(line.startswith(b"%end"), block)
-                        block = None
-                    else:
-                        block.append(line)
-                elif line.startswith(b"%begin "):
-                    head = line.split(b" ")[1:]
-                    ours = head[-1:] == [b"1"]
-                    block = []
-                elif line.startswith(b"%subscription-changed dead "):
-                    dead, exit_code = parse_dead(line.rpartition(b" : ")[2].decode())
-                    if dead and exit_code is not None:
-                        self._spawn(self._end(exit_code))
-                    elif dead:  # no status yet: tmux may have missed the SIGCHLD
-                        self._command("display-message -p '#{pid}'", self._nudge_later)
-                elif line.startswith(b"%session-changed") and not self._ready:
-                    self._flush_outbox()  # attached: commands from here on run after it
-                elif line.startswith(b"%exit"):
-                    return
-            flush()
-
-    async def _end(self, exit_code: int) -> None:
-        """The process ended: deliver the rest of its output from the transcript (once
-        the writer has it all), then report the end."""
-        if not self._live and self._offset is not None:
-            self._pump(await settle(self._transcript))
-        self._report_exit(exit_code)
-
-    def _nudge_later(self, ok: bool, lines: list[bytes]) -> None:
-        """Reply to ``display-message -p '#{pid}'`` after a death without a status: if
-        none has come a second later, nudge the tmux server (:meth:`TmuxBackend.nudge`)."""
-        if ok and lines and lines[0].strip().isdigit():
-            pid = int(lines[0])
-            asyncio.get_running_loop().call_later(
-                1.0, lambda: None if self._exit_reported else self._backend.nudge(pid)
-            )
-
-
-def _ignore_reply(ok: bool, lines: list[bytes]) -> None:
-    """Replies to input and resize commands carry nothing we need."""

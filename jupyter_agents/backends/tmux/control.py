@@ -1,0 +1,272 @@
+"""TmuxControl: the one tmux control-mode client through which this process drives the
+sessions it streams.
+
+Viewed sessions do not need a client each: output comes from their transcripts
+(:mod:`.stream`), and input (``send-keys -t``), sizes (``resize-window -t``), snapshots
+(``capture-pane -t``) and pane facts (``display-message -t``) take a target and work from
+any client. So one control client per tmux server serves every stream of an IO loop
+(:meth:`TmuxBackend.control`); it is started by the first stream and detaches when the
+last one leaves. Only a pane's ``%output`` depends on the session the client is
+attached to, which a cut picks with ``switch-client`` (:meth:`TmuxStream.snapshot`).
+Whenever the client lands in a session (attaching, a cut, its session closing), the
+panes there are paused (``refresh-client -A %N:pause``): no ``%output`` is formatted for
+them, and tmux reads them at full speed for their ``pipe-pane`` all the same.
+
+Commands sent on one line run back to back, each with its own ``%begin``/``%end`` (or
+``%error``) block, and a failed command ends its line: the commands after it send no
+block at all, so their replies are failed here. If the client goes away (its tmux
+server ended, or it was detached), pending replies fail and the next command starts a
+new client; members are told when none can be started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import re
+import subprocess
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from .formats import unescape_output
+
+if TYPE_CHECKING:
+    from .backend import TmuxBackend
+
+#: the reply to one command: whether it succeeded, and its output lines
+Reply = Callable[[bool, list[bytes]], None]
+
+
+def ignore_reply(ok: bool, lines: list[bytes]) -> None:
+    """Replies to input and resize commands carry nothing we need."""
+
+
+class Member(Protocol):
+    """A stream using the control client."""
+
+    def on_pane_output(self, data: bytes) -> None:
+        """``%output`` of the member's pane (only while it has it on)."""
+
+    def on_sessions_changed(self) -> None:
+        """A session was created or closed (the member's may be gone)."""
+
+    def on_control_lost(self) -> None:
+        """No control client can be started: the tmux server is gone."""
+
+
+class TmuxControl:
+    """One control-mode client of ``backend``'s tmux server, shared by its members."""
+
+    def __init__(self, backend: TmuxBackend, session_id: str | None = None) -> None:
+        """A client attached to ``session_id`` for good, or (None) to whatever session
+        tmux picks, switched by cuts."""
+        self._backend = backend
+        self._session_id = session_id
+        self._members: set[Member] = set()
+        #: pane id (``b"%3"``) -> the member its ``%output`` goes to
+        self._routes: dict[bytes, Member] = {}
+        #: (line number, reply) for each command sent and not yet answered
+        self._pending: deque[tuple[int, Reply]] = deque()
+        self._outbox: list[bytes] = []
+        self._lines = itertools.count()
+        self._ready = False
+        self._proc: asyncio.subprocess.Process | None = None
+        self._task: asyncio.Future[None] | None = None
+        #: held by a cut: the client's attached session and a pane's output are its own
+        self.cut_lock = asyncio.Lock()
+        #: panes whose ``%output`` is wanted now (a cut's, a live stream's); every other
+        #: pane of the session the client is attached to is paused (module docstring)
+        self.on_panes: set[str] = set()
+        self.closed = False
+
+    # -- members and routing ---------------------------------------------------------
+
+    def join(self, member: Member) -> None:
+        self._members.add(member)
+
+    def leave(self, member: Member) -> None:
+        """``member`` is done; the client detaches when no member is left."""
+        self._members.discard(member)
+        for pane in [p for p, m in self._routes.items() if m is member]:
+            del self._routes[pane]
+        if not self._members:
+            self.close()
+
+    def route(self, pane: str, member: Member) -> None:
+        """Send ``pane``'s ``%output`` (when it is on) to ``member``."""
+        self._routes[pane.encode()] = member
+
+    # -- commands --------------------------------------------------------------------
+
+    def command(self, line: str, reply: Reply = ignore_reply, count: int = 1) -> None:
+        """Send one command line of ``count`` commands; ``reply`` gets each reply."""
+        if self.closed:
+            for _ in range(count):
+                reply(False, [])
+            return
+        number = next(self._lines)
+        self._pending.extend((number, reply) for _ in range(count))
+        data = line.encode() + b"\n"
+        if self._ready and self._proc is not None and self._proc.stdin is not None:
+            self._proc.stdin.write(data)
+        else:
+            self._outbox.append(data)
+            if self._task is None:
+                self._task = asyncio.ensure_future(self._run())
+
+    def close(self) -> None:
+        """Detach the client (EOF); its pending replies fail."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._proc is not None and self._proc.stdin is not None:
+            self._proc.stdin.close()
+        elif self._task is not None:
+            self._task.cancel()
+
+    async def aclose(self, timeout: float = 2.0) -> None:
+        """:meth:`close`, and wait (bounded) until the client process is gone."""
+        self.close()
+        if self._task is not None and not self._task.done():
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._task), timeout)
+        if self._proc is not None and self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+
+    # -- the client ------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        """Start clients while there are commands for them; tell members if none can be
+        started."""
+        try:
+            while not self.closed and (self._outbox or self._pending):
+                attached = await self._attach()
+                if not attached:
+                    for member in list(self._members):
+                        member.on_control_lost()
+                    break
+        finally:
+            self._task = None
+            self._fail_pending()
+
+    async def _attach(self) -> bool:
+        """One client's life; whether it attached."""
+        target = () if self._session_id is None else ("-t", f"={self._session_id}")
+        argv = self._backend._argv("-C", "attach-session", "-f", "ignore-size", *target)
+        try:
+            proc = self._proc = await asyncio.create_subprocess_exec(
+                *argv,
+                env=self._backend._env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError:
+            return False
+        assert proc.stdin is not None and proc.stdout is not None
+        attached = False
+        try:
+            attached = await self._read(proc.stdout)
+        except (OSError, ConnectionError, ValueError):
+            pass
+        finally:
+            self._ready = False
+            if not proc.stdin.is_closing():
+                proc.stdin.close()
+            await proc.wait()
+            self._proc = None
+            self._fail_pending()
+        return attached
+
+    def _fail_pending(self) -> None:
+        pending, self._pending = self._pending, deque()
+        for _, reply in pending:
+            reply(False, [])
+
+    def _on_attached(self) -> None:
+        """Attached: the queue goes out."""
+        assert self._proc is not None and self._proc.stdin is not None
+        queued, self._outbox = self._outbox, []
+        self._ready = True
+        for data in queued:
+            self._proc.stdin.write(data)
+
+    def _pause_session(self, session: bytes) -> None:
+        """Pause the panes of ``session`` (``$N``) but :attr:`on_panes`."""
+
+        def pause(ok: bool, lines: list[bytes]) -> None:
+            panes = [p.decode() for p in lines if ok and re.fullmatch(rb"%[0-9]+", p)]
+            for pane in panes:
+                if pane not in self.on_panes:
+                    self.command(f"refresh-client -A '{pane}:pause'")
+
+        if re.fullmatch(rb"\$[0-9]+", session):
+            self.command(f"list-panes -s -t '{session.decode()}' -F '#{{pane_id}}'", pause)
+
+    async def _read(self, stdout: asyncio.StreamReader) -> bool:
+        """Parse control-mode lines as they come, in big reads: a pane's ``%output``
+        lines of one read go to its member as one piece, and any other line first
+        flushes them, so replies stay ordered against output. Whether it attached."""
+        attached = False
+        block: list[bytes] | None = None
+        head: list[bytes] = []
+        rest = b""
+        output: dict[bytes, list[bytes]] = {}
+
+        def flush() -> None:
+            for pane, parts in output.items():
+                member = self._routes.get(pane)
+                if member is not None:
+                    member.on_pane_output(unescape_output(b"".join(parts)))
+            output.clear()
+
+        while True:
+            chunk = await stdout.read(1 << 16)
+            if not chunk:
+                flush()
+                return attached
+            *lines, rest = (rest + chunk).split(b"\n")
+            for line in lines:
+                if block is None and line.startswith(b"%output "):
+                    pane, _, data = line[8:].partition(b" ")
+                    if pane in self._routes:
+                        output.setdefault(pane, []).append(data)
+                    continue
+                flush()
+                if block is not None:
+                    if line.startswith((b"%end ", b"%error ")) and line.split(b" ")[1:] == head:
+                        if head[-1:] == [b"1"]:
+                            self._answer(line.startswith(b"%end"), block)
+                        block = None
+                    else:
+                        block.append(line)
+                elif line.startswith(b"%begin "):
+                    head = line.split(b" ")[1:]
+                    block = []
+                elif line.startswith(b"%session-changed "):
+                    if not attached:
+                        attached = True
+                        self._on_attached()
+                    self._pause_session(line.split(b" ")[1])
+                elif line.startswith(b"%sessions-changed"):
+                    for member in list(self._members):
+                        member.on_sessions_changed()
+                elif line.startswith(b"%exit"):
+                    flush()
+                    return attached
+            flush()
+
+    def _answer(self, ok: bool, lines: list[bytes]) -> None:
+        """The reply to the oldest pending command; a failed one also fails the rest of
+        its line, which tmux does not run."""
+        if not self._pending:
+            return
+        number, reply = self._pending.popleft()
+        reply(ok, lines)
+        if not ok:
+            while self._pending and self._pending[0][0] == number:
+                self._pending.popleft()[1](False, [])
