@@ -218,6 +218,8 @@ class TmuxControl:
         output: dict[bytes, list[bytes]] = {}
 
         def flush() -> None:
+            if not output:
+                return
             for pane, parts in output.items():
                 member = self._routes.get(pane)
                 if member is not None:

@@ -95,10 +95,10 @@ class TmuxStream(ListenedStream):
 
         def collect(ok: bool, lines: list[bytes]) -> None:
             parts.append(lines if ok else None)
-            if len(parts) == 4:
+            if len(parts) == 5:
                 self._replay(parts, callback, screen_rows)
 
-        self._live.command(self._capture(), collect, 4)
+        self._live.command(self._capture(), collect, 5)
 
     def write(self, data: str) -> None:
         if self._closed:
@@ -158,13 +158,17 @@ class TmuxStream(ListenedStream):
     # -- snapshots at a cut ----------------------------------------------------------
 
     def _capture(self) -> str:
-        """The commands of a snapshot (four replies: see :func:`compose_replay`); the
-        alternate screen's capture is last, as it fails when there is none and a failed
-        command ends its line."""
+        """The commands of a snapshot, five replies: the meta fields, the history older
+        than :attr:`~.TmuxBackend.replay_color_lines` (plain text), the rest of the
+        history and the screen (with escapes), and the normal screen under an alternate
+        one (see :func:`compose_replay`). The last fails when there is no alternate
+        screen, and a failed command ends its line."""
         t = self._target
+        recent = self._backend.replay_color_lines
         return (
             f"display-message -p -t {t} '{META_FORMAT}' ; "
-            f"capture-pane -p -e -J -S - -E -1 -t {t} ; "
+            f"capture-pane -p -J -S - -E {-recent - 1} -t {t} ; "
+            f"capture-pane -p -e -J -S {-recent} -E -1 -t {t} ; "
             f"capture-pane -p -e -J -S 0 -E - -t {t} ; "
             f"capture-pane -a -p -e -J -t {t}"
         )
@@ -182,14 +186,15 @@ class TmuxStream(ListenedStream):
                     self._release_input()
                     return
                 floor = self._transcript.size()  # the cut is at or past it
-                replies = await self._capture_at_cut(pane)
+                replies, quiet = await self._capture_at_cut(pane)
                 after = bytes(self._after or b"")[:ANCHOR]
                 self._after = None
             if replies is None:
                 return  # the session or tmux went away: the stream's end follows
-            cut = await (
-                locate(self._transcript, floor, after) if after else settle(self._transcript)
-            )
+            if after:
+                cut = await locate(self._transcript, floor, after)
+            else:
+                cut = quiet if quiet is not None else await settle(self._transcript)
             if self._closed or self._live is not None:
                 return
             if cut is None:  # not in the transcript: its writer is dropping output
@@ -203,18 +208,21 @@ class TmuxStream(ListenedStream):
             self._replay(replies, callback, rows)
         self._pump()  # what came during the cut
 
-    async def _capture_at_cut(self, pane: str) -> list[list[bytes] | None] | None:
+    async def _capture_at_cut(
+        self, pane: str
+    ) -> tuple[list[list[bytes] | None] | None, int | None]:
         """Attach the control client to the session, turn the pane's output on and
         capture, on one line; collect the pane's output after it into ``_after`` until
-        it anchors the cut, then pause the pane again. The capture's four replies, or
-        None if the line failed before them."""
+        it anchors the cut, then pause the pane again. The capture's four replies (None
+        if the line failed before them), and the cut if the pane was quiet after it
+        (:meth:`_anchor`)."""
         control = self._control
         replies: list[list[bytes] | None] = []
         captured = asyncio.get_running_loop().create_future()
 
         def collect(ok: bool, lines: list[bytes]) -> None:
             replies.append(lines if ok else None)
-            if len(replies) == 6 and not captured.done():
+            if len(replies) == 7 and not captured.done():
                 if replies[1] is not None:  # on: the pane's next %output is after the cut
                     self._after = bytearray()
                 captured.set_result(None)
@@ -224,43 +232,52 @@ class TmuxStream(ListenedStream):
             f"switch-client -t ={self._session_id} ; refresh-client -A '{pane}:continue' ; "
             + self._capture(),
             collect,
-            6,
+            7,
         )
         self._release_input()
         try:
             await captured
             if self._after is None:
-                return None
-            await self._anchor()
-            return replies[2:]
+                return None, None
+            quiet = await self._anchor()
+            return replies[2:], quiet
         finally:
             control.on_panes.discard(pane)
             control.command(f"refresh-client -A '{pane}:pause'")
 
-    async def _anchor(self) -> None:
+    async def _anchor(self) -> int | None:
         """Wait for the pane's output after a cut's capture until it anchors the cut
-        (:data:`~.cut.ANCHOR` bytes), or the pane is quiet for :data:`~.cut.QUIET`."""
+        (:data:`~.cut.ANCHOR` bytes), or the pane is quiet for :data:`~.cut.QUIET`. If
+        it printed nothing and its transcript did not grow meanwhile either, all the
+        pane printed is in the transcript: its size then, which is the cut."""
         assert self._after is not None
-        deadline = asyncio.get_running_loop().time() + SETTLE_LIMIT
-        while len(self._after) < ANCHOR and asyncio.get_running_loop().time() < deadline:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_LIMIT
+        while len(self._after) < ANCHOR and loop.time() < deadline:
             self._more.clear()
+            size = self._transcript.size()
             try:
                 await asyncio.wait_for(self._more.wait(), QUIET)
             except asyncio.TimeoutError:
-                return
+                quiet = not self._after and self._transcript.size() == size
+                return size if quiet else None
+        return None
 
     def _replay(
         self, parts: list[list[bytes] | None], callback: Callable[[str], None], rows: int | None
     ) -> None:
-        meta, history, screen, saved = (
+        meta, old, recent, screen, saved = (
             [line.decode("utf-8", "replace") for line in p or []] for p in parts
         )
         fields = meta[0].split(" ") if meta else []
         if len(fields) != META_FORMAT.count("#{"):
             return  # session vanished between request and reply; on_exit follows
+        # the plain capture of older history holds the top line again when there is none
+        history_size = int(fields[0] or 0)
+        history = (old if history_size > self._backend.replay_color_lines else []) + recent
         if rows is not None:
             history = []
-        callback(compose_replay(fields, history, screen, saved if parts[3] else None))
+        callback(compose_replay(fields, history, screen, saved if parts[4] else None))
 
     # -- output from the transcript --------------------------------------------------
 
