@@ -247,9 +247,11 @@ class TmuxStream(ListenedStream):
 
     async def _anchor(self) -> int | None:
         """Wait for the pane's output after a cut's capture until it anchors the cut
-        (:data:`~.cut.ANCHOR` bytes), or the pane is quiet for :data:`~.cut.QUIET`. If
-        it printed nothing and its transcript did not grow meanwhile either, all the
-        pane printed is in the transcript: its size then, which is the cut."""
+        (:data:`~.cut.ANCHOR` bytes), or some came and then none for :data:`~.cut.QUIET`.
+        If none comes while the transcript does not grow either, for :data:`~.cut.QUIET`,
+        all the pane printed is in the transcript: its size then is the cut (returned).
+        A transcript that grows with no ``%output`` may hold output after the capture
+        whose ``%output`` is late (a loaded machine), so that is waited out."""
         assert self._after is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SETTLE_LIMIT
@@ -259,8 +261,10 @@ class TmuxStream(ListenedStream):
             try:
                 await asyncio.wait_for(self._more.wait(), QUIET)
             except asyncio.TimeoutError:
-                quiet = not self._after and self._transcript.size() == size
-                return size if quiet else None
+                if self._after:
+                    return None
+                if self._transcript.size() == size:
+                    return size
         return None
 
     def _replay(
