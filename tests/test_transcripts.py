@@ -457,6 +457,11 @@ def test_full_disk_leaves_one_gap_and_writing_resumes(agents_server, agents_stat
             client.wait_for("FULL-4", timeout=30)  # the session runs on, and echoes
             client.stdin("echo ECHO-$((3+3))\r")
             client.wait_for("ECHO-6")
+            client.close()  # a viewer that comes while the disk is full sees it live too
+            client = server.ws(name)
+            client.wait_for(lambda c: len(c.messages) >= 2)
+            client.stdin("echo LATE-$((5*5))\r")
+            client.wait_for("LATE-25")
             (gap,) = poll(lambda: gap_markers(directory), 10, "a gap marker")
             assert filled_at - 1 <= gap[1] <= time.time()
             assert b"FULL-4" not in transcript(server.state_dir, sid).tail(200)

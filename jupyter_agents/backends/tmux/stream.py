@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Coroutine
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from ...errors import OutOfRange
@@ -66,6 +67,8 @@ class TmuxStream(ListenedStream):
         self._pane: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._server_pid: int | None = None
         self._tasks: set[asyncio.Future[None]] = set()
+        #: a gap marker appeared since the transcript was last checked for being stuck
+        self._gap_made = self._transcript_stuck()
         #: held while a cut is taken: output is not delivered past its start meanwhile
         self._cutting = asyncio.Lock()
         #: the pane's ``%output`` after the capture of the cut being taken (else None)
@@ -206,7 +209,7 @@ class TmuxStream(ListenedStream):
                 self._unwatch = tail.watch(self._transcript.path, self._wake)
             self._pump(cut)
             self._replay(replies, callback, rows)
-        self._pump()  # what came during the cut
+        self._wake()  # what came during the cut (and whether the transcript is stuck)
 
     async def _capture_at_cut(
         self, pane: str
@@ -285,13 +288,19 @@ class TmuxStream(ListenedStream):
 
     # -- output from the transcript --------------------------------------------------
 
-    def _wake(self) -> None:
-        """The transcript's directory changed: deliver what is new; once all of it is
-        delivered, look whether its writer has stopped writing (a full disk)."""
+    def _wake(self, created: AbstractSet[str] = frozenset()) -> None:
+        """The transcript's directory changed (``created``: files new in it): deliver
+        what is new; once a gap marker was made (a write failed: a full disk) and all
+        that was written is delivered, look whether its writer is still failing."""
+        if any(name.startswith(("gap-", "*")) for name in created):
+            self._gap_made = True
         self._pump()
-        if self._offset is None or self._live is not None or self._cutting.locked():
+        if not self._gap_made or self._offset is None or self._live is not None:
             return
-        if self._offset >= self._transcript.size() and self._transcript_stuck():
+        if self._cutting.locked() or self._offset < self._transcript.size():
+            return
+        self._gap_made = False
+        if self._transcript_stuck():
             self._go_live(self._pane.result() or "")
 
     def _pump(self, until: int | None = None) -> bool:

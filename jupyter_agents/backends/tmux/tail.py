@@ -46,10 +46,10 @@ class _Inotify:
         if self.fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1 failed")
         #: watch descriptor -> the callbacks of everyone watching that path
-        self._callbacks: dict[int, list[Callable[[], None]]] = {}
+        self._callbacks: dict[int, list[Callable[[set[str]], None]]] = {}
         loop.add_reader(self.fd, self._read)
 
-    def add(self, path: Path, callback: Callable[[], None]) -> Callable[[], None]:
+    def add(self, path: Path, callback: Callable[[set[str]], None]) -> Callable[[], None]:
         wd = self._libc.inotify_add_watch(self.fd, os.fsencode(path), _MASK)
         if wd < 0:
             raise OSError(ctypes.get_errno(), f"cannot watch {path}")
@@ -69,23 +69,28 @@ class _Inotify:
             data = os.read(self.fd, 1 << 16)
         except BlockingIOError:
             return
-        woken: set[int] = set()
+        woken: dict[int, set[str]] = {}
         pos = 0
         while pos + _EVENT.size <= len(data):
-            wd, _mask, _cookie, length = _EVENT.unpack_from(data, pos)
-            woken.add(wd)
+            wd, mask, _cookie, length = _EVENT.unpack_from(data, pos)
+            created = woken.setdefault(wd, set())
+            if mask & (_IN_CREATE | _IN_MOVED_TO) and length:
+                name = data[pos + _EVENT.size : pos + _EVENT.size + length].rstrip(b"\0")
+                created.add(os.fsdecode(name))
             pos += _EVENT.size + length
-        for wd in woken:
+        for wd, created in woken.items():
             for callback in list(self._callbacks.get(wd, ())):
-                callback()
+                callback(created)
 
 
 _INSTANCES: dict[asyncio.AbstractEventLoop, _Inotify] = {}
 
 
-def watch(path: Path, callback: Callable[[], None]) -> Callable[[], None]:
+def watch(path: Path, callback: Callable[[set[str]], None]) -> Callable[[], None]:
     """Call ``callback`` (on the running loop) whenever ``path`` (a file, or files in a
-    directory) may have been written; returns the function that stops watching.
+    directory) may have been written, with the names of files created in the directory
+    since the last call (when known; the fallback cannot tell and says ``{"*"}``);
+    returns the function that stops watching.
 
     Wake-ups are hints, coalesced and possibly spurious: the callback reads what is new.
     """
@@ -104,7 +109,7 @@ def watch(path: Path, callback: Callable[[], None]) -> Callable[[], None]:
 
     def tick() -> None:
         nonlocal handle
-        callback()
+        callback({"*"})
         handle = loop.call_later(FALLBACK_INTERVAL, tick)
 
     handle = loop.call_later(FALLBACK_INTERVAL, tick)
