@@ -82,16 +82,21 @@ class Replay:
 
 
 _PREFIX = re.compile("\x1bc\x1b\\[3J(?:\x1b\\[\\?[0-9]+[hl])*")
+#: what wipes the screen: what came before it is not on the screen any more
+_WIPE = re.compile("\x1bc|\x1b\\[[23]J|\x1b\\[\\?(?:1049|1047|47)h")
 
 
 def screen_only(replay: str, rows: int) -> str:
     r"""A replay (:meth:`Replay.snapshot`, decoded) cut to what a terminal ``rows``
-    high shows at its end: the reset and modes, then the last ``rows`` lines (an
-    approximation where lines wrap or a full-screen program moved the cursor; never
-    more history than that).
+    high shows at its end: the reset and modes, then the last ``rows`` lines, from the
+    last screen wipe (clear, reset, alternate screen) if one is among them. An
+    approximation where lines wrap or a full-screen program moved the cursor, but never
+    more than that: no history, nothing cleared.
 
     >>> screen_only("\x1bc\x1b[3J\x1b[?25lold\r\nsecret\r\nscreen 1\r\nscreen 2", 2)
     '\x1bc\x1b[3J\x1b[?25lscreen 1\r\nscreen 2'
+    >>> screen_only("\x1bc\x1b[3Jpassword: hunter2\r\n\x1b[H\x1b[2J$ ", 5)
+    '\x1bc\x1b[3J\x1b[2J$ '
     """
     m = _PREFIX.match(replay)
     head = m.end() if m else 0
@@ -99,5 +104,10 @@ def screen_only(replay: str, rows: int) -> str:
     for _ in range(rows):
         start = replay.rfind("\n", head, start)
         if start < 0:
-            return replay
-    return replay[:head] + replay[start + 1 :]
+            start = head - 1
+            break
+    start += 1
+    wipes = [w.start() for w in _WIPE.finditer(replay, start)]
+    if wipes:
+        start = wipes[-1]
+    return replay[:head] + replay[start:]
