@@ -28,8 +28,9 @@ from jupyter_agents.backends.broker.recorder import Recorder
 from jupyter_agents.backends.tmux.formats import TRANSCRIPT_WRITER
 from jupyter_agents.query import Query
 from jupyter_agents.search import search
+from jupyter_agents.segments import segmenting
 from jupyter_agents.store import Session
-from jupyter_agents.transcripts import Transcript, segmenting
+from jupyter_agents.transcripts import Transcript
 
 from .harness import Flavor, Mode, median, workdir
 from .report import Row

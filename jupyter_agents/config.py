@@ -20,7 +20,7 @@ from typing import Any
 from traitlets import Bool, Dict, Enum, Float, Int, List, Type, Unicode, Union, default
 from traitlets.config import Config, LoggingConfigurable
 
-from . import restore, transcripts
+from . import restore, segments
 from .agents import make_kinds
 from .backends import Backends
 from .backends.base import Backend
@@ -133,7 +133,7 @@ class AgentsSettings(LoggingConfigurable):
         "restore as failed (with the reason; the conversation id is kept).",
     )
     transcript_max_bytes = Int(
-        transcripts.DEFAULT_MAX_BYTES,
+        segments.DEFAULT_MAX_BYTES,
         config=True,
         help="The most bytes of raw output kept per session (its transcript): it is "
         "written in segments of an eighth of this (at least 64 KiB each, at least two "

@@ -5,7 +5,7 @@ Layout of ``state_dir`` (mode 0700, owned by the current user)::
     sessions.db        the SessionStore (SQLite, WAL)
     tmux/              the tmux socket and config (backend ``tmux``)
     transcripts/       one directory ``<session id>/`` per session: its raw output bytes in
-                       segments (see :mod:`jupyter_agents.transcripts`)
+                       segments (see :mod:`jupyter_agents.segments`)
     state.lock         serialises spawns against reconcile (see reconcile.py)
 """
 

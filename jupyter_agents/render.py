@@ -23,8 +23,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
 from .errors import InvalidRequest
+from .segments import time_at
 from .store import Session
-from .transcripts import Transcript, time_at
+from .transcripts import Transcript
 
 #: export formats: their media type and file extension
 FORMATS = {

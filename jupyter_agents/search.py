@@ -22,9 +22,10 @@ from typing import Any
 from .errors import InvalidRequest, OutOfRange
 from .query import Cursor, Finder, Query, format_cursor
 from .render import clean_text, whole_characters
+from .segments import time_at
 from .sessions import SessionService
 from .store import Session
-from .transcripts import MAX_CHUNK, Transcript, time_at
+from .transcripts import MAX_CHUNK, Transcript
 
 #: the most bytes (transcripts and conversation files) one request scans
 SCAN_BUDGET = 256 << 20

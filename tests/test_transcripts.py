@@ -33,13 +33,8 @@ from jupyter_agents.pytest_plugin import (
     transcript,
     transcript_bytes,
 )
-from jupyter_agents.transcripts import (
-    INDEX_SHARE,
-    Transcript,
-    parse_listing,
-    segmenting,
-    time_at,
-)
+from jupyter_agents.segments import INDEX_SHARE, parse_listing, segmenting, time_at
+from jupyter_agents.transcripts import Transcript
 
 both_backends = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
 

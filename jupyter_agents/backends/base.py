@@ -23,7 +23,7 @@ from traitlets import Int
 from traitlets.config import LoggingConfigurable
 
 from ..errors import InvalidRequest
-from ..transcripts import DEFAULT_MAX_BYTES
+from ..segments import DEFAULT_MAX_BYTES
 
 #: what a session id looks like everywhere (store, tmux session names, broker frames)
 SESSION_ID = re.compile(r"\w{1,128}", re.ASCII)
@@ -246,7 +246,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
 
     def transcript_path(self, session_id: str) -> Path:
         """The directory of a session's raw output log (its segments, see
-        :mod:`jupyter_agents.transcripts`); it stays complete while no server runs, up to
+        :mod:`jupyter_agents.segments`); it stays complete while no server runs, up to
         :attr:`transcript_max_bytes`."""
         return self.transcript_dir / session_id
 
@@ -266,7 +266,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
     def spawn(self, request: SpawnRequest) -> LiveSession:
         """Start a session; its transcript is recorded from its first byte (appended to
         the transcript of an earlier run of the same id), in the segments of
-        ``transcripts.segmenting(transcript_max_bytes)``, the oldest dropped beyond the
+        ``segments.segmenting(transcript_max_bytes)``, the oldest dropped beyond the
         number kept; a failed write leaves a gap marker, never blocks the session."""
 
     @abstractmethod

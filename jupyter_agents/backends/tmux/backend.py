@@ -18,7 +18,7 @@ from traitlets import Int, Unicode, default
 
 from ...errors import BackendUnavailable
 from ...paths import ensure_private_dir
-from ...transcripts import migrate_legacy
+from ...segments import migrate_legacy
 from ..base import Backend, LiveSession, SpawnRequest, Stream, StreamListener, check_session_id
 from .control import TmuxControl
 from .formats import (

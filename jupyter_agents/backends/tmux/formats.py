@@ -21,7 +21,7 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from ...transcripts import segmenting
+from ...segments import segmenting
 
 MIN_TMUX_VERSION = (3, 2)
 #: longest input chunk per ``send-keys`` command (hex doubles it, plus separators)
@@ -47,14 +47,14 @@ set -g set-clipboard off
 set -gw aggressive-resize off
 """
 
-#: The writer of a session's transcript (the layout of :mod:`jupyter_agents.transcripts`,
+#: The writer of a session's transcript (the layout of :mod:`jupyter_agents.segments`,
 #: its timing index included), run by ``pipe-pane -O`` with the pane's output on stdin:
 #: ``perl -e TRANSCRIPT_WRITER DIR SEGMENT_BYTES KEEP`` (:func:`transcript_pipe`). It
 #: appends to the newest segment in DIR (continuing an earlier run's) and rolls to a new
 #: one every SEGMENT_BYTES, deleting the oldest beyond KEEP (with their indexes, and gap
 #: markers before the first kept byte), or earlier when its index is full. Index entries
-#: follow the rules of the module :mod:`jupyter_agents.transcripts` (100 ms, 1/8 of the
-#: segment: :data:`~jupyter_agents.transcripts.INDEX_INTERVAL`, ``INDEX_SHARE``). A failed write
+#: follow the rules of the module :mod:`jupyter_agents.segments` (100 ms, 1/8 of the
+#: segment: :data:`~jupyter_agents.segments.INDEX_INTERVAL`, ``INDEX_SHARE``). A failed write
 #: (e.g. a full disk) loses that read's output and leaves one empty
 #: ``gap-<offset>-<unixtime>`` marker per episode; every later read tries again, so the
 #: pane never blocks and tmux never buffers a flood. It ends when the pipe ends. Perl
