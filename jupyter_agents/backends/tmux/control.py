@@ -155,7 +155,9 @@ class TmuxControl:
     async def _attach(self) -> bool:
         """One client's life; whether it attached."""
         target = () if self._session_id is None else ("-t", f"={self._session_id}")
-        argv = self._backend._argv("-C", "attach-session", "-f", "ignore-size", *target)
+        # -N: attach-session would start a tmux server where there is none (one killed
+        # while streams were open), with no session for anyone
+        argv = self._backend._argv("-N", "-C", "attach-session", "-f", "ignore-size", *target)
         try:
             proc = self._proc = await asyncio.create_subprocess_exec(
                 *argv,
