@@ -81,6 +81,13 @@ def terminate_tree(identity: ProcessIdentity, grace: float = 3.0) -> bool:
     return True
 
 
+def ended_within(identity: ProcessIdentity, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for the process ``identity`` names to end; whether
+    it did (or was gone already). Blocking."""
+    proc = matches(identity)
+    return proc is None or not _wait_gone([proc], timeout)
+
+
 def _running(proc: psutil.Process) -> bool:
     """Alive and not a zombie (a zombie has ended; only its parent can reap it)."""
     try:

@@ -170,7 +170,9 @@ class ServerProcess:
                 return e.code, raw.decode(errors="replace")
 
     def ws(self, name: str) -> TermClient:
-        client = TermClient(f"ws://127.0.0.1:{self.port}/terminals/websocket/{name}")
+        client = TermClient(
+            f"ws://127.0.0.1:{self.port}/terminals/websocket/{name}", log_path=self.log_path
+        )
         self._clients.append(client)
         return client
 
@@ -188,12 +190,14 @@ class ServerProcess:
 class TermClient:
     """A websocket terminal client: collects frames, waits for text."""
 
-    def __init__(self, url: str, token: str = TOKEN) -> None:
+    def __init__(self, url: str, token: str = TOKEN, log_path: Path | None = None) -> None:
+        """``log_path``: the server's log, quoted when the server closes the socket."""
         import websocket
 
         self.ws = websocket.create_connection(
             url, header=[f"Authorization: token {token}"], timeout=10
         )
+        self.log_path = log_path
         self.messages: list[list[Any]] = []
         self.text = ""
 
@@ -202,9 +206,16 @@ class TermClient:
 
         self.ws.settimeout(timeout)
         try:
-            raw = self.ws.recv()
+            opcode, raw = self.ws.recv_data()
         except websocket.WebSocketTimeoutException:
             return False
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            code = int.from_bytes(raw[:2], "big") if len(raw) >= 2 else None
+            log = self.log_path.read_text(errors="replace")[-3000:] if self.log_path else ""
+            raise AssertionError(
+                f"the server closed the socket ({code}, {raw[2:].decode(errors='replace')!r}) "
+                f"after {self.messages[-3:]!r}; its log ends:\n{log}"
+            )
         msg = json.loads(raw)
         self.messages.append(msg)
         if msg[0] == "stdout":
@@ -306,17 +317,12 @@ def transcript_bytes(state_dir: Path, session_id: str) -> bytes:
     return transcript(state_dir, session_id).tail(sys.maxsize)
 
 
-def kill_tmux_server(state_dir: Path) -> None:
-    sock = state_dir / "tmux" / "socket"
-    if sock.exists():
-        subprocess.run(["tmux", "-S", str(sock), "kill-server"], capture_output=True, check=False)
-
-
 def kill_backends(state_dir: Path) -> None:
     """Stop every backend of ``state_dir`` (tmux server, pty broker) and its sessions."""
     from .backends.broker import BrokerBackend
+    from .backends.tmux import TmuxBackend
 
-    kill_tmux_server(state_dir)
+    TmuxBackend(state_dir).kill_server()
     BrokerBackend(state_dir).kill_server()
 
 

@@ -228,6 +228,12 @@ class Streams:
 
         def done(future: asyncio.Future[Any]) -> None:
             still = not future.cancelled() and future.exception() is None and future.result()
+            if still:
+                self.log.warning(
+                    "jupyter_agents: lost the stream of running terminal %s; its viewers "
+                    "are dropped and reconnect",
+                    term.session.name,
+                )
             if self.terminals.get(sid) is term:
                 self.drop(term, disconnect=not still)
 

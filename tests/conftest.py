@@ -20,7 +20,7 @@ def jp_server_config(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """pytest-jupyter's in-process server with our extension on a private state dir
     (the tmux server on it is killed afterwards)."""
     # imported here: at module level it would precede the plugin's assertion rewriting
-    from jupyter_agents.pytest_plugin import TEST_SHELL, kill_tmux_server
+    from jupyter_agents.pytest_plugin import TEST_SHELL, kill_backends
 
     yield {
         "ServerApp": {
@@ -29,7 +29,7 @@ def jp_server_config(tmp_path: Path) -> Iterator[dict[str, Any]]:
         },
         "AgentsApp": {"state_dir": str(tmp_path / "st")},
     }
-    kill_tmux_server(tmp_path / "st")
+    kill_backends(tmp_path / "st")
 
 
 @dataclasses.dataclass

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jupyter_agents.agents import is_uuid
-from jupyter_agents.pytest_plugin import ServerProcess, kill_tmux_server, poll, transcript_bytes
+from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll, transcript_bytes
 
 
 def sessions(server: ServerProcess) -> dict[str, dict[str, Any]]:
@@ -118,7 +118,7 @@ def test_codex_id_from_rollout_when_no_lock_is_visible(agents_server, fake_agent
 
 def reboot(server: ServerProcess, agents_server: Any, env: dict[str, str]) -> ServerProcess:
     """What a reboot leaves: no tmux, no server; the state dir intact."""
-    kill_tmux_server(server.state_dir)
+    kill_backends(server.state_dir)
     server.stop(signal.SIGKILL)
     return agents_server(env=env)
 
@@ -350,7 +350,7 @@ def test_restore_on_start_resumes_agents_not_shells(agents_server, fake_agents, 
     server = agents_server(env=fake_agents.env)
     agent = new(server, "claude", project)
     shell = new(server, "shell", project)
-    kill_tmux_server(server.state_dir)
+    kill_backends(server.state_dir)
     server.stop(signal.SIGKILL)
     server = agents_server(env=fake_agents.env, args=["--AgentsApp.restore_on_start=agents"])
     # restored before the first request was served

@@ -15,7 +15,7 @@ import pytest
 from tornado.web import HTTPError
 
 from jupyter_agents.cli import main
-from jupyter_agents.pytest_plugin import EventClient, ServerProcess, kill_tmux_server, poll
+from jupyter_agents.pytest_plugin import EventClient, ServerProcess, kill_backends, poll
 from jupyter_agents.terminals import TerminalManager
 
 
@@ -44,7 +44,7 @@ def test_events_for_create_kill_crash_restore_and_conversation(
         assert (killed[0]["previous_status"], killed[0]["status"]) == ("running", "killed")
 
         # a backend crash: the next listing reconciles, the event says interrupted
-        kill_tmux_server(agents_state_dir)
+        kill_backends(agents_state_dir)
         server.request("GET", "/api/terminals")
         lost = poll(lambda: events.of(shell["id"], "status"), what="interrupted event")
         assert (lost[0]["previous_status"], lost[0]["status"]) == ("running", "interrupted")

@@ -18,7 +18,7 @@ import pytest
 from conftest import produced_lines, producer_config
 
 from jupyter_agents.procs import SESSION_MARKER, MarkedProcess, ProcessIdentity, session_marker
-from jupyter_agents.pytest_plugin import ServerProcess, kill_tmux_server, transcript_bytes
+from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, transcript_bytes
 from jupyter_agents.store import SessionStore
 
 
@@ -125,7 +125,7 @@ def test_backend_crash_mid_output_keeps_transcripts(agents_server, agents_state_
     deadline = time.monotonic() + 15
     while len(produced_lines(transcript())) < 200 and time.monotonic() < deadline:
         time.sleep(0.1)
-    kill_tmux_server(agents_state_dir)  # mid-output
+    kill_backends(agents_state_dir)  # mid-output
     after = sessions(server)[model["id"]]
     assert after["status"] == "interrupted"
     lines = produced_lines(transcript())

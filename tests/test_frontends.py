@@ -21,7 +21,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 from jupyter_agents.cli import main
-from jupyter_agents.pytest_plugin import TEST_SHELL, kill_tmux_server, poll
+from jupyter_agents.pytest_plugin import TEST_SHELL, kill_backends, poll
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "agents.ipynb"
 
@@ -71,7 +71,7 @@ def test_cli_restore_all_after_a_reboot_shows_progress(agents_server, agents_sta
     server = agents_server()
     for _ in range(3):
         assert server.request("POST", "/api/agents/sessions", {"kind": "shell"})[0] == 201
-    kill_tmux_server(agents_state_dir)
+    kill_backends(agents_state_dir)
     server.stop(signal.SIGKILL)
     state = ["--state-dir", str(agents_state_dir)]
     # no server running: the CLI reconciles and restores by itself

@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from jupyter_agents.pytest_plugin import ServerProcess, kill_tmux_server
+from jupyter_agents.pytest_plugin import ServerProcess, kill_backends
 
 
 def sessions(server: ServerProcess) -> dict[str, dict[str, Any]]:
@@ -17,7 +17,7 @@ def sessions(server: ServerProcess) -> dict[str, dict[str, Any]]:
 
 def reboot(server: ServerProcess, agents_server: Any, **kwargs: Any) -> ServerProcess:
     """What a reboot leaves: no tmux, no server; the state dir intact."""
-    kill_tmux_server(server.state_dir)
+    kill_backends(server.state_dir)
     server.stop(signal.SIGKILL)
     return agents_server(**kwargs)
 

@@ -6,6 +6,7 @@ import os
 import subprocess
 import time
 
+import psutil
 import pytest
 
 from jupyter_agents.backends.base import SpawnRequest
@@ -116,6 +117,37 @@ def test_exit_status_of_quick_exits_is_always_known(tmp_path):
         finally:
             backend.kill_server()
     assert unknown == []
+
+
+def test_kill_server_ends_a_server_a_stuck_control_client_keeps(backend, tmp_path):
+    """After kill-server, tmux 3.3a's server waits for every client to go; a control
+    client whose reader died with replies queued for it (a Jupyter server killed just
+    before) never goes. kill_server ends that server all the same."""
+    backend.spawn(SpawnRequest("s1", ["sleep", "300"], str(tmp_path), {"PATH": os.environ["PATH"]}))
+    server = psutil.Process(backend._server_pid())
+    reader, writer = os.pipe()
+    client = subprocess.Popen(
+        backend._argv("-C", "attach-session", "-t", "=s1"),
+        stdin=subprocess.PIPE,
+        stdout=writer,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(writer)
+    try:
+        assert client.stdin is not None
+        client.stdin.write(b"list-keys\n" * 40)  # more replies than the pipe holds
+        client.stdin.flush()
+        time.sleep(0.5)
+        os.close(reader)  # the reader dies; tmux keeps what it could not write
+        client.stdin.close()
+        time.sleep(0.3)
+        assert client.poll() is None  # stuck: tmux waits to write its queue
+        backend.kill_server()
+        assert client.wait(5) is not None
+        assert not server.is_running() or server.status() == psutil.STATUS_ZOMBIE
+        assert not backend.present()
+    finally:
+        client.kill()
 
 
 def test_one_control_client_serves_every_viewed_terminal(agents_server):

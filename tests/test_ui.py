@@ -28,7 +28,7 @@ from typing import Any
 import psutil
 import pytest
 
-from jupyter_agents.pytest_plugin import TOKEN, ServerProcess, kill_tmux_server, poll
+from jupyter_agents.pytest_plugin import TOKEN, ServerProcess, kill_backends, poll
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -127,7 +127,7 @@ class Lab:
         with ``AgentsApp.restore_on_open`` as given."""
         self.server.stop(sig)
         if kill_backend:
-            kill_tmux_server(self.state_dir)
+            kill_backends(self.state_dir)
         flag = [] if restore_on_open else ["--AgentsApp.restore_on_open=False"]
         self.server.extra_args = [a for a in self.server.extra_args if "restore_on_open" not in a]
         self.server.extra_args += flag
@@ -173,7 +173,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             yield lab
         finally:
             lab.server.stop(signal.SIGKILL)
-            kill_tmux_server(lab.state_dir)
+            kill_backends(lab.state_dir)
             browser.close()
 
 

@@ -47,7 +47,7 @@ from test_ui import (
     wait_status,
 )
 
-from jupyter_agents.pytest_plugin import TOKEN, kill_tmux_server, poll
+from jupyter_agents.pytest_plugin import TOKEN, kill_backends, poll
 
 # test_ui's fixtures: a browser page of this module's server
 page = test_ui.page
@@ -124,7 +124,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, hub: ThreadingHTTPServer) -> I
             yield lab
         finally:
             server.stop(signal.SIGKILL)
-            kill_tmux_server(lab.state_dir)
+            kill_backends(lab.state_dir)
             browser.close()
 
 
@@ -246,7 +246,7 @@ def plain_lab(lab: Lab, tmp_path: Path) -> Iterator[Lab]:
         yield plain
     finally:
         plain.server.stop(signal.SIGKILL)
-        kill_tmux_server(plain.state_dir)
+        kill_backends(plain.state_dir)
 
 
 def test_a_server_that_cannot_share_says_why(plain_lab: Lab, page: Any) -> None:

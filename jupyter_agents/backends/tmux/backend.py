@@ -18,6 +18,7 @@ from traitlets import Int, Unicode, default
 
 from ...errors import BackendUnavailable
 from ...paths import ensure_private_dir
+from ...procs import ended_within, identify, terminate_tree
 from ...segments import migrate_legacy
 from ..base import Backend, LiveSession, SpawnRequest, Stream, StreamListener, check_session_id
 from .control import TmuxControl
@@ -38,6 +39,10 @@ from .formats import (
     write_env_file,
 )
 from .stream import TmuxStream
+
+#: how long :meth:`TmuxBackend.kill_server` lets the tmux server take to exit, before
+#: and after signalling it
+KILL_GRACE = 1.0
 
 
 class TmuxBackend(Backend):
@@ -219,20 +224,37 @@ class TmuxBackend(Backend):
     def nudge(self, server_pid: int | None = None) -> None:
         """Make the tmux server reap its exited children: send it SIGCHLD, the signal it
         missed. Harmless to any process (SIGCHLD's default is to be ignored)."""
-        if server_pid is None:
-            proc = self._run("display-message", "-p", "#{pid}", check=False)
-            if proc.returncode or not proc.stdout.strip().isdigit():
-                return
-            server_pid = int(proc.stdout.strip())
-        with contextlib.suppress(OSError):
-            os.kill(server_pid, signal.SIGCHLD)
+        server_pid = server_pid or self._server_pid()
+        if server_pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(server_pid, signal.SIGCHLD)
+
+    def _server_pid(self) -> int | None:
+        """The tmux server's pid (None when none answers)."""
+        proc = self._run("display-message", "-p", "#{pid}", check=False)
+        pid = proc.stdout.strip()
+        return int(pid) if not proc.returncode and pid.isdigit() else None
 
     def remove(self, session_id: str) -> None:
         self._run("kill-session", "-t", tmux_arg(f"={session_id}"), check=False)
 
     def kill_server(self) -> None:
-        """Stop the tmux server of this state dir and everything in it."""
+        """Stop the tmux server of this state dir and everything in it (blocking).
+
+        After ``kill-server`` tmux (3.3a) ends every session at once, but its server
+        exits only when every client has gone, and a control client that still has
+        output queued when its reader dies (a Jupyter server killed a moment before)
+        never goes (tmux 3.6 gives up on it after 10 s). A server still running
+        :data:`KILL_GRACE` seconds later is ended by its pid and start time (its socket,
+        left behind, is removed)."""
+        if not self.present():
+            return
+        pid = self._server_pid()
+        server = identify(pid) if pid is not None else None
         self._run("kill-server", check=False)
+        if server is not None and not ended_within(server, KILL_GRACE):
+            terminate_tree(server, grace=KILL_GRACE)
+            self.socket_path.unlink(missing_ok=True)
 
     def attach(self, session_id: str, listener: StreamListener) -> Stream:
         return TmuxStream(self, check_session_id(session_id), listener)

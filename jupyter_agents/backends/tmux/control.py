@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import re
 import subprocess
 from collections import deque
@@ -34,6 +35,8 @@ from .formats import unescape_output
 
 if TYPE_CHECKING:
     from .backend import TmuxBackend
+
+log = logging.getLogger("jupyter_agents.tmux")
 
 #: the reply to one command: whether it succeeded, and its output lines
 Reply = Callable[[bool, list[bytes]], None]
@@ -145,6 +148,7 @@ class TmuxControl:
             while not self.closed and (self._outbox or self._pending):
                 attached = await self._attach()
                 if not attached:
+                    log.warning("no tmux control client could attach to %s", self._target())
                     for member in list(self._members):
                         member.on_control_lost()
                     break
@@ -173,16 +177,23 @@ class TmuxControl:
         attached = False
         try:
             attached = await self._read(proc.stdout)
-        except (OSError, ConnectionError, ValueError):
-            pass
+        except (OSError, ConnectionError, ValueError) as e:
+            log.warning("tmux control client of %s: %r", self._target(), e)
         finally:
             self._ready = False
             if not proc.stdin.is_closing():
                 proc.stdin.close()
-            await proc.wait()
+            status = await proc.wait()
             self._proc = None
+            if not self.closed:
+                log.info("tmux control client of %s ended (status %s)", self._target(), status)
             self._fail_pending()
         return attached
+
+    def _target(self) -> str:
+        """What the client attaches to, for log messages."""
+        where = f"tmux server {self._backend.socket_path}"
+        return where if self._session_id is None else f"session {self._session_id} of {where}"
 
     def _fail_pending(self) -> None:
         pending, self._pending = self._pending, deque()
