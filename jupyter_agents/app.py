@@ -4,7 +4,6 @@ service -> reconcile before serving -> terminal manager, streams, handlers, even
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 from jupyter_server._tz import utcnow
@@ -65,9 +64,6 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
 
     def initialize_settings(self) -> None:
         assert self.serverapp is not None
-        # the backends' loggers (``jupyter_agents.tmux``...) print through the server's
-        # handlers at its level, as jupyter_server does for tornado's loggers
-        logging.getLogger("jupyter_agents").parent = self.log
         if not self.serverapp.terminals_enabled:
             self.settings["terminals_available"] = False
             return

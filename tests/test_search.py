@@ -237,8 +237,14 @@ def test_exports_text_html_and_cast(agents_server, agents_backend, tmp_path):
     shell = new(server, "shell", tmp_path)
     server.type_line(shell["name"], "sh p.sh; echo END$((2+3))", "END5")
     sid = shell["id"]
-    poll(lambda: b"END5" in transcript_bytes(server.state_dir, sid), what="the transcript")
-    raw = transcript_bytes(server.state_dir, sid)
+    # settled: the prompt after the output is in the transcript too (nothing comes later)
+    raw = poll(
+        lambda: (
+            (t := transcript_bytes(server.state_dir, sid)).partition(b"END5\r\n")[2].endswith(b"# ")
+            and t
+        ),
+        what="the transcript, up to the prompt after END5",
+    )
     _, model = server.request("GET", f"/api/agents/sessions/{sid}")
     cols, rows = model["cols"] or 80, model["rows"] or 24
 

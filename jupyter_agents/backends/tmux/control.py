@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import logging
 import re
 import subprocess
 from collections import deque
@@ -35,8 +34,6 @@ from .formats import unescape_output
 
 if TYPE_CHECKING:
     from .backend import TmuxBackend
-
-log = logging.getLogger("jupyter_agents.tmux")
 
 #: the reply to one command: whether it succeeded, and its output lines
 Reply = Callable[[bool, list[bytes]], None]
@@ -148,7 +145,9 @@ class TmuxControl:
             while not self.closed and (self._outbox or self._pending):
                 attached = await self._attach()
                 if not attached:
-                    log.warning("no tmux control client could attach to %s", self._target())
+                    self._backend.log.warning(
+                        "jupyter_agents: no tmux control client could attach to %s", self._target()
+                    )
                     for member in list(self._members):
                         member.on_control_lost()
                     break
@@ -178,7 +177,9 @@ class TmuxControl:
         try:
             attached = await self._read(proc.stdout)
         except (OSError, ConnectionError, ValueError) as e:
-            log.warning("tmux control client of %s: %r", self._target(), e)
+            self._backend.log.warning(
+                "jupyter_agents: tmux control client of %s: %r", self._target(), e
+            )
         finally:
             self._ready = False
             if not proc.stdin.is_closing():
@@ -186,7 +187,11 @@ class TmuxControl:
             status = await proc.wait()
             self._proc = None
             if not self.closed:
-                log.info("tmux control client of %s ended (status %s)", self._target(), status)
+                self._backend.log.info(
+                    "jupyter_agents: tmux control client of %s ended (status %s)",
+                    self._target(),
+                    status,
+                )
             self._fail_pending()
         return attached
 

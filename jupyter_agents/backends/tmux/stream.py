@@ -33,7 +33,7 @@ from ...procs import watch_exit
 from ...transcripts import Transcript
 from ..base import ListenedStream, StreamListener
 from . import tail
-from .control import TmuxControl, log
+from .control import TmuxControl
 from .cut import ANCHOR, QUIET, SETTLE_LIMIT, locate, settle
 from .formats import DEAD_FORMAT, META_FORMAT, SEND_CHUNK, compose_replay, parse_dead
 
@@ -361,7 +361,9 @@ class TmuxStream(ListenedStream):
             or fields[0] != self._session_id
             or not re.fullmatch(r"%[0-9]+", fields[1])
         ):
-            log.info("tmux session %s not found (%r)", self._session_id, lines[:1])
+            self._backend.log.info(
+                "jupyter_agents: tmux session %s not found (%r)", self._session_id, lines[:1]
+            )
             self._pane.set_result(None)
             self._report_exit(None)  # no such session (any more)
             return
@@ -401,7 +403,9 @@ class TmuxStream(ListenedStream):
             return
         pane, _, value = (lines[0].decode() if ok and lines else "").partition(" ")
         if pane != self._pane.result():
-            log.info("tmux session %s gone (%r)", self._session_id, lines[:1])
+            self._backend.log.info(
+                "jupyter_agents: tmux session %s gone (%r)", self._session_id, lines[:1]
+            )
             self._spawn(self._end(None))
             return
         dead, exit_code = parse_dead(value)
