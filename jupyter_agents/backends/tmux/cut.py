@@ -9,7 +9,7 @@ them. The stream's control client keeps its pane *paused* (``refresh-client -A
 %N:pause``: no ``%output``, and on every tmux version the pane is still read, for the
 pipe); a cut runs ``refresh-client -A %N:continue`` and the captures on one line, so the
 first ``%output`` after the replies is the pane's output right after the snapshot. Found
-in the transcript (:func:`find_cut`), it gives the cut's offset; the pane is then paused
+in the transcript (:func:`locate`), it gives the cut's offset; the pane is then paused
 again. A pane that printed nothing more is cut at the settled end of its transcript.
 
 Output that repeats exactly across the whole anchor (``yes``) may be placed a period
@@ -32,17 +32,6 @@ QUIET = 0.01
 SETTLE_LIMIT = 2.0
 #: bytes of the pane's output after the cut that locate it in the transcript
 ANCHOR = 512
-
-
-def find_cut(data: bytes, after: bytes) -> int | None:
-    """Where in ``data`` the output ``after`` a cut starts: its first occurrence; None
-    if it is not (yet) there.
-
-    >>> find_cut(b"x1 x2 x1 x3", b"x1 x3"), find_cut(b"abc", b"z")
-    (6, None)
-    """
-    at = data.find(after)
-    return None if at < 0 else at
 
 
 async def settle(transcript: Transcript) -> int:
@@ -71,8 +60,8 @@ async def locate(transcript: Transcript, floor: int, after: bytes) -> int | None
             data, _ = transcript.read(floor)
         except (NotFound, OutOfRange):  # no transcript (any more), or dropped by the cap
             return None
-        found = find_cut(data, after)
-        if found is not None:
+        found = data.find(after)  # its first occurrence
+        if found >= 0:
             return floor + found
         if loop.time() > deadline:
             return None

@@ -77,7 +77,8 @@ class TmuxStream(ListenedStream):
         #: input held until the first snapshot's cut is on its way, so that input typed
         #: before the replay is never captured in it (None once released)
         self._held: list[str] | None = []
-        self._snapshots = 0
+        #: a snapshot was asked for (input is then released by its cut)
+        self._snapshot_asked = False
         #: the pane's process has ended (its status is being asked for)
         self._ended = False
         self._status_tries = 0
@@ -90,7 +91,7 @@ class TmuxStream(ListenedStream):
     # -- Stream API ------------------------------------------------------------------
 
     def snapshot(self, callback: Callable[[str], None], screen_rows: int | None = None) -> None:
-        self._snapshots += 1
+        self._snapshot_asked = True
         if self._live is None:
             self._spawn(self._cut_snapshot(callback, screen_rows))
             return
@@ -376,7 +377,7 @@ class TmuxStream(ListenedStream):
         if pid.isdigit() and not self._closed:
             self._unwatch_exit = watch_exit(int(pid), self._process_ended)
         self._ask_status()
-        if not self._snapshots:
+        if not self._snapshot_asked:
             self._release_input()
 
     def _release_input(self) -> None:
