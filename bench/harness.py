@@ -80,7 +80,7 @@ STOCK = Flavor(
 )
 TMUX = Flavor(
     "tmux",
-    "jupyter_agents, tmux backend (private tmux server, one control client per viewed terminal)",
+    "jupyter_agents, tmux backend (private tmux server, one control client per Jupyter server)",
     True,
     (*_extensions(jupyter_agents=True), "--AgentsApp.backend=tmux"),
     backend="tmux",
