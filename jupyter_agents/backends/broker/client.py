@@ -43,7 +43,7 @@ from ..base import (
     StreamListener,
     check_session_id,
 )
-from .protocol import ProtocolError, broker_paths, encode, read_frame, read_frame_sync
+from .protocol import ProtocolError, broker_paths, encode, read_frame_sync, take_frame
 from .replay import screen_only
 
 #: unix socket paths are limited to ~108 bytes by the kernel
@@ -346,7 +346,7 @@ class BrokerStream(QueuedStream[_Snapshot]):
     def __init__(self, socket_path: Path, session_id: str, listener: StreamListener) -> None:
         super().__init__(listener)
         self._sid = session_id
-        self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.Transport | None = None
         # the attach reply is pending as None: an error there means no such session
         self._request({"op": "attach", "sid": session_id}, reply=None, expects_reply=True)
         self._start(self._connect(socket_path))
@@ -383,29 +383,27 @@ class BrokerStream(QueuedStream[_Snapshot]):
             self._send(frame)
 
     def _transmit(self, data: bytes) -> None:
-        assert self._writer is not None
-        self._writer.write(data)
+        assert self._transport is not None
+        self._transport.write(data)
 
     def _hang_up(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        if self._transport is not None:
+            self._transport.close()
 
     async def _connect(self, socket_path: Path) -> None:
-        reader, self._writer = await asyncio.open_unix_connection(str(socket_path))
+        loop = asyncio.get_running_loop()
+        gone: asyncio.Future[None] = loop.create_future()
+        self._transport, _ = await loop.create_unix_connection(
+            lambda: _Frames(self._dispatch, gone), str(socket_path)
+        )
         try:
-            if self._closed:
-                return
-            self._flush_outbox()
-            while not self._closed:
-                header, payload = await read_frame(reader)
-                if not self._dispatch(header, payload):
-                    return
-        except ProtocolError:
-            pass
+            if not self._closed:
+                self._flush_outbox()
+                await asyncio.shield(gone)
         finally:
-            self._writer.close()
-            with contextlib.suppress(OSError):
-                await self._writer.wait_closed()
+            self._transport.close()
+            with contextlib.suppress(asyncio.CancelledError):
+                await gone
 
     def _dispatch(self, header: dict[str, Any], payload: bytes) -> bool:
         """Handle one frame from the broker; False when the stream is over."""
@@ -425,3 +423,38 @@ class BrokerStream(QueuedStream[_Snapshot]):
             if callback is not None and op == "ok":
                 callback(payload.decode("utf-8", "replace"))
         return True
+
+
+class _Frames(asyncio.Protocol):
+    """A stream's connection to the broker: each frame goes to ``on_frame`` in the
+    callback that received it (no turn of the loop in between, as a reader task would
+    take); ``on_frame`` returning False, or a malformed frame, hangs up. ``gone`` is set
+    when the connection is closed."""
+
+    def __init__(
+        self, on_frame: Callable[[dict[str, Any], bytes], bool], gone: asyncio.Future[None]
+    ) -> None:
+        self._on_frame = on_frame
+        self._gone = gone
+        self._received = bytearray()
+        self._transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        assert self._transport is not None
+        self._received += data
+        try:
+            while not self._transport.is_closing():
+                frame = take_frame(self._received)
+                if frame is None:
+                    return
+                if not self._on_frame(*frame):
+                    self._transport.close()
+        except ProtocolError:
+            self._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._gone.done():
+            self._gone.set_result(None)

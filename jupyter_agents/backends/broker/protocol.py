@@ -125,6 +125,27 @@ def decode_header(raw: bytes) -> dict[str, Any]:
     return header
 
 
+def take_frame(received: bytearray) -> tuple[dict[str, Any], bytes] | None:
+    """Remove the first whole frame from ``received`` (bytes read so far) and return it
+    as (header, payload); None while it is incomplete. :class:`ProtocolError` for a
+    malformed one.
+
+    >>> received = bytearray(encode({"op": "output"}, b"hi") + encode({"op": "exit"})[:5])
+    >>> take_frame(received), take_frame(received), len(received)
+    (({'op': 'output'}, b'hi'), None, 5)
+    """
+    if len(received) < PREFIX.size:
+        return None
+    head_len, payload_len = parse_prefix(bytes(received[: PREFIX.size]))
+    end = PREFIX.size + head_len + payload_len
+    if len(received) < end:
+        return None
+    header = decode_header(bytes(received[PREFIX.size : PREFIX.size + head_len]))
+    payload = bytes(received[PREFIX.size + head_len : end])
+    del received[:end]
+    return header, payload
+
+
 def check_request(header: Mapping[str, Any]) -> None:
     """:class:`ProtocolError` unless ``header`` is a known request with well-typed fields.
 
