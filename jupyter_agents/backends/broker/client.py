@@ -43,7 +43,7 @@ from ..base import (
     StreamListener,
     check_session_id,
 )
-from .protocol import ProtocolError, broker_paths, encode, read_frame_sync, take_frame
+from .protocol import FrameReader, ProtocolError, broker_paths, encode, read_frame_sync
 from .replay import screen_only
 
 #: unix socket paths are limited to ~108 bytes by the kernel
@@ -394,7 +394,7 @@ class BrokerStream(QueuedStream[_Snapshot]):
         loop = asyncio.get_running_loop()
         gone: asyncio.Future[None] = loop.create_future()
         self._transport, _ = await loop.create_unix_connection(
-            lambda: _Frames(self._dispatch, gone), str(socket_path)
+            lambda: FrameReader(self._dispatch, gone), str(socket_path)
         )
         try:
             if not self._closed:
@@ -423,38 +423,3 @@ class BrokerStream(QueuedStream[_Snapshot]):
             if callback is not None and op == "ok":
                 callback(payload.decode("utf-8", "replace"))
         return True
-
-
-class _Frames(asyncio.Protocol):
-    """A stream's connection to the broker: each frame goes to ``on_frame`` in the
-    callback that received it (no turn of the loop in between, as a reader task would
-    take); ``on_frame`` returning False, or a malformed frame, hangs up. ``gone`` is set
-    when the connection is closed."""
-
-    def __init__(
-        self, on_frame: Callable[[dict[str, Any], bytes], bool], gone: asyncio.Future[None]
-    ) -> None:
-        self._on_frame = on_frame
-        self._gone = gone
-        self._received = bytearray()
-        self._transport: asyncio.BaseTransport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        assert self._transport is not None
-        self._received += data
-        try:
-            while not self._transport.is_closing():
-                frame = take_frame(self._received)
-                if frame is None:
-                    return
-                if not self._on_frame(*frame):
-                    self._transport.close()
-        except ProtocolError:
-            self._transport.close()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self._gone.done():
-            self._gone.set_result(None)

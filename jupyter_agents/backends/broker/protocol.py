@@ -50,7 +50,7 @@ import asyncio
 import json
 import socket
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +189,38 @@ async def read_frame(reader: asyncio.StreamReader) -> tuple[dict[str, Any], byte
     head_len, payload_len = parse_prefix(await reader.readexactly(PREFIX.size))
     raw = await reader.readexactly(head_len + payload_len)
     return decode_header(raw[:head_len]), raw[head_len:]
+
+
+class FrameReader(asyncio.Protocol):
+    """A connection's frames as they arrive: each goes to ``on_frame`` in the callback
+    that received it (no turn of the loop in between, as a task awaiting
+    :func:`read_frame` takes); ``on_frame`` returning False, or a malformed frame, hangs
+    up. ``gone`` is set when the connection is closed."""
+
+    def __init__(
+        self, on_frame: Callable[[dict[str, Any], bytes], bool], gone: asyncio.Future[None]
+    ) -> None:
+        self._on_frame = on_frame
+        self._gone = gone
+        self._received = bytearray()
+        self._transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        assert self._transport is not None
+        self._received += data
+        try:
+            while not self._transport.is_closing():
+                frame = take_frame(self._received)
+                if frame is None:
+                    return
+                if not self._on_frame(*frame):
+                    self._transport.close()
+        except ProtocolError:
+            self._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._gone.done():
+            self._gone.set_result(None)
