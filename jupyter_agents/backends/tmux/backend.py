@@ -244,7 +244,7 @@ class TmuxBackend(Backend):
         After ``kill-server`` tmux (3.3a) ends every session at once, but its server
         exits only when every client has gone, and a control client that still has
         output queued when its reader dies (a Jupyter server killed a moment before)
-        never goes (tmux 3.6 gives up on it after 10 s). A server still running
+        never goes (tmux 3.6b and later give up on it after 10 s). A server still running
         :data:`KILL_GRACE` seconds later is ended by its pid and start time (its socket,
         left behind, is removed)."""
         if not self.present():
