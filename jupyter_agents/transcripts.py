@@ -241,6 +241,21 @@ class Transcript:
 
         return self._look(step)
 
+    def open_newest(self) -> tuple[int, int] | None:
+        """The offset where its newest segment starts and a descriptor open on that
+        segment (the caller closes it); None when it has none."""
+
+        def step(dir_fd: int, listing: Listing, _end: int) -> tuple[int, int] | None:
+            if not listing.starts:
+                return None
+            start = listing.starts[-1]
+            return start, os.open(segment_name(start), os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
+
+        try:
+            return self._look(step)
+        except NotFound:
+            return None
+
     def tail(self, nbytes: int) -> bytes:
         """Its last ``nbytes`` bytes, or as many as are kept (b"" when there is none)."""
 
@@ -288,6 +303,37 @@ class Transcript:
                 time.sleep(interval)
             else:
                 return
+
+
+class Follower:
+    """Reads a transcript forward as it grows, for a live stream: its newest segment is
+    kept open, so reading what was just written there is one ``pread``, with no look at
+    the directory. Older bytes are read through :meth:`Transcript.read`. Call
+    :meth:`changed` when a file was created in the directory (a new segment, which may
+    also have dropped old ones): the next read looks again. :meth:`close` when done."""
+
+    def __init__(self, transcript: Transcript) -> None:
+        self._transcript = transcript
+        #: (start offset, descriptor) of the newest segment, once looked up
+        self._newest: tuple[int, int] | None = None
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes from ``offset``; :class:`OutOfRange` when ``offset``
+        was dropped."""
+        if self._newest is None:
+            self._newest = self._transcript.open_newest()
+        if self._newest is not None and offset >= self._newest[0]:
+            start, fd = self._newest
+            return os.pread(fd, min(length, MAX_CHUNK), offset - start)
+        return self._transcript.read(offset, length)[0]
+
+    def changed(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._newest is not None:
+            os.close(self._newest[1])
+            self._newest = None
 
 
 class GapLog:

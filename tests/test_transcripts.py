@@ -34,7 +34,7 @@ from jupyter_agents.pytest_plugin import (
     transcript_bytes,
 )
 from jupyter_agents.segments import INDEX_SHARE, parse_listing, segmenting, time_at
-from jupyter_agents.transcripts import Transcript
+from jupyter_agents.transcripts import Follower, Transcript
 
 both_backends = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
 
@@ -130,6 +130,25 @@ def test_follow_goes_on_into_new_segments(made):
 
     assert b"".join(t.follow(120, running, interval=0.01)) == full[120:] + more
     assert t.start() == 200 and t.size() == 400
+
+
+def test_follower_keeps_the_newest_segment_open_until_told_of_a_change(made):
+    t, full = made
+    follower = Follower(t)
+    try:
+        assert follower.read(150, 100) == full[150:250]  # older bytes: through the directory
+        assert follower.read(320, 100) == full[320:350]  # the newest segment, now open
+        with open(t.path / "300.log", "ab") as f:  # its writer appends
+            f.write(b"more")
+        assert follower.read(350, 100) == b"more"
+        (t.path / "354.log").write_bytes(b"next")  # and rolls: unseen until told
+        assert follower.read(354, 100) == b""
+        follower.changed()
+        assert follower.read(354, 100) == b"next"
+        with pytest.raises(OutOfRange, match="bytes before 100 were dropped"):
+            follower.read(99, 10)
+    finally:
+        follower.close()
 
 
 def test_legacy_transcript_is_moved_and_its_writer_goes_on(tmp_path):

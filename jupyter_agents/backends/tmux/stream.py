@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import OutOfRange
 from ...procs import watch_exit
-from ...transcripts import Transcript
+from ...transcripts import Follower, Transcript
 from ..base import ListenedStream, StreamListener
 from . import tail
 from .control import TmuxControl
@@ -56,6 +56,7 @@ class TmuxStream(ListenedStream):
         self._session_id = session_id
         self._target = f"={session_id}:"
         self._transcript = Transcript(session_id, backend.transcript_path(session_id))
+        self._follower = Follower(self._transcript)
         self._control = backend.control()
         self._control.join(self)
         #: a control client of its own, for ``%output``, once the transcript is stuck
@@ -130,6 +131,7 @@ class TmuxStream(ListenedStream):
         for task in list(self._tasks):
             task.cancel()
         self._control.leave(self)
+        self._follower.close()
         if self._live is not None:
             self._live.close()
 
@@ -293,6 +295,8 @@ class TmuxStream(ListenedStream):
         """The transcript's directory changed (``created``: files new in it): deliver
         what is new; once a gap marker was made (a write failed: a full disk) and all
         that was written is delivered, look whether its writer is still failing."""
+        if created:  # a segment may have been added (or dropped)
+            self._follower.changed()
         if any(name.startswith(("gap-", "*")) for name in created):
             self._gap_made = True
         self._pump()
@@ -317,7 +321,10 @@ class TmuxStream(ListenedStream):
         while (until is not None and self._offset < until) or (until is None and budget > 0):
             want = PUMP_BYTES if until is None else min(PUMP_BYTES, until - self._offset)
             try:
-                data, size = self._transcript.read(self._offset, want)
+                data = self._follower.read(self._offset, want)
+                if not data and until is not None:  # there is more: in a new segment
+                    self._follower.changed()
+                    data = self._follower.read(self._offset, want)
             except OutOfRange:  # dropped by the cap before we read it: skip ahead
                 self._offset = self._transcript.start()
                 continue
@@ -327,7 +334,7 @@ class TmuxStream(ListenedStream):
             self._deliver(data)
             delivered = True
             budget -= len(data)
-            if until is None and budget <= 0 and self._offset < size:
+            if until is None and budget <= 0:  # there may be more: the next turn
                 asyncio.get_running_loop().call_soon(self._wake)
         return delivered
 
