@@ -85,13 +85,8 @@ class Client:
         self._wake = asyncio.Event()
 
     def send(self, frame: bytes) -> None:
-        """Queue a frame that must arrive (a reply, an event). With nothing queued or
-        unsent ahead of it, it is written at once: an echo does not wait a turn of the
-        loop for :meth:`pump`."""
+        """Queue a frame that must arrive (a reply, an event)."""
         if self.closed:
-            return
-        if not self.queue and not self.writer.transport.get_write_buffer_size():
-            self.writer.write(frame)
             return
         self.queue.append(frame)
         self.queued += len(frame)
