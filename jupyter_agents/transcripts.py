@@ -289,28 +289,35 @@ class Transcript:
         """Chunks from ``offset`` on, waiting for more while ``running()`` says the
         session still runs. Bytes dropped before they were read (``offset`` below the
         first kept byte) are skipped. Blocking: for the CLI and threads."""
-
-        def step(dir_fd: int, listing: Listing, _end: int) -> tuple[int, bytes]:
-            start = max(offset, listing.first)
-            return start, _read_span(dir_fd, listing.starts, start, 1 << 20)
-
-        while True:
-            start, chunk = self._look(step)
-            if chunk:
-                offset = start + len(chunk)
-                yield chunk
-            elif running():
-                time.sleep(interval)
-            else:
-                return
+        follower = Follower(self)
+        try:
+            while True:
+                try:
+                    chunk = follower.read(offset, MAX_CHUNK)
+                    if not chunk:  # there may be a new segment: look again
+                        follower.close()
+                        chunk = follower.read(offset, MAX_CHUNK)
+                except OutOfRange:
+                    offset = self.start()
+                    continue
+                if chunk:
+                    offset += len(chunk)
+                    yield chunk
+                elif running():
+                    time.sleep(interval)
+                else:
+                    return
+        finally:
+            follower.close()
 
 
 class Follower:
-    """Reads a transcript forward as it grows, for a live stream: its newest segment is
-    kept open, so reading what was just written there is one ``pread``, with no look at
-    the directory. Older bytes are read through :meth:`Transcript.read`. Call
-    :meth:`changed` when a file was created in the directory (a new segment, which may
-    also have dropped old ones): the next read looks again. :meth:`close` when done."""
+    """Reads a transcript forward as it grows: its newest segment is kept open, so
+    reading what was just written there is one ``pread``, with no look at the directory.
+    Older bytes are read through :meth:`Transcript.read`. A new segment (which may also
+    have dropped old ones) is not seen until :meth:`close`: call it when a file was
+    created in the directory, or when a read came up short of more there is, and when
+    done."""
 
     def __init__(self, transcript: Transcript) -> None:
         self._transcript = transcript
@@ -327,10 +334,8 @@ class Follower:
             return os.pread(fd, min(length, MAX_CHUNK), offset - start)
         return self._transcript.read(offset, length)[0]
 
-    def changed(self) -> None:
-        self.close()
-
     def close(self) -> None:
+        """Close the newest segment: the next read looks at the directory again."""
         if self._newest is not None:
             os.close(self._newest[1])
             self._newest = None

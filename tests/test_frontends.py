@@ -67,6 +67,34 @@ def test_cli_round_trip_with_a_live_server(agents_server, agents_state_dir, tmp_
     assert model["id"] in table and "killed" in table
 
 
+def test_cli_log_follow_prints_output_as_it_comes_and_ends_with_the_session(
+    agents_server, agents_state_dir, tmp_path
+):
+    server = agents_server()
+    state = ["--state-dir", str(agents_state_dir)]
+    model = json.loads(cli("new", "shell", "--json", *state, cwd=tmp_path).stdout)
+    jupyter = shutil.which("jupyter")
+    assert jupyter
+    follow = subprocess.Popen(
+        [jupyter, "agents", "log", model["id"], "--follow", *state], stdout=subprocess.PIPE
+    )
+    client = server.ws(model["name"])
+    try:
+        client.stdin("echo FOLLOW-$((6*7))\r")
+        client.wait_for("FOLLOW-42")
+        assert follow.poll() is None  # still following a running session
+        client.stdin("exit\r")
+        out, _ = follow.communicate(timeout=30)  # ends once the session has
+    finally:
+        follow.kill()
+        follow.wait()
+        client.close()
+    assert follow.returncode == 0
+    assert b"FOLLOW-42" in out
+    whole = subprocess.run([jupyter, "agents", "log", model["id"], *state], capture_output=True)
+    assert out == whole.stdout  # every byte of the transcript, once
+
+
 def test_cli_restore_all_after_a_reboot_shows_progress(agents_server, agents_state_dir, tmp_path):
     server = agents_server()
     for _ in range(3):

@@ -143,7 +143,7 @@ def test_follower_keeps_the_newest_segment_open_until_told_of_a_change(made):
         assert follower.read(350, 100) == b"more"
         (t.path / "354.log").write_bytes(b"next")  # and rolls: unseen until told
         assert follower.read(354, 100) == b""
-        follower.changed()
+        follower.close()
         assert follower.read(354, 100) == b"next"
         with pytest.raises(OutOfRange, match="bytes before 100 were dropped"):
             follower.read(99, 10)

@@ -295,8 +295,8 @@ class TmuxStream(ListenedStream):
         """The transcript's directory changed (``created``: files new in it): deliver
         what is new; once a gap marker was made (a write failed: a full disk) and all
         that was written is delivered, look whether its writer is still failing."""
-        if created:  # a segment may have been added (or dropped)
-            self._follower.changed()
+        if created:  # a segment may have been added (or dropped): look again
+            self._follower.close()
         if any(name.startswith(("gap-", "*")) for name in created):
             self._gap_made = True
         self._pump()
@@ -323,7 +323,7 @@ class TmuxStream(ListenedStream):
             try:
                 data = self._follower.read(self._offset, want)
                 if not data and until is not None:  # there is more: in a new segment
-                    self._follower.changed()
+                    self._follower.close()
                     data = self._follower.read(self._offset, want)
             except OutOfRange:  # dropped by the cap before we read it: skip ahead
                 self._offset = self._transcript.start()
