@@ -486,6 +486,7 @@ class Mode:
     name: str
     runs: int  # repetitions of each timed measurement (medians are reported)
     throughput_mb: int
+    seq_lines: int  # short lines: ``seq 1 seq_lines`` printed, throughput measured
     keys: int
     flood_mb: int  # what another terminal prints while echo latency is measured
     restart_terminals: int
@@ -495,6 +496,7 @@ class Mode:
     idle_seconds: float
     noisy_terminals: int
     noisy_mb: int
+    tidy_seconds: float  # real seconds tmux's hourly tidy takes in group 5's reference
     replay_lines: int
     settle: float  # seconds to let servers settle before a measurement
     api_sessions: int  # live sessions of the server the CLI, load and events groups use
@@ -512,6 +514,7 @@ FULL = Mode(
     "full",
     runs=5,
     throughput_mb=100,
+    seq_lines=2_000_000,
     keys=1000,
     flood_mb=200,
     restart_terminals=100,
@@ -521,6 +524,7 @@ FULL = Mode(
     idle_seconds=60,
     noisy_terminals=5,
     noisy_mb=10,
+    tidy_seconds=10,
     replay_lines=20_000,
     settle=2.0,
     api_sessions=50,
@@ -534,6 +538,7 @@ QUICK = Mode(
     "quick",
     runs=1,
     throughput_mb=5,
+    seq_lines=100_000,
     keys=100,
     flood_mb=30,
     restart_terminals=10,
@@ -543,6 +548,7 @@ QUICK = Mode(
     idle_seconds=3,
     noisy_terminals=2,
     noisy_mb=1,
+    tidy_seconds=3,
     replay_lines=2_000,
     settle=0.5,
     api_sessions=10,

@@ -10,15 +10,24 @@
 - Memory kept after noisy terminals are deleted: K terminals each print M MB to a
   client and are deleted; server + owner memory is compared with before (one idle
   terminal stays open throughout, so tmux's server does not exit when it gets empty).
+  With a reference for tmux: the same in tmux alone, and the memory its server still
+  keeps after its hourly tidy, which calls glibc's ``malloc_trim(0)`` (tmux >= 3.2,
+  ``server_tidy_event``); that server's clock runs fast under libfaketime, so the hour
+  passes in ``Mode.tidy_seconds``.
 """
 
 from __future__ import annotations
 
+import glob
+import os
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
+
+from jupyter_agents.backends.tmux import TmuxBackend
 
 from .harness import (
     BenchServer,
@@ -40,6 +49,8 @@ TARGET_CPU = 0.5
 GROUPS = ("server", "clients", "owner")
 #: terminals deleted with a client connected, per flavor (all at once)
 DELETES = 3
+#: tmux's tidy interval (``server_tidy_event``), seconds of its clock
+TIDY_SECONDS = 3600
 
 
 def group_memory(srv: BenchServer) -> dict[str, Memory]:
@@ -129,6 +140,55 @@ def measure(srv: BenchServer, mode: Mode, data: Path) -> dict[str, float]:
     return out
 
 
+def tmux_tidy_kept(
+    state: Path, sessions: int, payload: Path, hour: float
+) -> tuple[float, float] | None:
+    """Reference: a tmux server alone (our ``history-limit``) with one idle session;
+    ``sessions`` more each ``cat payload`` and are killed. The server's RSS kept per
+    killed session, KiB: right after, and once its hourly tidy has run (its clock runs
+    fast: an hour in ``hour`` seconds). None without libfaketime (apt: faketime), or if
+    the sessions took so long that the tidy may have run before the first measure."""
+    found = glob.glob("/usr/lib/*/faketime/libfaketime.so.1")
+    if not found:
+        return None
+    state.mkdir(parents=True, exist_ok=True)
+    sock, conf = str(state / "socket"), state / "tmux.conf"
+    conf.write_text(
+        f"set -g history-limit {TmuxBackend.history_limit.default_value}\n"
+        "set -g status off\nset-environment -gu LD_PRELOAD\nset-environment -gu FAKETIME\n"
+    )
+    speed = TIDY_SECONDS / hour
+    env = {**os.environ, "LD_PRELOAD": found[0], "FAKETIME": f"+0 x{speed:g}"}
+    env = {k: v for k, v in env.items() if not k.startswith("TMUX")}
+
+    def tmux(*args: str) -> str:
+        out = subprocess.run(["tmux", "-S", sock, *args], env=env, capture_output=True,
+                             text=True, check=True)  # fmt: skip
+        return out.stdout.strip()
+
+    started = time.monotonic()
+    tmux("-f", str(conf), "new-session", "-d", "-s", "idle", "-x", "100", "-y", "30")
+    try:
+        owner = psutil.Process(int(tmux("display-message", "-p", "#{pid}")))
+        before = owner.memory_info().rss
+        for i in range(sessions):
+            tmux("new-session", "-d", "-s", f"n{i}", "-x", "100", "-y", "30",
+                 f"cat {payload}; tmux -S {sock} wait-for -S n{i}; sleep 3600")  # fmt: skip
+        for i in range(sessions):
+            tmux("wait-for", f"n{i}")
+        for i in range(sessions):
+            tmux("kill-session", "-t", f"n{i}")
+        time.sleep(0.5)
+        kept = owner.memory_info().rss - before
+        if time.monotonic() - started >= hour:
+            return None
+        time.sleep(max(0.0, started + hour + 1 - time.monotonic()))
+        tidied = owner.memory_info().rss - before
+        return kept / sessions / 1024, tidied / sessions / 1024
+    finally:
+        subprocess.run(["tmux", "-S", sock, "kill-server"], env=env, capture_output=True)
+
+
 def run(flavors: list[Flavor], mode: Mode) -> list[Row]:
     ours = [f.name for f in flavors if f.ours]
     with workdir("idata") as data:
@@ -144,6 +204,11 @@ def run(flavors: list[Flavor], mode: Mode) -> list[Row]:
         # memory) and so not skewed by the other flavor's load; halves the wall time
         with ThreadPoolExecutor(len(flavors)) as pool:
             res = dict(zip([f.name for f in flavors], pool.map(one, flavors), strict=True))
+        tidy = None
+        if any(f.backend == "tmux" for f in flavors):  # after them: it loads the CPU
+            tidy = tmux_tidy_kept(
+                data / "tidy", mode.noisy_terminals, data / "noisy.b64", mode.tidy_seconds
+            )
 
     def total(kind: str, groups: tuple[str, ...] = GROUPS) -> dict[str, float | None]:
         return {f: sum(r[f"{kind}_{g}"] for g in groups) for f, r in res.items()}
@@ -184,6 +249,17 @@ def run(flavors: list[Flavor], mode: Mode) -> list[Row]:
             ratio=False,
             note="RSS/USS after deletion minus before, KiB per deleted terminal: "
             + breakdown("kept_", ("server", "owner"))),
+        *([] if tidy is None else [
+            Row("5", "  reference: tmux alone, RSS kept per killed session", "KiB",
+                {"tmux": tidy[0]}, ratio=False,
+                note=f"its server's RSS after kill-session minus before, KiB per session "
+                f"that printed {mb} MB ({k} killed)"),
+            Row("5", "  reference: the same after tmux's hourly tidy (malloc_trim)", "KiB",
+                {"tmux": tidy[1]}, ratio=False,
+                note=f"tmux >= 3.2 calls malloc_trim(0) once an hour; its server's "
+                f"clock ran fast under libfaketime: the hour passed in "
+                f"{mode.tidy_seconds:g} s"),
+        ]),
         Row("5", "DELETE /api/terminals/<name> with its client connected", "ms",
             {f: 1000 * r["delete"] for f, r in res.items()},
             note=f"median of {DELETES} deleted at once"),

@@ -44,6 +44,8 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
         from .harness import make_base64_file
 
         make_base64_file(payload, mode.throughput_mb * 1_000_000)
+        lines = throughput.make_seq_file(data / "seq.txt", mode.seq_lines)
+        lines_mb = lines.stat().st_size / 1_000_000
         history = replay.make_history_file(data / "history.txt", mode.replay_lines)
         with ThreadPoolExecutor(len(flavors)) as pool:  # start-ups in parallel
             started = list(
@@ -58,6 +60,7 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
             srv.verify_flavor()
 
         mb_per_s: dict[str, list[float]] = {"bare": []}
+        lines_mb_per_s: dict[str, list[float]] = {"bare": []}
         reference: dict[str, list[float]] = {}
         delivered: dict[str, list[float]] = {}
         expected = throughput.expected_chars(payload)
@@ -65,6 +68,7 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
         flood: dict[str, list[latency.Flood]] = {}
         for run in range(mode.runs):
             mb_per_s["bare"].append(mode.throughput_mb / throughput.bare_pty_seconds(payload))
+            lines_mb_per_s["bare"].append(lines_mb / throughput.bare_pty_seconds(lines))
             if any(f.backend == "tmux" for f in flavors):
                 for i, (label, fn) in enumerate(throughput.TMUX_REFERENCES.items()):
                     seconds = fn(data / f"ref{run}-{i}", payload)
@@ -78,6 +82,9 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
                 # the prompt and the marker line add a few characters: floor at 100 %
                 share = 100 * received / expected
                 delivered.setdefault(name, []).append(share if share < 100 else 100.0)
+            for name, srv in order:
+                seconds, _ = throughput.ws_seconds(srv, names[name], lines)
+                lines_mb_per_s.setdefault(name, []).append(lines_mb / seconds)
             for name, srv in order:
                 echo.setdefault(name, []).append(
                     latency.echo_latencies(srv, names[name], mode.keys)
@@ -94,7 +101,10 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
             term = replay.prepare(srv, history, mode.replay_lines)
             replays[name] = [replay.measure(srv, term) for _ in range(mode.runs)]
     return [
-        *throughput.rows(mb_per_s, mode.throughput_mb, ours, reference, delivered),
+        *throughput.rows(mb_per_s, f"{mode.throughput_mb:g} MB base64", ours, reference, delivered),
+        *throughput.rows(
+            lines_mb_per_s, f"short lines (`seq 1 {mode.seq_lines:,}`, {lines_mb:.1f} MB)", ours
+        ),
         *latency.rows(echo, mode.keys, ours),
         *latency.flood_rows(flood, mode.flood_mb, ours),
         *replay.rows(replays, mode.replay_lines, ours),

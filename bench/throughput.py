@@ -1,6 +1,8 @@
-"""1. Output throughput: a file of base64 text ``cat`` in a terminal, timed from the
-command being sent until a websocket client has received all of it (an end marker
-printed after it). Compared with a bare pty read loop, the physical limit here."""
+"""1. Output throughput: a file ``cat`` in a terminal, timed from the command being sent
+until a websocket client has received all of it (an end marker printed after it).
+Two payloads: base64 text (long lines: bytes per second dominate) and the output of
+``seq`` (short lines: per-line costs dominate, e.g. a scroll of tmux's screen per line).
+Compared with a bare pty read loop, the physical limit here."""
 
 from __future__ import annotations
 
@@ -19,6 +21,14 @@ from .report import Row
 #: command line shows ``$((6*7))``, not the marker
 MARKER = "_42_:"
 COMMAND = "cat {path}; echo _$((6*7))_:\r"
+
+
+def make_seq_file(path: Path, lines: int) -> Path:
+    """The output of ``seq 1 lines``, made once per run."""
+    if not path.exists():
+        with open(path, "wb") as out:
+            subprocess.run(["seq", "1", str(lines)], stdout=out, check=True)
+    return path
 
 
 def expected_chars(path: Path) -> int:
@@ -131,13 +141,14 @@ TMUX_REFERENCES = {
 
 def rows(
     mb_per_s: dict[str, list[float]],
-    size_mb: float,
+    payload: str,
     ours: list[str],
     reference: dict[str, list[float]] | None = None,
     delivered: dict[str, list[float]] | None = None,
 ) -> list[Row]:
-    """``mb_per_s`` maps ``bare``/``stock``/our flavors to per-run MB/s; ``reference``
-    maps a description to per-run MB/s of a tmux-only reference (shown as extra rows)."""
+    """``mb_per_s`` maps ``bare``/``stock``/our flavors to per-run MB/s of ``payload``
+    (what was printed, for the row's label); ``reference`` maps a description to per-run
+    MB/s of a tmux-only reference (shown as extra rows)."""
     from .harness import median
 
     values: dict[str, float | None] = {k: median(v) for k, v in mb_per_s.items()}
@@ -153,7 +164,7 @@ def rows(
     out = [
         Row(
             "1",
-            f"throughput, {size_mb:g} MB base64 to a websocket client",
+            f"throughput, {payload} to a websocket client",
             "MB/s",
             values,
             target=">= 1.0x stock (never < 0.8x)",
