@@ -61,6 +61,7 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
 
         mb_per_s: dict[str, list[float]] = {"bare": []}
         lines_mb_per_s: dict[str, list[float]] = {"bare": []}
+        lines_reference: dict[str, list[float]] = {}
         reference: dict[str, list[float]] = {}
         delivered: dict[str, list[float]] = {}
         expected = throughput.expected_chars(payload)
@@ -73,6 +74,8 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
                 for i, (label, fn) in enumerate(throughput.TMUX_REFERENCES.items()):
                     seconds = fn(data / f"ref{run}-{i}", payload)
                     reference.setdefault(label, []).append(mode.throughput_mb / seconds)
+                seconds = throughput.tmux_pane_seconds(data / f"lref{run}", lines)
+                lines_reference.setdefault(throughput.PANE_REFERENCE, []).append(lines_mb / seconds)
             order = list(servers.items())
             if run % 2:
                 order.reverse()
@@ -103,7 +106,10 @@ def io_group(flavors: list[Flavor], mode: Mode) -> list[Row]:
     return [
         *throughput.rows(mb_per_s, f"{mode.throughput_mb:g} MB base64", ours, reference, delivered),
         *throughput.rows(
-            lines_mb_per_s, f"short lines (`seq 1 {mode.seq_lines:,}`, {lines_mb:.1f} MB)", ours
+            lines_mb_per_s,
+            f"short lines (`seq 1 {mode.seq_lines:,}`, {lines_mb:.1f} MB)",
+            ours,
+            lines_reference,
         ),
         *latency.rows(echo, mode.keys, ours),
         *latency.flood_rows(flood, mode.flood_mb, ours),

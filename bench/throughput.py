@@ -132,9 +132,11 @@ def tmux_control_seconds(state_dir: Path, path: Path) -> float:
         backend.kill_server()
 
 
+#: the reference that is tmux's own ceiling on our data path
+PANE_REFERENCE = "tmux pane + pipe-pane, no client"
 #: where the tmux flavor's time goes: the same payload through tmux without our server
 TMUX_REFERENCES = {
-    "tmux pane + pipe-pane, no client": tmux_pane_seconds,
+    PANE_REFERENCE: tmux_pane_seconds,
     "tmux + one control client read raw": tmux_control_seconds,
 }
 
