@@ -54,7 +54,8 @@ class TmuxBackend(Backend):
     history_limit = Int(
         20000,
         config=True,
-        help="Lines of history tmux keeps per session (replayed to reconnecting clients).",
+        help="Lines of history tmux keeps per session (replayed to reconnecting clients). "
+        "A full history of 80-column lines takes about 10 MB of the tmux server's memory.",
     )
     replay_color_lines = Int(
         2000,
