@@ -45,9 +45,16 @@ class Viewer(Protocol):
 
     @property
     def backlog(self) -> int:
-        """Bytes sent to it and not yet flushed to its socket."""
+        """Characters sent to it or held for it, not yet flushed to its socket."""
 
-    def send(self, message: str) -> None: ...
+    def send(self, message: str) -> None:
+        """Write a message (after any output held for it)."""
+
+    def send_output(self, text: str) -> None:
+        """Write output, coalesced with more while an earlier write is unflushed."""
+
+    def drop_output(self) -> None:
+        """Forget output held for it."""
 
     def close(self) -> None: ...
 
@@ -139,17 +146,16 @@ class LiveTerminal:
 
     # StreamListener
     def on_output(self, data: str) -> None:
-        if self._active:
-            message = json.dumps(["stdout", data])
-            for viewer in list(self._active):
-                if viewer.watch_only and viewer.backlog > WATCH_LAG_BYTES:
-                    self.remove_viewer(viewer)  # a watcher never slows anyone: cut off
-                    viewer.close()
-                elif viewer.backlog > LAG_BYTES:  # too slow: catch it up later instead
-                    self._active.remove(viewer)
-                    self._lagging.add(viewer)
-                else:
-                    viewer.send(message)
+        for viewer in list(self._active):
+            if viewer.watch_only and viewer.backlog > WATCH_LAG_BYTES:
+                self.remove_viewer(viewer)  # a watcher never slows anyone: cut off
+                viewer.close()
+            elif viewer.backlog > LAG_BYTES:  # too slow: catch it up later instead
+                self._active.remove(viewer)
+                self._lagging.add(viewer)
+                viewer.drop_output()  # a snapshot redraws it then
+            else:
+                viewer.send_output(data)
         self.streams.touch(self.session.id)
 
     def on_exit(self, exit_code: int | None) -> None:

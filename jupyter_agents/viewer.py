@@ -154,7 +154,6 @@ class ViewerSocket(TermSocket):
         self.shares = shares
         self.share: Share | None = None
         self.user = ""
-        self.sent = 0
         self.dropped = 0
         self._window = (0.0, 0)
         self._closed: Any = None
@@ -194,10 +193,6 @@ class ViewerSocket(TermSocket):
         self._window = (start, count + 1) if now - start < 1.0 else (now, 1)
         if self._window[1] > MAX_FRAMES_PER_S:
             self.close(1008, "read-only: input is not accepted")
-
-    def send(self, message: str) -> None:
-        self.sent += len(message)
-        super().send(message)
 
     def on_close(self) -> None:
         super().on_close()

@@ -205,3 +205,31 @@ def test_a_viewer_that_reads_nothing_is_caught_up_not_buffered(agents_server):
     assert read_until(slow, "FLOOD-42") > 0  # once it reads: the current screen
     slow.stdin("echo after-$((6*7))\r")
     assert read_until(slow, "after-42") > 0  # and live output again
+
+
+def test_output_for_a_viewer_that_pauses_is_held_and_sent_together(agents_server):
+    """While a viewer's socket is full, its output is held and then sent as one message:
+    a few writes in flight, not one per chunk of output (thousands of pending writes,
+    each a future and a task, made the garbage collector stop the server for 50-120 ms
+    under a flood). It arrives whole, once, in order."""
+    from jupyter_agents.pytest_plugin import poll
+    from jupyter_agents.transcripts import Transcript
+
+    server = agents_server()
+    client = open_terminal(server)
+    sid = server.request("GET", "/api/agents/sessions")[1][0]["id"]
+    start = len(client.messages)
+    client.stdin("seq 1 600000; echo END-$((6*7))\r")  # 4.5 MB, under the lag bound
+
+    transcript = Transcript(sid, server.state_dir / "transcripts" / sid)
+
+    def printed() -> bool:  # read nothing until the session has printed it all
+        return b"END-42" in transcript.tail(100)
+
+    poll(printed, timeout=60, what="the output in the transcript")
+    client.wait_for("END-42", timeout=60)
+    sizes = [len(m[1]) for m in client.messages[start:] if m[0] == "stdout"]
+    assert max(sizes) > 256 * 1024, sizes  # more than a stream ever delivers at once
+    printed = client.text[client.text.rindex("$((6*7))") :]  # after the command line
+    numbers = re.findall(r"(?<![\d-])(\d+)\r\n", printed)  # not END-42
+    assert numbers == [str(i) for i in range(1, 600001)]
