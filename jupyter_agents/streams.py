@@ -51,7 +51,8 @@ class Viewer(Protocol):
         """Write a message (after any output held for it)."""
 
     def send_output(self, text: str) -> None:
-        """Write output, coalesced with more while an earlier write is unflushed."""
+        """Write output; held and sent with later output as one message while the
+        viewer is behind (:meth:`~jupyter_agents.websocket.TermSocket.send_output`)."""
 
     def drop_output(self) -> None:
         """Forget output held for it."""
