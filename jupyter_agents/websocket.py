@@ -144,11 +144,10 @@ class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ign
         few writes in flight, not one per chunk of output. (Each write is a future and
         a task; thousands of them pending made the garbage collector stop the server
         for 50-120 ms at a time under a flood.)"""
-        if self.pending > COALESCE_BYTES:
-            self._held.append(text)
-            self._held_size += len(text)
-        else:
-            self._write(json.dumps(["stdout", text]))
+        self._held.append(text)
+        self._held_size += len(text)
+        if self.pending <= COALESCE_BYTES:
+            self._release()
 
     def drop_output(self) -> None:
         """Forget the output held for it (it is about to be redrawn from a snapshot)."""

@@ -8,7 +8,8 @@ from collections.abc import Callable
 import pyte
 import pytest
 
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient, poll
+from jupyter_agents.transcripts import Transcript
 
 pytestmark = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
 
@@ -212,9 +213,6 @@ def test_output_for_a_viewer_that_pauses_is_held_and_sent_together(agents_server
     a few writes in flight, not one per chunk of output (thousands of pending writes,
     each a future and a task, made the garbage collector stop the server for 50-120 ms
     under a flood). It arrives whole, once, in order."""
-    from jupyter_agents.pytest_plugin import poll
-    from jupyter_agents.transcripts import Transcript
-
     server = agents_server()
     client = open_terminal(server)
     sid = server.request("GET", "/api/agents/sessions")[1][0]["id"]
