@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 
 import pyte
@@ -119,6 +120,32 @@ def test_second_viewer_joins_mid_stream_without_loss_or_duplication(agents_serve
     numbers = [int(m.group(1)) for line in lines if (m := re.fullmatch(r"N(\d+)", line))]
     assert numbers == list(range(1, 4001))
     first.close()
+    second.close()
+
+
+def test_a_viewer_joining_an_idle_terminal_gets_each_line_once(agents_server):
+    """A viewer opens a terminal nobody views that printed and then was idle for longer
+    than tmux's ``window_activity`` can blur (whole seconds), so the tmux cut takes the
+    transcript's size before the capture with no quiet period: the lines printed before
+    are in its replay once, and the lines printed after reach it once."""
+    server = agents_server()
+    first = open_terminal(server)
+    name = server.request("GET", "/api/terminals")[1][0]["name"]
+    first.stdin("seq -f B%g 1 300; echo IDLE-$((6*7))\r")
+    first.wait_for("IDLE-42")
+    first.close()  # its stream ends: the next viewer's cut is a first one
+    time.sleep(2.5)
+    second = server.ws(name)
+    second.wait_for(lambda c: len(c.messages) >= 2)
+    assert "B300" in second.messages[1][1]  # in the replay
+    second.stdin("seq -f A%g 1 300; echo MORE-$((6*7))\r")
+    second.wait_for("MORE-42")
+    second.drain(0.3)
+    lines = rendered_lines(second.text)
+    for prefix in ("B", "A"):
+        numbers = [int(m.group(1)) for x in lines if (m := re.fullmatch(prefix + r"(\d+)", x))]
+        assert numbers == list(range(1, 301)), f"{prefix} lines lost or doubled at the cut"
+    assert sum(x.endswith("seq -f A%g 1 300; echo MORE-$((6*7))") for x in lines) == 1
     second.close()
 
 

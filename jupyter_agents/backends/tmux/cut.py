@@ -10,7 +10,10 @@ them. The stream's control client keeps its pane *paused* (``refresh-client -A
 pipe); a cut runs ``refresh-client -A %N:continue`` and the captures on one line, so the
 first ``%output`` after the replies is the pane's output right after the snapshot. Found
 in the transcript (:func:`locate`), it gives the cut's offset; the pane is then paused
-again. A pane that printed nothing more is cut at the settled end of its transcript.
+again. A pane that printed nothing more is cut at the settled end of its transcript;
+one that tmux read nothing from for :data:`IDLE` before the cut (``#{window_activity}``,
+asked on the cut's line: :func:`idle_before`) at its transcript's size taken before the
+cut, with no wait: its writer had that long to land all of it.
 
 Output that repeats exactly across the whole anchor (``yes``) may be placed a period
 early, which repeats that period for the new viewer.
@@ -32,6 +35,20 @@ QUIET = 0.01
 SETTLE_LIMIT = 2.0
 #: bytes of the pane's output after the cut that locate it in the transcript
 ANCHOR = 512
+#: a pane tmux read nothing from for this long has all it read in the transcript
+IDLE = 1.0
+
+
+def idle_before(activity: str, since: float) -> bool:
+    """Whether tmux read no output of a pane in the :data:`IDLE` seconds before
+    ``since`` (a :func:`time.time`), told by ``activity``: ``#{window_activity}`` of its
+    window (one pane each), the time tmux last read output of it in whole seconds,
+    rounded down. Then the pane's transcript held all tmux read of it by ``since``.
+
+    >>> idle_before("100", 102.0), idle_before("100", 101.9), idle_before("", 102.0)
+    (True, False, False)
+    """
+    return activity.isdigit() and int(activity) + 1 + IDLE <= since
 
 
 async def settle(transcript: Transcript) -> int:

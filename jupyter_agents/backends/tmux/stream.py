@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Callable, Coroutine
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ from ...transcripts import Follower, Transcript
 from ..base import ListenedStream, StreamListener
 from . import tail
 from .control import TmuxControl
-from .cut import ANCHOR, QUIET, SETTLE_LIMIT, locate, settle
+from .cut import ANCHOR, QUIET, SETTLE_LIMIT, idle_before, locate, settle
 from .formats import DEAD_FORMAT, META_FORMAT, SEND_CHUNK, compose_replay, parse_dead
 
 if TYPE_CHECKING:
@@ -191,8 +192,9 @@ class TmuxStream(ListenedStream):
                     self.snapshot(callback, rows)
                     self._release_input()
                     return
+                since = time.time()
                 floor = self._transcript.size()  # the cut is at or past it
-                replies, quiet = await self._capture_at_cut(pane)
+                replies, quiet = await self._capture_at_cut(pane, floor, since)
                 after = bytes(self._after or b"")[:ANCHOR]
                 self._after = None
             if replies is None:
@@ -215,38 +217,44 @@ class TmuxStream(ListenedStream):
         self._wake()  # what came during the cut (and whether the transcript is stuck)
 
     async def _capture_at_cut(
-        self, pane: str
+        self, pane: str, floor: int, since: float
     ) -> tuple[list[list[bytes] | None] | None, int | None]:
         """Attach the control client to the session, turn the pane's output on and
         capture, on one line; collect the pane's output after it into ``_after`` until
-        it anchors the cut, then pause the pane again. The capture's four replies (None
+        it anchors the cut, then pause the pane again. The capture's five replies (None
         if the line failed before them), and the cut if the pane was quiet after it
-        (:meth:`_anchor`)."""
+        (:meth:`_anchor`), or ``floor`` (the transcript's size at ``since``) if tmux had
+        read nothing from it for a while before (:func:`~.cut.idle_before`)."""
         control = self._control
         replies: list[list[bytes] | None] = []
         captured = asyncio.get_running_loop().create_future()
 
         def collect(ok: bool, lines: list[bytes]) -> None:
             replies.append(lines if ok else None)
-            if len(replies) == 7 and not captured.done():
-                if replies[1] is not None:  # on: the pane's next %output is after the cut
+            if len(replies) == 8 and not captured.done():
+                if replies[2] is not None:  # on: the pane's next %output is after the cut
                     self._after = bytearray()
                 captured.set_result(None)
 
         control.on_panes.add(pane)
         control.command(
+            f"display-message -p -t '{pane}' '#{{window_activity}}' ; "
             f"switch-client -t ={self._session_id} ; refresh-client -A '{pane}:continue' ; "
             + self._capture(),
             collect,
-            7,
+            8,
         )
         self._release_input()
         try:
             await captured
             if self._after is None:
                 return None, None
+            activity = (replies[0] or [b""])[0].decode()
+            if idle_before(activity, since):
+                self._after = None  # the cut is ``floor``: no anchor is looked for
+                return replies[3:], floor
             quiet = await self._anchor()
-            return replies[2:], quiet
+            return replies[3:], quiet
         finally:
             control.on_panes.discard(pane)
             control.command(f"refresh-client -A '{pane}:pause'")
