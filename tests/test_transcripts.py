@@ -494,3 +494,32 @@ def test_full_disk_leaves_one_gap_and_writing_resumes(agents_server, agents_stat
             client.close()
         finally:
             kill_backends(agents_state_dir)  # nothing may hold the tmpfs
+
+
+@pytest.mark.parametrize("agents_backend", ["tmux"], indirect=True)
+def test_a_replay_tmux_cannot_save_comes_through_control_mode(agents_server, agents_state_dir):
+    """tmux saves a replay's history into files in its state dir. When it cannot (a
+    full disk: the file it writes is empty), a viewer still gets the whole history,
+    through control mode, which streams the session from then on."""
+    agents_state_dir.mkdir(mode=0o700)
+    with small_tmpfs(agents_state_dir / "tmux") as tmux_dir:
+        try:
+            server = agents_server()
+            name, _ = shell(server)
+            client = server.ws(name)
+            client.wait_for(lambda c: len(c.messages) >= 2)
+            client.stdin("seq -f 'hist-%g' 1 3000; echo DONE-$((2+3))\r")
+            client.wait_for("DONE-5")
+            client.close()
+            fill(tmux_dir)
+            client = server.ws(name)
+            client.wait_for(lambda c: len(c.messages) >= 2)
+            replay = client.messages[1][1]
+            assert {int(n) for n in re.findall(r"hist-(\d+)", replay)} == set(range(1, 3001))
+            client.stdin("echo LIVE-$((6*7))\r")
+            client.wait_for("LIVE-42")
+            logged = "tmux could not save a replay"
+            poll(lambda: logged in server.log_path.read_text(), 10, "the fallback logged")
+            client.close()
+        finally:
+            kill_backends(agents_state_dir)

@@ -142,6 +142,8 @@ class TmuxBackend(Backend):
                 f"the tmux transcript writer needs {', '.join(missing)} on PATH "
                 "(perl-base on Debian)"
             )
+        if "\n" in str(self.tmux_dir):
+            raise BackendUnavailable(f"the state dir {str(self.tmux_dir.parent)!r} has a newline")
         if len(str(self.socket_path)) > MAX_SOCKET_PATH:
             raise BackendUnavailable(
                 f"tmux socket path {self.socket_path} is too long for a unix socket; "

@@ -202,6 +202,19 @@ def tmux_pipe_arg(value: str) -> str:
     return tmux_format_arg(value.replace("%", "%%"))
 
 
+def tmux_quote_path(path: Path) -> str:
+    """``path`` as one argument of a command line sent to tmux (a control client's
+    input), for a command that expands formats in it (``save-buffer``): single-quoted,
+    each ``'`` as ``'\\''`` (tmux's parser joins the pieces, as a shell does), ``#``
+    doubled. It must hold no newline, which would end the line (the state dirs of
+    :class:`~.TmuxBackend` hold none).
+
+    >>> print(tmux_quote_path(Path("/s/it's #1")))
+    '/s/it'\\''s ##1'
+    """
+    return "'" + str(path).replace("#", "##").replace("'", "'\\''") + "'"
+
+
 def parse_version(text: str) -> tuple[int, int]:
     """``"tmux 3.3a"`` -> ``(3, 3)``; ``"tmux next-3.4"`` -> ``(3, 4)``; else ``(0, 0)``."""
     m = re.search(r"(\d+)\.(\d+)", text)

@@ -7,22 +7,26 @@ before tmux 3.7) caps a busy terminal at about 0.4x. Input (``send-keys -H``: he
 byte is parsed as tmux syntax), sizes and snapshots go through the one control client
 of the IO loop (:mod:`.control`), which keeps the pane paused. A snapshot is placed in
 the transcript by an exact cut (:mod:`.cut`): the stream delivers the transcript up to
-the cut, then calls back with the snapshot, then delivers the rest.
+the cut, then calls back with the snapshot, then delivers the rest. Its history, most of
+its bytes, is captured into tmux buffers that tmux then saves into files of its state
+dir: replies would bring it through the control client line by line, twice as slow.
 
 The pane's end is told by the kernel (:func:`~jupyter_agents.procs.watch_exit` on the
 pane's process) and by tmux (``%sessions-changed`` when a session closes); then the
 pane's exit status is asked for. Nothing runs while the session is idle.
 
 When the transcript cannot be written (a full disk: its writer leaves a gap marker and
-drops output until there is space), the stream switches to ``%output`` of a control
-client of its own, attached to its session, for the rest of its life, so viewers keep
-seeing the session; snapshots are then command replies, which tmux orders exactly
-against that output.
+drops output until there is space), or a snapshot's history cannot be saved, the stream
+switches to ``%output`` of a control client of its own, attached to its session, for the
+rest of its life, so viewers keep seeing the session; snapshots are then command
+replies, which tmux orders exactly against that output.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
 import re
 import time
 from collections.abc import Callable, Coroutine
@@ -34,9 +38,16 @@ from ...procs import watch_exit
 from ...transcripts import Follower, Transcript
 from ..base import ListenedStream, StreamListener
 from . import tail
-from .control import TmuxControl
+from .control import TmuxControl, ignore_reply
 from .cut import ANCHOR, QUIET, SETTLE_LIMIT, idle_before, locate, settle
-from .formats import DEAD_FORMAT, META_FORMAT, SEND_CHUNK, compose_replay, parse_dead
+from .formats import (
+    DEAD_FORMAT,
+    META_FORMAT,
+    SEND_CHUNK,
+    compose_replay,
+    parse_dead,
+    tmux_quote_path,
+)
 
 if TYPE_CHECKING:
     from .backend import TmuxBackend
@@ -46,6 +57,8 @@ PUMP_BYTES = 64 * 1024
 #: how often, and how many times, a pane whose process ended is asked for its status
 STATUS_RETRY = 0.05
 STATUS_TRIES = 40
+#: numbers the tmux buffers (and files) of this process's cuts
+_CUTS = itertools.count()
 
 
 class TmuxStream(ListenedStream):
@@ -164,18 +177,21 @@ class TmuxStream(ListenedStream):
 
     # -- snapshots at a cut ----------------------------------------------------------
 
-    def _capture(self) -> str:
+    def _capture(self, history_into: tuple[str, str] | None = None) -> str:
         """The commands of a snapshot, five replies: the meta fields, the history older
         than :attr:`~.TmuxBackend.replay_color_lines` (plain text), the rest of the
         history and the screen (with escapes), and the normal screen under an alternate
         one (see :func:`compose_replay`). The last fails when there is no alternate
-        screen, and a failed command ends its line."""
+        screen, and a failed command ends its line. ``history_into``: the two captures
+        of history go into these tmux buffers instead, with empty replies
+        (:meth:`_saved_history`)."""
         t = self._target
         recent = self._backend.replay_color_lines
+        old_to, recent_to = (f"-b {b}" for b in history_into) if history_into else ("-p", "-p")
         return (
             f"display-message -p -t {t} '{META_FORMAT}' ; "
-            f"capture-pane -p -J -S - -E {-recent - 1} -t {t} ; "
-            f"capture-pane -p -e -J -S {-recent} -E -1 -t {t} ; "
+            f"capture-pane {old_to} -J -S - -E {-recent - 1} -t {t} ; "
+            f"capture-pane {recent_to} -e -J -S {-recent} -E -1 -t {t} ; "
             f"capture-pane -p -e -J -S 0 -E - -t {t} ; "
             f"capture-pane -a -p -e -J -t {t}"
         )
@@ -194,11 +210,25 @@ class TmuxStream(ListenedStream):
                     return
                 since = time.time()
                 floor = self._transcript.size()  # the cut is at or past it
-                replies, quiet = await self._capture_at_cut(pane, floor, since)
+                name = f"ja-replay-{os.getpid()}-{next(_CUTS)}"  # tmux's buffers are shared
+                buffers = (f"{name}-old", f"{name}-recent")
+                replies, quiet = await self._capture_at_cut(pane, floor, since, buffers)
                 after = bytes(self._after or b"")[:ANCHOR]
                 self._after = None
-            if replies is None:
+            history, error = await self._saved_history(buffers)
+            if replies is None or self._closed or self._live is not None:
                 return  # the session or tmux went away: the stream's end follows
+            if history is None:  # tmux could not write it: nor can the transcript's writer
+                self._backend.log.warning(
+                    "jupyter_agents: tmux could not save a replay of session %s (%s); "
+                    "it is streamed through control mode from now on",
+                    self._session_id,
+                    error,
+                )
+                self._go_live(pane)
+                self.snapshot(callback, rows)
+                return
+            replies[1:3] = history
             if after:
                 cut = await locate(self._transcript, floor, after)
             else:
@@ -217,14 +247,15 @@ class TmuxStream(ListenedStream):
         self._wake()  # what came during the cut (and whether the transcript is stuck)
 
     async def _capture_at_cut(
-        self, pane: str, floor: int, since: float
+        self, pane: str, floor: int, since: float, buffers: tuple[str, str]
     ) -> tuple[list[list[bytes] | None] | None, int | None]:
         """Attach the control client to the session, turn the pane's output on and
-        capture, on one line; collect the pane's output after it into ``_after`` until
-        it anchors the cut, then pause the pane again. The capture's five replies (None
-        if the line failed before them), and the cut if the pane was quiet after it
-        (:meth:`_anchor`), or ``floor`` (the transcript's size at ``since``) if tmux had
-        read nothing from it for a while before (:func:`~.cut.idle_before`)."""
+        capture (the history into ``buffers``), on one line; collect the pane's output
+        after it into ``_after`` until it anchors the cut, then pause the pane again. The
+        capture's five replies (None if the line failed before them), and the cut if the
+        pane was quiet after it (:meth:`_anchor`), or ``floor`` (the transcript's size at
+        ``since``) if tmux had read nothing from it for a while before
+        (:func:`~.cut.idle_before`)."""
         control = self._control
         replies: list[list[bytes] | None] = []
         captured = asyncio.get_running_loop().create_future()
@@ -240,7 +271,7 @@ class TmuxStream(ListenedStream):
         control.command(
             f"display-message -p -t '{pane}' '#{{window_activity}}' ; "
             f"switch-client -t ={self._session_id} ; refresh-client -A '{pane}:continue' ; "
-            + self._capture(),
+            + self._capture(buffers),
             collect,
             8,
         )
@@ -258,6 +289,50 @@ class TmuxStream(ListenedStream):
         finally:
             control.on_panes.discard(pane)
             control.command(f"refresh-client -A '{pane}:pause'")
+
+    async def _saved_history(
+        self, buffers: tuple[str, str]
+    ) -> tuple[list[list[bytes] | None] | None, str]:
+        """The lines of a cut's two captures of history, from the tmux buffers they went
+        into, which tmux saves into files here: a reply would bring them through the
+        control client line by line, twice as slow for 20,000 lines. The buffers and
+        files are removed. None and why if tmux could not save them whole (a full disk:
+        tmux does not check that a file it wrote was closed, so sizes are compared), or
+        the capture failed."""
+        here = self._backend.tmux_dir
+        paths = [here / b for b in buffers]
+        saved: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        replies: list[list[bytes] | None] = []
+        errors: list[bytes] = []
+
+        def collect(ok: bool, lines: list[bytes]) -> None:
+            replies.append(lines if ok else None)
+            errors.extend(() if ok else lines)
+            if len(replies) == 1 + len(buffers):
+                saved.set_result(None)
+
+        saves = (f"save-buffer -b {b} {tmux_quote_path(here / b)}" for b in buffers)
+        self._control.command(
+            "list-buffers -F '#{buffer_name} #{buffer_size}' ; " + " ; ".join(saves),
+            collect,
+            1 + len(buffers),
+        )
+        deletes = (f"delete-buffer -b {b}" for b in buffers)
+        self._control.command(" ; ".join(deletes), ignore_reply, len(buffers))
+        try:
+            await saved
+            if any(r is None for r in replies):
+                return None, b" ".join(errors).decode(errors="replace") or "not saved"
+            sizes = dict(line.decode().rsplit(" ", 1) for line in replies[0] or [])
+            data = [p.read_bytes() for p in paths]
+            if [str(len(d)) for d in data] != [sizes.get(b) for b in buffers]:
+                return None, "a file was not written whole"
+            return [d.removesuffix(b"\n").split(b"\n") for d in data], ""
+        except OSError as e:
+            return None, str(e)
+        finally:
+            for path in paths:
+                path.unlink(missing_ok=True)
 
     async def _anchor(self) -> int | None:
         """Wait for the pane's output after a cut's capture until it anchors the cut
