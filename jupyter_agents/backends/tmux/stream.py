@@ -61,6 +61,17 @@ STATUS_TRIES = 40
 _CUTS = itertools.count()
 
 
+def decode_lines(lines: list[bytes] | None) -> list[str] | None:
+    """The text of a reply's lines (None stays None), decoded in one piece.
+
+    >>> decode_lines([b"a", b"\\xff"]), decode_lines([]), decode_lines(None)
+    (['a', '\\ufffd'], [], None)
+    """
+    if lines is None:
+        return None
+    return b"\n".join(lines).decode("utf-8", "replace").split("\n") if lines else []
+
+
 class TmuxStream(ListenedStream):
     """One viewed session (see module docstring)."""
 
@@ -115,7 +126,7 @@ class TmuxStream(ListenedStream):
         def collect(ok: bool, lines: list[bytes]) -> None:
             parts.append(lines if ok else None)
             if len(parts) == 5:
-                self._replay(parts, callback, screen_rows)
+                self._replay([decode_lines(p) for p in parts], callback, screen_rows)
 
         self._live.command(self._capture(), collect, 5)
 
@@ -228,7 +239,8 @@ class TmuxStream(ListenedStream):
                 self._go_live(pane)
                 self.snapshot(callback, rows)
                 return
-            replies[1:3] = history
+            parts = [decode_lines(r) for r in replies]
+            parts[1:3] = history
             if after:
                 cut = await locate(self._transcript, floor, after)
             else:
@@ -243,7 +255,7 @@ class TmuxStream(ListenedStream):
                 self._offset = cut
                 self._unwatch = tail.watch(self._transcript.path, self._wake)
             self._pump(cut)
-            self._replay(replies, callback, rows)
+            self._replay(parts, callback, rows)
         self._wake()  # what came during the cut (and whether the transcript is stuck)
 
     async def _capture_at_cut(
@@ -292,7 +304,7 @@ class TmuxStream(ListenedStream):
 
     async def _saved_history(
         self, buffers: tuple[str, str]
-    ) -> tuple[list[list[bytes] | None] | None, str]:
+    ) -> tuple[list[list[str] | None] | None, str]:
         """The lines of a cut's two captures of history, from the tmux buffers they went
         into, which tmux saves into files here: a reply would bring them through the
         control client line by line, twice as slow for 20,000 lines. The buffers and
@@ -327,7 +339,7 @@ class TmuxStream(ListenedStream):
             data = [p.read_bytes() for p in paths]
             if [str(len(d)) for d in data] != [sizes.get(b) for b in buffers]:
                 return None, "a file was not written whole"
-            return [d.removesuffix(b"\n").split(b"\n") for d in data], ""
+            return [d.decode("utf-8", "replace").removesuffix("\n").split("\n") for d in data], ""
         except OSError as e:
             return None, str(e)
         finally:
@@ -357,11 +369,9 @@ class TmuxStream(ListenedStream):
         return None
 
     def _replay(
-        self, parts: list[list[bytes] | None], callback: Callable[[str], None], rows: int | None
+        self, parts: list[list[str] | None], callback: Callable[[str], None], rows: int | None
     ) -> None:
-        meta, old, recent, screen, saved = (
-            [line.decode("utf-8", "replace") for line in p or []] for p in parts
-        )
+        meta, old, recent, screen, saved = (p or [] for p in parts)
         fields = meta[0].split(" ") if meta else []
         if len(fields) != META_FORMAT.count("#{"):
             return  # session vanished between request and reply; on_exit follows
