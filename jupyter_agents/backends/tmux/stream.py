@@ -229,7 +229,7 @@ class TmuxStream(ListenedStream):
             history, error = await self._saved_history(buffers)
             if replies is None or self._closed or self._live is not None:
                 return  # the session or tmux went away: the stream's end follows
-            if history is None:  # tmux could not write it: nor can the transcript's writer
+            if history is None:  # tmux could not save it (a full disk): replies carry it
                 self._backend.log.warning(
                     "jupyter_agents: tmux could not save a replay of session %s (%s); "
                     "it is streamed through control mode from now on",
@@ -335,7 +335,7 @@ class TmuxStream(ListenedStream):
             await saved
             if any(r is None for r in replies):
                 return None, b" ".join(errors).decode(errors="replace") or "not saved"
-            sizes = dict(line.decode().rsplit(" ", 1) for line in replies[0] or [])
+            sizes = dict(line.decode().rpartition(" ")[::2] for line in replies[0] or [])
             data = [p.read_bytes() for p in paths]
             if [str(len(d)) for d in data] != [sizes.get(b) for b in buffers]:
                 return None, "a file was not written whole"
