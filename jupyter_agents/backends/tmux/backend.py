@@ -63,7 +63,7 @@ class TmuxBackend(Backend):
         config=True,
         help="History lines, counted back from the screen, that a replay sends with their "
         "colours and attributes; older history is replayed as plain text. tmux spends "
-        "about 2.5 ms per 1,000 lines formatting escapes, and serves no pane meanwhile; "
+        "2.5-4.5 ms per 1,000 lines formatting escapes, and serves no pane meanwhile; "
         "JupyterLab's terminal keeps 1,000 lines of scrollback by default.",
     )
     default_terminal = Unicode(
