@@ -27,10 +27,11 @@ import itertools
 import re
 import subprocess
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from .formats import unescape_output
+from .formats import tmux_quote_path, unescape_output
 
 if TYPE_CHECKING:
     from .backend import TmuxBackend
@@ -115,6 +116,48 @@ class TmuxControl:
             self._outbox.append(data)
             if self._task is None:
                 self._task = asyncio.ensure_future(self._run())
+
+    async def save_buffers(
+        self, names: Sequence[str], directory: Path
+    ) -> tuple[list[str] | None, str]:
+        """The text of the tmux buffers ``names`` (plain tokens), which are then deleted.
+        tmux saves them into files of ``directory``, read and removed here: a reply
+        would bring a big one through this client line by line, twice as slow (18,000
+        lines of history: 17-24 ms, against 8). None and why if tmux could not save
+        one whole (a full disk: tmux does not check that a file it wrote was closed, so
+        sizes are compared), or there is no such buffer."""
+        paths = [directory / name for name in names]
+        saved: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        replies: list[list[bytes] | None] = []
+        errors: list[bytes] = []
+
+        def collect(ok: bool, lines: list[bytes]) -> None:
+            replies.append(lines if ok else None)
+            errors.extend(() if ok else lines)
+            if len(replies) == 1 + len(names):
+                saved.set_result(None)
+
+        saves = (f"save-buffer -b {n} {tmux_quote_path(directory / n)}" for n in names)
+        self.command(
+            "list-buffers -F '#{buffer_name} #{buffer_size}' ; " + " ; ".join(saves),
+            collect,
+            1 + len(names),
+        )
+        self.command(" ; ".join(f"delete-buffer -b {n}" for n in names), ignore_reply, len(names))
+        try:
+            await saved
+            if any(r is None for r in replies):
+                return None, b" ".join(errors).decode(errors="replace") or "not saved"
+            sizes = dict(line.decode().rpartition(" ")[::2] for line in replies[0] or [])
+            data = [path.read_bytes() for path in paths]
+            if [str(len(d)) for d in data] != [sizes.get(n) for n in names]:
+                return None, "a file was not written whole"
+            return [d.decode("utf-8", "replace") for d in data], ""
+        except OSError as e:
+            return None, str(e)
+        finally:
+            for path in paths:
+                path.unlink(missing_ok=True)
 
     def close(self) -> None:
         """Detach the client (EOF); its pending replies fail."""

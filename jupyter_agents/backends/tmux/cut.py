@@ -65,6 +65,29 @@ async def settle(transcript: Transcript) -> int:
     return size
 
 
+async def anchor(after: bytearray, more: asyncio.Event, transcript: Transcript) -> int | None:
+    """Wait for the pane's output after a cut's capture, which its stream collects into
+    ``after`` (setting ``more`` as it comes), until it anchors the cut (:data:`ANCHOR`
+    bytes: None, to :func:`locate` it), or some came and then none for :data:`QUIET`
+    (None too). If none comes while the transcript does not grow either, for
+    :data:`QUIET`, all the pane printed is in the transcript: its size then is the cut
+    (returned). A transcript that grows with no ``%output`` may hold output after the
+    capture whose ``%output`` is late (a loaded machine), so that is waited out."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTLE_LIMIT
+    while len(after) < ANCHOR and loop.time() < deadline:
+        more.clear()
+        size = transcript.size()
+        try:
+            await asyncio.wait_for(more.wait(), QUIET)
+        except asyncio.TimeoutError:
+            if after:
+                return None
+            if transcript.size() == size:
+                return size
+    return None
+
+
 async def locate(transcript: Transcript, floor: int, after: bytes) -> int | None:
     """The transcript offset where ``after`` starts, searching from ``floor`` (the
     transcript's size before the cut was taken: the cut is at or past it) as the

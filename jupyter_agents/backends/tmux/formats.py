@@ -1,7 +1,7 @@
 """tmux's formats and quoting, pure: the config we write, command-line escaping,
 control-mode ``%output`` unescaping, pane-death and version parsing, the environment
-file sessions read, the transcript writer ``pipe-pane`` runs, and composing a replay
-from a snapshot's pieces.
+file sessions read, the transcript writer ``pipe-pane`` runs, and a snapshot's commands,
+the decoding of their replies and composing a replay from its pieces.
 
 Facts these rely on (tmux >= 3.2, checked on 3.3a):
 
@@ -275,6 +275,38 @@ def default_terminal() -> str:
         if os.path.exists(os.path.join(base, "t", "tmux-256color")):
             return "tmux-256color"
     return "screen-256color"
+
+
+def snapshot_commands(target: str, recent: int, history_into: tuple[str, str] | None = None) -> str:
+    """The commands of a snapshot of ``target``'s pane, five replies: the meta fields
+    (:data:`META_FORMAT`), the history older than ``recent`` lines (plain text), the
+    rest of the history and the screen (with escapes), and the normal screen under an
+    alternate one (see :func:`compose_replay`). The last fails when there is no
+    alternate screen, and a failed command ends its line. ``history_into``: the two
+    captures of history go into these tmux buffers instead, with empty replies.
+
+    >>> snapshot_commands("=s:", 5, ("a", "b")).split(" ; ")[1:3]
+    ['capture-pane -b a -J -S - -E -6 -t =s:', 'capture-pane -b b -e -J -S -5 -E -1 -t =s:']
+    """
+    old_to, recent_to = (f"-b {b}" for b in history_into) if history_into else ("-p", "-p")
+    return (
+        f"display-message -p -t {target} '{META_FORMAT}' ; "
+        f"capture-pane {old_to} -J -S - -E {-recent - 1} -t {target} ; "
+        f"capture-pane {recent_to} -e -J -S {-recent} -E -1 -t {target} ; "
+        f"capture-pane -p -e -J -S 0 -E - -t {target} ; "
+        f"capture-pane -a -p -e -J -t {target}"
+    )
+
+
+def decode_lines(lines: list[bytes] | None) -> list[str] | None:
+    """The text of a reply's lines (None stays None), decoded in one piece.
+
+    >>> decode_lines([b"a", b"\\xff"]), decode_lines([]), decode_lines(None)
+    (['a', '\\ufffd'], [], None)
+    """
+    if lines is None:
+        return None
+    return b"\n".join(lines).decode("utf-8", "replace").split("\n") if lines else []
 
 
 def compose_replay(

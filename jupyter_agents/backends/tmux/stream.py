@@ -38,15 +38,16 @@ from ...procs import watch_exit
 from ...transcripts import Follower, Transcript
 from ..base import ListenedStream, StreamListener
 from . import tail
-from .control import TmuxControl, ignore_reply
-from .cut import ANCHOR, QUIET, SETTLE_LIMIT, idle_before, locate, settle
+from .control import TmuxControl
+from .cut import ANCHOR, anchor, idle_before, locate, settle
 from .formats import (
     DEAD_FORMAT,
     META_FORMAT,
     SEND_CHUNK,
     compose_replay,
+    decode_lines,
     parse_dead,
-    tmux_quote_path,
+    snapshot_commands,
 )
 
 if TYPE_CHECKING:
@@ -59,17 +60,6 @@ STATUS_RETRY = 0.05
 STATUS_TRIES = 40
 #: numbers the tmux buffers (and files) of this process's cuts
 _CUTS = itertools.count()
-
-
-def decode_lines(lines: list[bytes] | None) -> list[str] | None:
-    """The text of a reply's lines (None stays None), decoded in one piece.
-
-    >>> decode_lines([b"a", b"\\xff"]), decode_lines([]), decode_lines(None)
-    (['a', '\\ufffd'], [], None)
-    """
-    if lines is None:
-        return None
-    return b"\n".join(lines).decode("utf-8", "replace").split("\n") if lines else []
 
 
 class TmuxStream(ListenedStream):
@@ -128,7 +118,9 @@ class TmuxStream(ListenedStream):
             if len(parts) == 5:
                 self._replay([decode_lines(p) for p in parts], callback, screen_rows)
 
-        self._live.command(self._capture(), collect, 5)
+        self._live.command(
+            snapshot_commands(self._target, self._backend.replay_color_lines), collect, 5
+        )
 
     def write(self, data: str) -> None:
         if self._closed:
@@ -188,25 +180,6 @@ class TmuxStream(ListenedStream):
 
     # -- snapshots at a cut ----------------------------------------------------------
 
-    def _capture(self, history_into: tuple[str, str] | None = None) -> str:
-        """The commands of a snapshot, five replies: the meta fields, the history older
-        than :attr:`~.TmuxBackend.replay_color_lines` (plain text), the rest of the
-        history and the screen (with escapes), and the normal screen under an alternate
-        one (see :func:`compose_replay`). The last fails when there is no alternate
-        screen, and a failed command ends its line. ``history_into``: the two captures
-        of history go into these tmux buffers instead, with empty replies
-        (:meth:`_saved_history`)."""
-        t = self._target
-        recent = self._backend.replay_color_lines
-        old_to, recent_to = (f"-b {b}" for b in history_into) if history_into else ("-p", "-p")
-        return (
-            f"display-message -p -t {t} '{META_FORMAT}' ; "
-            f"capture-pane {old_to} -J -S - -E {-recent - 1} -t {t} ; "
-            f"capture-pane {recent_to} -e -J -S {-recent} -E -1 -t {t} ; "
-            f"capture-pane -p -e -J -S 0 -E - -t {t} ; "
-            f"capture-pane -a -p -e -J -t {t}"
-        )
-
     async def _cut_snapshot(self, callback: Callable[[str], None], rows: int | None) -> None:
         """Take a snapshot at an exact cut of the transcript (:mod:`.cut`) and deliver
         it there: the transcript up to the cut, the callback, then the rest."""
@@ -226,10 +199,10 @@ class TmuxStream(ListenedStream):
                 replies, quiet = await self._capture_at_cut(pane, floor, since, buffers)
                 after = bytes(self._after or b"")[:ANCHOR]
                 self._after = None
-            history, error = await self._saved_history(buffers)
+            saved, error = await self._control.save_buffers(buffers, self._backend.tmux_dir)
             if replies is None or self._closed or self._live is not None:
                 return  # the session or tmux went away: the stream's end follows
-            if history is None:  # tmux could not save it (a full disk): replies carry it
+            if saved is None:  # tmux could not save it (a full disk): replies carry it
                 self._backend.log.warning(
                     "jupyter_agents: tmux could not save a replay of session %s (%s); "
                     "it is streamed through control mode from now on",
@@ -240,7 +213,7 @@ class TmuxStream(ListenedStream):
                 self.snapshot(callback, rows)
                 return
             parts = [decode_lines(r) for r in replies]
-            parts[1:3] = history
+            parts[1:3] = (text.removesuffix("\n").split("\n") for text in saved)
             if after:
                 cut = await locate(self._transcript, floor, after)
             else:
@@ -265,7 +238,7 @@ class TmuxStream(ListenedStream):
         capture (the history into ``buffers``), on one line; collect the pane's output
         after it into ``_after`` until it anchors the cut, then pause the pane again. The
         capture's five replies (None if the line failed before them), and the cut if the
-        pane was quiet after it (:meth:`_anchor`), or ``floor`` (the transcript's size at
+        pane was quiet after it (:func:`~.cut.anchor`), or ``floor`` (the transcript's size at
         ``since``) if tmux had read nothing from it for a while before
         (:func:`~.cut.idle_before`)."""
         control = self._control
@@ -283,7 +256,7 @@ class TmuxStream(ListenedStream):
         control.command(
             f"display-message -p -t '{pane}' '#{{window_activity}}' ; "
             f"switch-client -t ={self._session_id} ; refresh-client -A '{pane}:continue' ; "
-            + self._capture(buffers),
+            + snapshot_commands(self._target, self._backend.replay_color_lines, buffers),
             collect,
             8,
         )
@@ -296,77 +269,11 @@ class TmuxStream(ListenedStream):
             if idle_before(activity, since):
                 self._after = None  # the cut is ``floor``: no anchor is looked for
                 return replies[3:], floor
-            quiet = await self._anchor()
+            quiet = await anchor(self._after, self._more, self._transcript)
             return replies[3:], quiet
         finally:
             control.on_panes.discard(pane)
             control.command(f"refresh-client -A '{pane}:pause'")
-
-    async def _saved_history(
-        self, buffers: tuple[str, str]
-    ) -> tuple[list[list[str] | None] | None, str]:
-        """The lines of a cut's two captures of history, from the tmux buffers they went
-        into, which tmux saves into files here: a reply would bring them through the
-        control client line by line, twice as slow for 20,000 lines. The buffers and
-        files are removed. None and why if tmux could not save them whole (a full disk:
-        tmux does not check that a file it wrote was closed, so sizes are compared), or
-        the capture failed."""
-        here = self._backend.tmux_dir
-        paths = [here / b for b in buffers]
-        saved: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        replies: list[list[bytes] | None] = []
-        errors: list[bytes] = []
-
-        def collect(ok: bool, lines: list[bytes]) -> None:
-            replies.append(lines if ok else None)
-            errors.extend(() if ok else lines)
-            if len(replies) == 1 + len(buffers):
-                saved.set_result(None)
-
-        saves = (f"save-buffer -b {b} {tmux_quote_path(here / b)}" for b in buffers)
-        self._control.command(
-            "list-buffers -F '#{buffer_name} #{buffer_size}' ; " + " ; ".join(saves),
-            collect,
-            1 + len(buffers),
-        )
-        deletes = (f"delete-buffer -b {b}" for b in buffers)
-        self._control.command(" ; ".join(deletes), ignore_reply, len(buffers))
-        try:
-            await saved
-            if any(r is None for r in replies):
-                return None, b" ".join(errors).decode(errors="replace") or "not saved"
-            sizes = dict(line.decode().rpartition(" ")[::2] for line in replies[0] or [])
-            data = [p.read_bytes() for p in paths]
-            if [str(len(d)) for d in data] != [sizes.get(b) for b in buffers]:
-                return None, "a file was not written whole"
-            return [d.decode("utf-8", "replace").removesuffix("\n").split("\n") for d in data], ""
-        except OSError as e:
-            return None, str(e)
-        finally:
-            for path in paths:
-                path.unlink(missing_ok=True)
-
-    async def _anchor(self) -> int | None:
-        """Wait for the pane's output after a cut's capture until it anchors the cut
-        (:data:`~.cut.ANCHOR` bytes), or some came and then none for :data:`~.cut.QUIET`.
-        If none comes while the transcript does not grow either, for :data:`~.cut.QUIET`,
-        all the pane printed is in the transcript: its size then is the cut (returned).
-        A transcript that grows with no ``%output`` may hold output after the capture
-        whose ``%output`` is late (a loaded machine), so that is waited out."""
-        assert self._after is not None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + SETTLE_LIMIT
-        while len(self._after) < ANCHOR and loop.time() < deadline:
-            self._more.clear()
-            size = self._transcript.size()
-            try:
-                await asyncio.wait_for(self._more.wait(), QUIET)
-            except asyncio.TimeoutError:
-                if self._after:
-                    return None
-                if self._transcript.size() == size:
-                    return size
-        return None
 
     def _replay(
         self, parts: list[list[str] | None], callback: Callable[[str], None], rows: int | None
