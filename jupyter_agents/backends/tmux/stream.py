@@ -199,6 +199,7 @@ class TmuxStream(ListenedStream):
                 replies, quiet = await self._capture_at_cut(pane, floor, since, buffers)
                 after = bytes(self._after or b"")[:ANCHOR]
                 self._after = None
+            # also when the capture failed: it removes the buffers a partial one left
             saved, error = await self._control.save_buffers(buffers, self._backend.tmux_dir)
             if replies is None or self._closed or self._live is not None:
                 return  # the session or tmux went away: the stream's end follows
