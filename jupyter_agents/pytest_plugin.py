@@ -211,16 +211,20 @@ class TermClient:
             return False
         if opcode == websocket.ABNF.OPCODE_CLOSE:
             code = int.from_bytes(raw[:2], "big") if len(raw) >= 2 else None
-            log = self.log_path.read_text(errors="replace")[-3000:] if self.log_path else ""
             raise AssertionError(
                 f"the server closed the socket ({code}, {raw[2:].decode(errors='replace')!r}) "
-                f"after {self.messages[-3:]!r}; its log ends:\n{log}"
+                f"after {self.messages[-3:]!r}; {self.log_tail()}"
             )
         msg = json.loads(raw)
         self.messages.append(msg)
         if msg[0] == "stdout":
             self.text += msg[1]
         return True
+
+    def log_tail(self) -> str:
+        """The end of the server's log, for an assertion's message."""
+        log = self.log_path.read_text(errors="replace")[-3000:] if self.log_path else ""
+        return f"the server's log ends:\n{log}"
 
     def wait_for(self, predicate: str | Callable[[TermClient], bool], timeout: float = 15) -> None:
         """Receive until ``predicate`` (a substring of the output, or a callable) holds."""

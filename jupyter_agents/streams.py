@@ -234,15 +234,17 @@ class Streams:
             return self.service.get(sid).status == "running"
 
         def done(future: asyncio.Future[Any]) -> None:
-            still = not future.cancelled() and future.exception() is None and future.result()
-            if still:
+            # only a process known to have ended closes its tabs; when that could not be
+            # found out (a failed reconcile, logged), the viewers reconnect and see
+            ended = not future.cancelled() and future.exception() is None and not future.result()
+            if not ended:
                 self.log.warning(
-                    "jupyter_agents: lost the stream of running terminal %s; its viewers "
-                    "are dropped and reconnect",
+                    "jupyter_agents: lost the stream of terminal %s, which may still run; "
+                    "its viewers are dropped and reconnect",
                     term.session.name,
                 )
             if self.terminals.get(sid) is term:
-                self.drop(term, disconnect=not still)
+                self.drop(term, disconnect=ended)
 
         self.offload(settle).add_done_callback(done)
 

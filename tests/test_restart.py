@@ -100,7 +100,8 @@ def test_fifty_terminals_survive(agents_server, agents_backend):
     for name in names:
         c = server2.ws(name)
         c.wait_for(replayed)
-        assert f"out-{name}-2" in c.messages[1][1]
+        replay = c.messages[1]
+        assert replay[0] == "stdout" and f"out-{name}-2" in replay[1], (replay, c.log_tail())
         c.close()
 
 
