@@ -183,3 +183,50 @@ def test_one_control_client_serves_every_viewed_terminal(agents_server):
     for client in clients:
         client.close()
     poll(lambda: not control_clients(), 10, "the control client to detach")
+
+
+def test_viewers_outlive_their_control_client_being_detached(agents_server):
+    """tmux may detach the shared control client at any moment (a user attaching with
+    ``attach -d``, ``detach-client``), with a new viewer's lookup and cut in flight: the
+    next client carries on. Viewers keep their terminals (no ``disconnect``, no dropped
+    socket), each new viewer gets its replay, input works after, and both sessions still
+    run. (Keys sent to a client as it is detached are lost: tmux may have run them.)"""
+    server = agents_server()
+    socket = server.state_dir / "tmux" / "socket"
+
+    def detach_control_clients() -> None:
+        out = subprocess.run(
+            [
+                "tmux",
+                "-S",
+                str(socket),
+                "list-clients",
+                "-F",
+                "#{client_control_mode} #{client_name}",
+            ],
+            capture_output=True,
+            text=True,
+        ).stdout
+        for line in out.splitlines():
+            mode, _, client = line.partition(" ")
+            if mode == "1":
+                subprocess.run(["tmux", "-S", str(socket), "detach-client", "-t", client])
+
+    first, second = (server.request("POST", "/api/terminals", {})[1]["name"] for _ in range(2))
+    keeper = server.ws(first)
+    keeper.wait_for(lambda c: len(c.messages) >= 2)
+    for i in range(25):
+        viewer = server.ws(second)
+        time.sleep(0.002 * (i % 10))
+        detach_control_clients()
+        viewer.wait_for(lambda c: len(c.messages) >= 2)
+        assert viewer.messages[1][0] == "stdout", (viewer.messages[:2], viewer.log_tail())
+        keeper.stdin(f"echo kept-$((1000+{i}))\r")
+        viewer.stdin(f"echo seen-$((2000+{i}))\r")
+        viewer.wait_for(f"seen-{2000 + i}")
+        viewer.close()
+        keeper.wait_for(f"kept-{1000 + i}")
+    assert not [m for m in keeper.messages if m[0] == "disconnect"]
+    _, sessions = server.request("GET", "/api/agents/sessions")
+    assert [s["status"] for s in sessions] == ["running", "running"]
+    keeper.close()

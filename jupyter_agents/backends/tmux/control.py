@@ -15,8 +15,12 @@ them, and tmux reads them at full speed for their ``pipe-pane`` all the same.
 Commands sent on one line run back to back, each with its own ``%begin``/``%end`` (or
 ``%error``) block, and a failed command ends its line: the commands after it send no
 block at all, so their replies are failed here. If the client goes away (its tmux
-server ended, or it was detached), pending replies fail and the next command starts a
-new client; members are told when none can be started.
+server ended, or tmux detached it: a user's ``attach -d``), the next command starts a new
+client, and the lines the old one was sent and answered nothing of go to it first: tmux
+writes a control client's replies before it lets the client go, and stops reading its
+commands, so those never ran (tmux 3.3a, ``server_client_check_exit``). The rest of a
+line it answered in part fails (with no lines). Members are told when no client can be
+started.
 """
 
 from __future__ import annotations
@@ -68,9 +72,11 @@ class TmuxControl:
         self._members: set[Member] = set()
         #: pane id (``b"%3"``) -> the member its ``%output`` goes to
         self._routes: dict[bytes, Member] = {}
-        #: (line number, reply) for each command sent and not yet answered
-        self._pending: deque[tuple[int, Reply]] = deque()
-        self._outbox: list[bytes] = []
+        #: (line number, reply, the line on its first command's entry) for each command
+        #: sent and not yet answered
+        self._pending: deque[tuple[int, Reply, bytes | None]] = deque()
+        #: (line number, line) of the commands not sent to a client yet
+        self._outbox: list[tuple[int, bytes]] = []
         self._lines = itertools.count()
         self._ready = False
         self._proc: asyncio.subprocess.Process | None = None
@@ -108,12 +114,12 @@ class TmuxControl:
                 reply(False, [])
             return
         number = next(self._lines)
-        self._pending.extend((number, reply) for _ in range(count))
         data = line.encode() + b"\n"
+        self._pending.extend((number, reply, None if i else data) for i in range(count))
         if self._ready and self._proc is not None and self._proc.stdin is not None:
             self._proc.stdin.write(data)
         else:
-            self._outbox.append(data)
+            self._outbox.append((number, data))
             if self._task is None:
                 self._task = asyncio.ensure_future(self._run())
 
@@ -125,7 +131,8 @@ class TmuxControl:
         would bring a big one through this client line by line, twice as slow (18,000
         lines of history: 17-24 ms, against 8). None and why if tmux could not save
         one whole (a full disk: tmux does not check that a file it wrote was closed, so
-        sizes are compared), or there is no such buffer."""
+        sizes are compared), or there is no such buffer; None and ``""`` if the client
+        went away before it answered."""
         paths = [directory / name for name in names]
         saved: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         replies: list[list[bytes] | None] = []
@@ -143,11 +150,11 @@ class TmuxControl:
             collect,
             1 + len(names),
         )
-        self.command(" ; ".join(f"delete-buffer -b {n}" for n in names), ignore_reply, len(names))
+        self.delete_buffers(names)
         try:
             await saved
             if any(r is None for r in replies):
-                return None, b" ".join(errors).decode(errors="replace") or "not saved"
+                return None, b" ".join(errors).decode(errors="replace")
             sizes = dict(line.decode().rpartition(" ")[::2] for line in replies[0] or [])
             data = [path.read_bytes() for path in paths]
             if [str(len(d)) for d in data] != [sizes.get(n) for n in names]:
@@ -158,6 +165,10 @@ class TmuxControl:
         finally:
             for path in paths:
                 path.unlink(missing_ok=True)
+
+    def delete_buffers(self, names: Sequence[str]) -> None:
+        """Delete the tmux buffers ``names`` (plain tokens); a missing one ends the line."""
+        self.command(" ; ".join(f"delete-buffer -b {n}" for n in names), ignore_reply, len(names))
 
     def close(self) -> None:
         """Detach the client (EOF); its pending replies fail."""
@@ -182,10 +193,13 @@ class TmuxControl:
     # -- the client ------------------------------------------------------------------
 
     async def _run(self) -> None:
-        """Start clients while there are commands for them; tell members if none can be
+        """Start clients while there are commands for them, or (a client attached to one
+        session) panes whose ``%output`` is wanted; tell members if none can be
         started."""
         try:
-            while not self.closed and (self._outbox or self._pending):
+            while not self.closed and (
+                self._outbox or self._pending or (self._session_id and self._routes)
+            ):
                 attached = await self._attach()
                 if not attached:
                     self._backend.log.warning(
@@ -235,8 +249,27 @@ class TmuxControl:
                     self._target(),
                     status,
                 )
-            self._fail_pending()
+            self._resend_unanswered()
         return attached
+
+    def _resend_unanswered(self) -> None:
+        """The client went away: the lines it was sent and answered nothing of go first
+        to the next one; the rest of a line answered in part fails (module docstring)."""
+        unsent = self._outbox[0][0] if self._outbox else next(self._lines)
+        pending: deque[tuple[int, Reply, bytes | None]] = deque()
+        again: list[tuple[int, bytes]] = []
+        failed: list[Reply] = []
+        for number, reply, data in self._pending:
+            if data is not None and number < unsent:
+                again.append((number, data))
+            if number >= unsent or (again and again[-1][0] == number):
+                pending.append((number, reply, data))
+            else:
+                failed.append(reply)
+        self._pending = pending
+        self._outbox = again + self._outbox
+        for reply in failed:
+            reply(False, [])
 
     def _target(self) -> str:
         """What the client attaches to, for log messages."""
@@ -244,8 +277,10 @@ class TmuxControl:
         return where if self._session_id is None else f"session {self._session_id} of {where}"
 
     def _fail_pending(self) -> None:
+        """No client will answer: every reply fails, and the unsent lines are dropped."""
+        self._outbox = []
         pending, self._pending = self._pending, deque()
-        for _, reply in pending:
+        for _, reply, _ in pending:
             reply(False, [])
 
     def _on_attached(self) -> None:
@@ -253,7 +288,7 @@ class TmuxControl:
         assert self._proc is not None and self._proc.stdin is not None
         queued, self._outbox = self._outbox, []
         self._ready = True
-        for data in queued:
+        for _, data in queued:
             self._proc.stdin.write(data)
 
     def _pause_session(self, session: bytes) -> None:
@@ -328,7 +363,7 @@ class TmuxControl:
         its line, which tmux does not run."""
         if not self._pending:
             return
-        number, reply = self._pending.popleft()
+        number, reply, _ = self._pending.popleft()
         reply(ok, lines)
         if not ok:
             while self._pending and self._pending[0][0] == number:

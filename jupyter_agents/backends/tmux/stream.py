@@ -58,6 +58,9 @@ PUMP_BYTES = 64 * 1024
 #: how often, and how many times, a pane whose process ended is asked for its status
 STATUS_RETRY = 0.05
 STATUS_TRIES = 40
+#: how many more times a cut is taken when its control client went away in the middle
+#: of it (tmux detached it: a user's ``attach -d``)
+LOST_TRIES = 3
 #: numbers the tmux buffers (and files) of this process's cuts
 _CUTS = itertools.count()
 
@@ -180,9 +183,12 @@ class TmuxStream(ListenedStream):
 
     # -- snapshots at a cut ----------------------------------------------------------
 
-    async def _cut_snapshot(self, callback: Callable[[str], None], rows: int | None) -> None:
+    async def _cut_snapshot(
+        self, callback: Callable[[str], None], rows: int | None, tries: int = LOST_TRIES
+    ) -> None:
         """Take a snapshot at an exact cut of the transcript (:mod:`.cut`) and deliver
-        it there: the transcript up to the cut, the callback, then the rest."""
+        it there: the transcript up to the cut, the callback, then the rest. A capture
+        that got no answer is taken again (``tries`` more times)."""
         pane = await self._pane
         if pane is None:
             return  # the session is gone: its end is reported
@@ -201,14 +207,22 @@ class TmuxStream(ListenedStream):
                 self._after = None
             # also when the capture failed: it removes the buffers a partial one left
             saved, error = await self._control.save_buffers(buffers, self._backend.tmux_dir)
-            if replies is None or self._closed or self._live is not None:
-                return  # the session or tmux went away: the stream's end follows
+            if self._closed or self._live is not None:
+                return
+            lost = replies is None or (saved is None and not error)
+            if lost and tries > 0 and not self._exit_reported:
+                # the session went away (its end follows), or the client did: again
+                self._control.delete_buffers(buffers)  # if they were not yet
+                self._spawn(self._cut_snapshot(callback, rows, tries - 1))
+                return
+            if replies is None:
+                return
             if saved is None:  # tmux could not save it (a full disk): replies carry it
                 self._backend.log.warning(
                     "jupyter_agents: tmux could not save a replay of session %s (%s); "
                     "it is streamed through control mode from now on",
                     self._session_id,
-                    error,
+                    error or "no answer",
                 )
                 self._go_live(pane)
                 self.snapshot(callback, rows)
