@@ -340,6 +340,31 @@ def open_backend(state_dir: Path, name: str) -> Backend:
     return backend
 
 
+def tmux_control_clients(state_dir: Path) -> list[str]:
+    """The names of the control-mode clients of ``state_dir``'s tmux server."""
+    out = subprocess.run(
+        [
+            "tmux",
+            "-S",
+            str(state_dir / "tmux" / "socket"),
+            "list-clients",
+            "-F",
+            "#{client_control_mode} #{client_name}",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout
+    return [name for mode, _, name in (s.partition(" ") for s in out.splitlines()) if mode == "1"]
+
+
+def detach_tmux_control_clients(state_dir: Path) -> None:
+    """Have ``state_dir``'s tmux server detach its control clients (as a user attaching
+    with ``attach -d`` would)."""
+    for client in tmux_control_clients(state_dir):
+        socket_path = str(state_dir / "tmux" / "socket")
+        subprocess.run(["tmux", "-S", socket_path, "detach-client", "-t", client], check=False)
+
+
 def path_without(tool: str, directory: Path) -> str:
     """A PATH like ours in which ``tool`` cannot be found: one directory of symlinks to
     every other executable on PATH (first one wins, as in a lookup)."""

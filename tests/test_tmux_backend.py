@@ -19,7 +19,7 @@ from jupyter_agents.backends.tmux.formats import (
     unescape_output,
 )
 from jupyter_agents.errors import BackendUnavailable, InvalidRequest
-from jupyter_agents.pytest_plugin import poll
+from jupyter_agents.pytest_plugin import detach_tmux_control_clients, poll, tmux_control_clients
 
 
 @pytest.fixture
@@ -155,23 +155,13 @@ def test_one_control_client_serves_every_viewed_terminal(agents_server):
     three terminals with two viewers each make one client, input and exits still work,
     and the client detaches when the last viewer leaves."""
     server = agents_server()
-    socket = server.state_dir / "tmux" / "socket"
-
-    def control_clients() -> list[str]:
-        out = subprocess.run(
-            ["tmux", "-S", str(socket), "list-clients", "-F", "#{client_control_mode}"],
-            capture_output=True,
-            text=True,
-        ).stdout
-        return [line for line in out.splitlines() if line == "1"]
-
     names = [server.request("POST", "/api/terminals", {})[1]["name"] for _ in range(3)]
     clients = [server.ws(name) for name in names for _ in range(2)]
     for i, client in enumerate(clients):
         client.wait_for(lambda c: len(c.messages) >= 2)
         client.stdin(f"echo viewer-$((100+{i}))\r")
         client.wait_for(f"viewer-{100 + i}")
-    assert len(control_clients()) == 1
+    assert len(tmux_control_clients(server.state_dir)) == 1
     clients[0].stdin("exit 7\r")
     clients[1].wait_for(lambda c: ["disconnect", 1] in c.messages)
     _, sessions = server.request("GET", "/api/agents/sessions")
@@ -182,7 +172,7 @@ def test_one_control_client_serves_every_viewed_terminal(agents_server):
     ]
     for client in clients:
         client.close()
-    poll(lambda: not control_clients(), 10, "the control client to detach")
+    poll(lambda: not tmux_control_clients(server.state_dir), 10, "the control client to detach")
 
 
 def test_viewers_outlive_their_control_client_being_detached(agents_server):
@@ -192,33 +182,13 @@ def test_viewers_outlive_their_control_client_being_detached(agents_server):
     socket), each new viewer gets its replay, input works after, and both sessions still
     run. (Keys sent to a client as it is detached are lost: tmux may have run them.)"""
     server = agents_server()
-    socket = server.state_dir / "tmux" / "socket"
-
-    def detach_control_clients() -> None:
-        out = subprocess.run(
-            [
-                "tmux",
-                "-S",
-                str(socket),
-                "list-clients",
-                "-F",
-                "#{client_control_mode} #{client_name}",
-            ],
-            capture_output=True,
-            text=True,
-        ).stdout
-        for line in out.splitlines():
-            mode, _, client = line.partition(" ")
-            if mode == "1":
-                subprocess.run(["tmux", "-S", str(socket), "detach-client", "-t", client])
-
     first, second = (server.request("POST", "/api/terminals", {})[1]["name"] for _ in range(2))
     keeper = server.ws(first)
     keeper.wait_for(lambda c: len(c.messages) >= 2)
     for i in range(25):
         viewer = server.ws(second)
         time.sleep(0.002 * (i % 10))
-        detach_control_clients()
+        detach_tmux_control_clients(server.state_dir)
         viewer.wait_for(lambda c: len(c.messages) >= 2)
         assert viewer.messages[1][0] == "stdout", (viewer.messages[:2], viewer.log_tail())
         keeper.stdin(f"echo kept-$((1000+{i}))\r")

@@ -27,9 +27,11 @@ from jupyter_agents.errors import NotFound, OutOfRange
 from jupyter_agents.pytest_plugin import (
     TOKEN,
     ServerProcess,
+    detach_tmux_control_clients,
     kill_backends,
     open_backend,
     poll,
+    tmux_control_clients,
     transcript,
     transcript_bytes,
 )
@@ -500,7 +502,8 @@ def test_full_disk_leaves_one_gap_and_writing_resumes(agents_server, agents_stat
 def test_a_replay_tmux_cannot_save_comes_through_control_mode(agents_server, agents_state_dir):
     """tmux saves a replay's history into files in its state dir. When it cannot (a
     full disk: the file it writes is empty), a viewer still gets the whole history,
-    through control mode, which streams the session from then on."""
+    through control mode, which streams the session from then on, also after tmux
+    detached that control client."""
     agents_state_dir.mkdir(mode=0o700)
     with small_tmpfs(agents_state_dir / "tmux") as tmux_dir:
         try:
@@ -520,6 +523,11 @@ def test_a_replay_tmux_cannot_save_comes_through_control_mode(agents_server, age
             client.wait_for("LIVE-42")
             logged = "tmux could not save a replay"
             poll(lambda: logged in server.log_path.read_text(), 10, "the fallback logged")
+            # its client of its own comes back by itself when tmux detaches it
+            detach_tmux_control_clients(server.state_dir)
+            poll(lambda: tmux_control_clients(server.state_dir), 10, "the live client back")
+            client.stdin("echo AGAIN-$((6*8))\r")
+            client.wait_for("AGAIN-48")
             client.close()
         finally:
             kill_backends(agents_state_dir)
