@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 
@@ -177,26 +178,27 @@ def test_one_control_client_serves_every_viewed_terminal(agents_server):
 
 def test_viewers_outlive_their_control_client_being_detached(agents_server):
     """tmux may detach the shared control client at any moment (a user attaching with
-    ``attach -d``, ``detach-client``), with a new viewer's lookup and cut in flight: the
-    next client carries on. Viewers keep their terminals (no ``disconnect``, no dropped
-    socket), each new viewer gets its replay, input works after, and both sessions still
-    run. (Keys sent to a client as it is detached are lost: tmux may have run them.)"""
+    ``attach -d``, ``detach-client``), with a new viewer's lookup and cut and another
+    viewer's keys in flight: the next client carries on. Viewers keep their terminals
+    (no ``disconnect``, no dropped socket), each new viewer gets its replay, every key
+    arrives once, and both sessions still run."""
     server = agents_server()
     first, second = (server.request("POST", "/api/terminals", {})[1]["name"] for _ in range(2))
     keeper = server.ws(first)
     keeper.wait_for(lambda c: len(c.messages) >= 2)
     for i in range(25):
         viewer = server.ws(second)
+        keeper.stdin(f"echo kept-$((1000+{i}))\r")
         time.sleep(0.002 * (i % 10))
         detach_tmux_control_clients(server.state_dir)
         viewer.wait_for(lambda c: len(c.messages) >= 2)
         assert viewer.messages[1][0] == "stdout", (viewer.messages[:2], viewer.log_tail())
-        keeper.stdin(f"echo kept-$((1000+{i}))\r")
         viewer.stdin(f"echo seen-$((2000+{i}))\r")
         viewer.wait_for(f"seen-{2000 + i}")
         viewer.close()
         keeper.wait_for(f"kept-{1000 + i}")
     assert not [m for m in keeper.messages if m[0] == "disconnect"]
+    assert [int(n) for n in re.findall(r"kept-(\d+)", keeper.text)] == list(range(1000, 1025))
     _, sessions = server.request("GET", "/api/agents/sessions")
     assert [s["status"] for s in sessions] == ["running", "running"]
     keeper.close()
