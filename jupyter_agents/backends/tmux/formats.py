@@ -309,6 +309,32 @@ def decode_lines(lines: list[bytes] | None) -> list[str] | None:
     return b"\n".join(lines).decode("utf-8", "replace").split("\n") if lines else []
 
 
+def snapshot_replay(
+    parts: list[list[str] | None], recent: int, with_history: bool = True
+) -> str | None:
+    """The replay text of a snapshot from the decoded replies to
+    :func:`snapshot_commands` (``recent`` as given there); None when the meta fields are
+    missing (the session vanished meanwhile). ``with_history=False``: the screen only.
+
+    >>> def meta(history_size):
+    ...     return [" ".join([str(history_size)] + ["0"] * (META_FORMAT.count("#{") - 1))]
+    >>> "old" in snapshot_replay([meta(9), ["old"], ["new"], ["$ "], None], 5)
+    True
+    >>> "old" in snapshot_replay([meta(2), ["old"], ["new"], ["$ "], None], 5)
+    False
+    >>> snapshot_replay([None] * 5, 5) is None
+    True
+    """
+    meta, old, recent_lines, screen, saved = (p or [] for p in parts)
+    fields = meta[0].split(" ") if meta else []
+    if len(fields) != META_FORMAT.count("#{"):
+        return None
+    # the plain capture of older history holds the top line again when there is none
+    history = (old if int(fields[0] or 0) > recent else []) + recent_lines
+    saved_screen = saved if parts[4] else None
+    return compose_replay(fields, history if with_history else [], screen, saved_screen)
+
+
 def compose_replay(
     meta: list[str], history: list[str], screen: list[str], saved_screen: list[str] | None
 ) -> str:

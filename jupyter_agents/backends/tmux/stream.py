@@ -42,12 +42,11 @@ from .control import TmuxControl
 from .cut import ANCHOR, anchor, idle_before, locate, settle
 from .formats import (
     DEAD_FORMAT,
-    META_FORMAT,
     SEND_CHUNK,
-    compose_replay,
     decode_lines,
     parse_dead,
     snapshot_commands,
+    snapshot_replay,
 )
 
 if TYPE_CHECKING:
@@ -293,16 +292,9 @@ class TmuxStream(ListenedStream):
     def _replay(
         self, parts: list[list[str] | None], callback: Callable[[str], None], rows: int | None
     ) -> None:
-        meta, old, recent, screen, saved = (p or [] for p in parts)
-        fields = meta[0].split(" ") if meta else []
-        if len(fields) != META_FORMAT.count("#{"):
-            return  # session vanished between request and reply; on_exit follows
-        # the plain capture of older history holds the top line again when there is none
-        history_size = int(fields[0] or 0)
-        history = (old if history_size > self._backend.replay_color_lines else []) + recent
-        if rows is not None:
-            history = []
-        callback(compose_replay(fields, history, screen, saved if parts[4] else None))
+        text = snapshot_replay(parts, self._backend.replay_color_lines, rows is None)
+        if text is not None:  # else the session vanished meanwhile: on_exit follows
+            callback(text)
 
     # -- output from the transcript --------------------------------------------------
 
