@@ -92,7 +92,9 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         # before the first request: the first GET /api/terminals must list survivors
         self.service.reconcile(boot=True)
         self.service.apply_attention()  # hook events of while no server ran
-        self.service.publish_external_changes()  # the baseline for changes made elsewhere
+        self.service.events.publish_external(
+            self.service.store
+        )  # the baseline for changes made elsewhere
         self._restored = self._restore_on_start(self.service)
         self.manager = self.terminal_manager_class(
             service=self.service,
@@ -109,7 +111,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         restored = []
         for session in service.interrupted(kinds):
             try:
-                restored.append(service.restore(session.id))
+                restored.append(service.restorer.restore(session.id))
             except AgentsError as e:
                 self.log.warning("jupyter_agents: could not restore %s: %s", session.id, e)
         self.log.info("jupyter_agents: restored %d interrupted sessions at start", len(restored))
@@ -141,7 +143,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         def emit_in_loop(event: SessionEvent) -> None:
             loop.call_soon_threadsafe(self._emit, event)
 
-        self._unsubscribe = service.subscribe(emit_in_loop)
+        self._unsubscribe = service.events.subscribe(emit_in_loop)
         # a dead or hung backend owner is replaced; reconcile then marks its sessions
         self._unwatch = service.backends.default().watch(
             lambda: loop.run_in_executor(None, service.reconcile)
@@ -157,7 +159,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             self.log.info("jupyter_agents: %s", reason or "read-only sharing available")
             self._sharing = asyncio.ensure_future(self.shares.run())
         for session in self._restored:
-            loop.run_in_executor(None, service.watch_restored, session)
+            loop.run_in_executor(None, service.restorer.watch, session)
 
     def _emit(self, event: SessionEvent) -> None:
         """A session event, in the IO loop: to jupyter_events (browsers), and as server
@@ -175,7 +177,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             try:
                 await asyncio.to_thread(service.follow_conversations)
                 await asyncio.to_thread(service.apply_attention)  # in case a wake was lost
-                await asyncio.to_thread(service.publish_external_changes)
+                await asyncio.to_thread(service.events.publish_external, service.store)
                 await asyncio.to_thread(service.log_transcript_gaps)
             except AgentsError as e:
                 self.log.warning("jupyter_agents: refresh failed: %s", e)

@@ -150,14 +150,15 @@ def cmd_restore(service: SessionService, args: argparse.Namespace) -> int:
     if args.all == bool(args.id):
         raise SystemExit(_usage_error("restore: give a session id or --all, not both"))
     if not args.all:
-        session = service.watch_restored(service.restore(service.lookup(args.id).id))
+        restorer = service.restorer
+        session = restorer.watch(restorer.restore(service.lookup(args.id).id))
         result_restored, failed = [session], 0
     else:
         ids = [s.id for s in service.interrupted()]
         if not ids:
             print("no interrupted sessions")
             return 0
-        result = service.restore_many(
+        result = service.restorer.restore_many(
             ids, lambda done, total, label: progress(done, total, label, sys.stderr)
         )
         result_restored, failed = result.restored, len(result.failed)

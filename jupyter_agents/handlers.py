@@ -270,8 +270,8 @@ class RestoreHandler(ApiHandler):
     @web.authenticated
     @authorized
     async def post(self, session_id: str) -> None:
-        session = await self.call(self.service.restore, session_id)
-        self.reply((await self.call(self.service.watch_restored, session)).to_model())
+        session = await self.call(self.service.restorer.restore, session_id)
+        self.reply((await self.call(self.service.restorer.watch, session)).to_model())
 
 
 class AdoptHandler(ApiHandler):
@@ -297,7 +297,7 @@ class RestoreAllHandler(ApiHandler):
         ):
             raise web.HTTPError(400, "kinds must be a list of kind names")
         ids = [s.id for s in await self.call(self.service.interrupted, kinds)]
-        result = await self.call(self.service.restore_many, ids)
+        result = await self.call(self.service.restorer.restore_many, ids)
         self.reply(
             {
                 "restored": [s.to_model() for s in result.restored],

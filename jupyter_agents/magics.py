@@ -105,9 +105,9 @@ class AgentMagics(Magics):
             if args.all == bool(args.id):
                 raise UsageError("%agent resume: give a session id or --all")
             if not args.all:
-                session = service.restore(service.lookup(args.id).id)
-                return SessionTable([service.watch_restored(session)])
-            result = service.restore_many([s.id for s in service.interrupted()])
+                session = service.restorer.restore(service.lookup(args.id).id)
+                return SessionTable([service.restorer.watch(session)])
+            result = service.restorer.restore_many([s.id for s in service.interrupted()])
             for sid, error in result.failed:
                 print(f"{sid}: {error}")
             return SessionTable(result.restored)

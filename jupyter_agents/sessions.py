@@ -1,12 +1,13 @@
 """The session service: the one place where sessions start, end and change state.
 
 :class:`SessionService` owns the life of every terminal and agent session of a state
-dir: create, restore (one or many, with the resume watch), adopt, terminate,
-kill_server, the listing, conversation following and process gc. It is synchronous and
-blocking (it waits on tmux, the broker, SQLite and the state lock), never tornado-bound:
-the server calls it from worker threads, the CLI and kernels directly. Every change it
-makes is published as a :class:`SessionEvent` to its subscribers (the server turns them
-into jupyter_events and closes streams of sessions that ended).
+dir: create, restore (its :attr:`restorer`: one or many, with the resume watch), adopt,
+terminate, kill_server, the listing, conversation following and process gc. It is
+synchronous and blocking (it waits on tmux, the broker, SQLite and the state lock), never
+tornado-bound: the server calls it from worker threads, the CLI and kernels directly.
+Every change it makes is published as a ``SessionEvent`` to the subscribers of its
+:attr:`events` (the server turns them into jupyter_events and closes streams of sessions
+that ended).
 
 The store and the backends are the truth, shared with other processes on the same state
 dir; the service keeps no session state of its own (only, in :class:`GapLog`, which
@@ -19,7 +20,7 @@ import builtins
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from .attention import AttentionTracker
 from .backends import Backends
 from .backends.base import SpawnRequest
 from .errors import AgentsError, Conflict, InvalidRequest, NotFound
-from .events import EventHub, SessionEvent
+from .events import EventHub
 from .launch import NAME_PATTERN, EnvPolicy, next_free_name, validate_name
 from .paths import state_lock
 from .procs import (
@@ -42,7 +43,7 @@ from .procs import (
     terminate_tree,
 )
 from .reconcile import Action, apply_plan
-from .restore import TAIL_BYTES, Progress, Restorer, RestoreResult
+from .restore import TAIL_BYTES, Restorer
 from .store import Session, SessionStore, Status, new_session_id, utcnow_iso
 from .transcripts import GapLog, Transcript
 
@@ -83,6 +84,7 @@ class SessionService:
         #: the reconcile at server start (clients report re-adoptions from it)
         self.boot_report = Report()
         self.restorer = Restorer(self)
+        #: its changes are published here, and other processes' (``publish_external``)
         self.events = EventHub(self.log)
         self.publish = self.events.publish
         self.attention = AttentionTracker(state_dir, store, kinds, self.publish, self.log)
@@ -93,14 +95,6 @@ class SessionService:
         self.store.close()
 
     # -- events ------------------------------------------------------------------------
-
-    def subscribe(self, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
-        """Call ``listener`` with every event (:meth:`events.EventHub.subscribe`)."""
-        return self.events.subscribe(listener)
-
-    def publish_external_changes(self) -> int:
-        """Publish other processes' changes (:meth:`events.EventHub.publish_external`)."""
-        return self.events.publish_external(self.store)
 
     def set_status(
         self, session_id: str, status: Status, expect: Iterable[Status], **fields: Any
@@ -156,8 +150,7 @@ class SessionService:
 
     def terminal(self, name: str) -> Session:
         """The running session whose terminal is called ``name``; :class:`NotFound`."""
-        session = self.store.find_live(name)
-        if session is None:
+        if (session := self.store.find_live(name)) is None:
             raise NotFound(f"no terminal named {name!r}")
         return session
 
@@ -166,8 +159,7 @@ class SessionService:
         try:
             return self.store.get(ref)
         except NotFound:
-            session = self.store.find_live(ref)
-            if session is None:
+            if (session := self.store.find_live(ref)) is None:
                 raise NotFound(f"no session with id or running terminal name {ref!r}") from None
             return session
 
@@ -346,20 +338,6 @@ class SessionService:
             f", conversation {launch.conversation_id}" if launch.conversation_id else "",
             session.cwd,
         )
-
-    def restore(self, session_id: str) -> Session:
-        """Relaunch one ended session (:meth:`restore.Restorer.restore`)."""
-        return self.restorer.restore(session_id)
-
-    def watch_restored(self, session: Session) -> Session:
-        """Watch a just-restored session (:meth:`restore.Restorer.watch`). Blocking."""
-        return self.restorer.watch(session)
-
-    def restore_many(
-        self, session_ids: Sequence[str], progress: Progress | None = None
-    ) -> RestoreResult:
-        """Restore several sessions and watch them (:meth:`restore.Restorer.restore_many`)."""
-        return self.restorer.restore_many(session_ids, progress)
 
     # -- changing ----------------------------------------------------------------------
 

@@ -184,7 +184,7 @@ class Streams:
         #: the IO loop, known once a viewer connected (before that nothing streams)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._touched: dict[str, float] = {}
-        self._unsubscribe = service.subscribe(self.on_event)
+        self._unsubscribe = service.events.subscribe(self.on_event)
 
     def connect(self, session: Session, viewer: Viewer) -> LiveTerminal:
         """Add a viewer to the running ``session`` (setup, replay, then live output)."""

@@ -96,7 +96,7 @@ class TerminalManager(LoggingConfigurable):
             if self.restore_on_open and isinstance(name, str):
                 lost = self.service.interrupted_terminal(name)
                 if lost is not None:
-                    return terminal_model(self.service.restore(lost.id))
+                    return terminal_model(self.service.restorer.restore(lost.id))
             session, _ = self.service.create(name=name, cwd=kwargs.get("cwd"))
         except AgentsError as e:
             raise http_error(e) from e

@@ -56,7 +56,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         self._stop = threading.Event()
         self.selected.observe(lambda _: self.refresh(), names="value")
         self.refresh()
-        self._unsubscribe = self.service.subscribe(self._on_event)
+        self._unsubscribe = self.service.events.subscribe(self._on_event)
         self._thread = threading.Thread(target=self._poll, name="agents-dashboard", daemon=True)
         self._thread.start()
 
@@ -113,7 +113,9 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         if session.status == "orphaned":
             actions["adopt"] = self.service.adopt
         if session.status in ("interrupted", "exited", "killed"):
-            actions["restore"] = lambda sid: self.service.watch_restored(self.service.restore(sid))
+            actions["restore"] = lambda sid: self.service.restorer.watch(
+                self.service.restorer.restore(sid)
+            )
         for name, action in actions.items():
             button = widgets.Button(description=name, layout=widgets.Layout(width="auto"))
             button.on_click(self._handler(name, action, session.id))
