@@ -360,8 +360,8 @@ def tmux_control_clients(state_dir: Path) -> list[str]:
 def detach_tmux_control_clients(state_dir: Path) -> None:
     """Have ``state_dir``'s tmux server detach its control clients (as a user attaching
     with ``attach -d`` would)."""
+    socket_path = str(state_dir / "tmux" / "socket")
     for client in tmux_control_clients(state_dir):
-        socket_path = str(state_dir / "tmux" / "socket")
         subprocess.run(["tmux", "-S", socket_path, "detach-client", "-t", client], check=False)
 
 

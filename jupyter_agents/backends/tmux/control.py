@@ -18,9 +18,9 @@ block at all, so their replies are failed here. If the client goes away (its tmu
 server ended, or tmux detached it: a user's ``attach -d``), the next command starts a new
 client, and the lines the old one was sent and answered nothing of go to it first: tmux
 writes a control client's replies before it lets the client go, and stops reading its
-commands, so those never ran (tmux 3.3a, ``server_client_check_exit``). The rest of a
-line it answered in part fails (with no lines). Members are told when no client can be
-started.
+commands, so those never ran (tmux 3.3a, ``server_client_check_exit``; only a client
+process killed outright can take replies with it). The rest of a line it answered in
+part fails (with no lines). Members are told when no client can be started.
 """
 
 from __future__ import annotations
