@@ -157,7 +157,11 @@ const panel: JupyterFrontEndPlugin<void> = {
     restorer?.add(widget, 'jupyter-agents');
     app.commands.addCommand(CommandIDs.showPanel, {
       label: trans.__('Show Agents Panel'),
-      execute: () => app.shell.activateById(widget.id)
+      // before the layout is restored, the restorer would hide it again
+      execute: async () => {
+        await app.restored;
+        app.shell.activateById(widget.id);
+      }
     });
     palette?.addItem({
       command: CommandIDs.showPanel,
