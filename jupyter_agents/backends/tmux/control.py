@@ -150,7 +150,7 @@ class TmuxControl:
             collect,
             1 + len(names),
         )
-        self.delete_buffers(names)
+        self.command(" ; ".join(f"delete-buffer -b {n}" for n in names), ignore_reply, len(names))
         try:
             await saved
             if any(r is None for r in replies):
@@ -165,10 +165,6 @@ class TmuxControl:
         finally:
             for path in paths:
                 path.unlink(missing_ok=True)
-
-    def delete_buffers(self, names: Sequence[str]) -> None:
-        """Delete the tmux buffers ``names`` (plain tokens); a missing one ends the line."""
-        self.command(" ; ".join(f"delete-buffer -b {n}" for n in names), ignore_reply, len(names))
 
     def close(self) -> None:
         """Detach the client (EOF); its pending replies fail."""

@@ -211,7 +211,6 @@ class TmuxStream(ListenedStream):
             lost = replies is None or (saved is None and not error)
             if lost and tries > 0 and not self._exit_reported:
                 # the session went away (its end follows), or the client did: again
-                self._control.delete_buffers(buffers)  # if they were not yet
                 self._spawn(self._cut_snapshot(callback, rows, tries - 1))
                 return
             if replies is None:
