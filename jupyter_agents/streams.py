@@ -269,3 +269,4 @@ class Streams:
         for term in terms:
             term.close(disconnect=False)
         await asyncio.gather(*(t.stream.aclose() for t in terms))
+        await asyncio.gather(*(b.detach_streams() for b in self.backends.opened()))

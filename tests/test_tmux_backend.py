@@ -19,6 +19,7 @@ from jupyter_agents.backends.tmux.formats import (
     tmux_format_arg,
     unescape_output,
 )
+from jupyter_agents.backends.tmux.history import Geometry, HistoryCache
 from jupyter_agents.errors import BackendUnavailable, InvalidRequest
 from jupyter_agents.pytest_plugin import detach_tmux_control_clients, poll, tmux_control_clients
 
@@ -90,7 +91,7 @@ def test_missing_tmux_is_a_clear_error(tmp_path):
 
 
 def test_compose_replay_alternate_screen():
-    meta = ["2", "1", "3", "1", "1", "0", "0", "0", "0", "0", "0", "0", "4", "5"]
+    meta = ["2", "1", "3", "1", "1", "0", "0", "0", "0", "0", "0", "0", "4", "5", "80"]
     replay = compose_replay(meta, ["h1", "h2"], ["alt"] + [""] * 4, ["normal"] + [""] * 4)
     assert replay.startswith("\x1bc\x1b[3Jh1")
     assert replay.index("normal") < replay.index("\x1b[?1049h") < replay.index("alt")
@@ -153,8 +154,9 @@ def test_kill_server_ends_a_server_a_stuck_control_client_keeps(backend, tmp_pat
 
 def test_one_control_client_serves_every_viewed_terminal(agents_server):
     """Viewed terminals share one tmux control client (output comes from transcripts):
-    three terminals with two viewers each make one client, input and exits still work,
-    and the client detaches when the last viewer leaves."""
+    three terminals with two viewers each make one client, input and exits still work;
+    when the last viewer leaves the client stays a while, serves the next viewer (a
+    page reload), and detaches once that one has left too."""
     server = agents_server()
     names = [server.request("POST", "/api/terminals", {})[1]["name"] for _ in range(3)]
     clients = [server.ws(name) for name in names for _ in range(2)]
@@ -162,7 +164,8 @@ def test_one_control_client_serves_every_viewed_terminal(agents_server):
         client.wait_for(lambda c: len(c.messages) >= 2)
         client.stdin(f"echo viewer-$((100+{i}))\r")
         client.wait_for(f"viewer-{100 + i}")
-    assert len(tmux_control_clients(server.state_dir)) == 1
+    control = tmux_control_clients(server.state_dir)
+    assert len(control) == 1
     clients[0].stdin("exit 7\r")
     clients[1].wait_for(lambda c: ["disconnect", 1] in c.messages)
     _, sessions = server.request("GET", "/api/agents/sessions")
@@ -173,7 +176,14 @@ def test_one_control_client_serves_every_viewed_terminal(agents_server):
     ]
     for client in clients:
         client.close()
-    poll(lambda: not tmux_control_clients(server.state_dir), 10, "the control client to detach")
+    time.sleep(1)
+    again = server.ws(names[1])
+    again.wait_for(lambda c: len(c.messages) >= 2)
+    again.stdin("echo back-$((6*7))\r")
+    again.wait_for("back-42")
+    assert tmux_control_clients(server.state_dir) == control  # the same client
+    again.close()
+    poll(lambda: not tmux_control_clients(server.state_dir), 15, "the control client to detach")
 
 
 def test_viewers_outlive_their_control_client_being_detached(agents_server):
@@ -202,3 +212,70 @@ def test_viewers_outlive_their_control_client_being_detached(agents_server):
     _, sessions = server.request("GET", "/api/agents/sessions")
     assert [s["status"] for s in sessions] == ["running", "running"]
     keeper.close()
+
+
+def test_history_cache_is_bounded_and_gives_way_to_any_change():
+    """The older history of a replay is found only at the transcript offset it was
+    captured at, never for a stuck transcript, merged only with its own geometry (a
+    mismatch drops it), and the oldest entries go past the bound."""
+    cache = HistoryCache(max_chars=10)
+    at = Geometry(offset=5, history_size=100, width=80, height=24)
+    cache.put("a", at, "0123")
+    assert cache.get("a", 5, False) == (at, "0123")
+    assert cache.get("a", 6, False) is None and cache.get("a", 5, True) is None
+    assert cache.merge("a", (at, "0123"), at, ["recent"]) == ["0123", "recent"]
+    resized = Geometry(offset=5, history_size=100, width=60, height=24)
+    assert cache.merge("a", (at, "0123"), resized, ["recent"]) is None
+    assert cache.get("a", 5, False) is None
+    assert cache.merge("b", None, at, ["456789", "recent"]) == ["456789", "recent"]
+    cache.put("c", at, "abcdef")  # 12 chars with b's: b goes
+    assert cache.get("b", 5, False) is None and cache.get("c", 5, False) is not None
+    cache.put("d", at, "x" * 11)  # over the bound alone: not kept
+    assert cache.get("d", 5, False) is None and cache.get("c", 5, False) is not None
+
+
+def test_replays_reuse_older_history_only_while_nothing_changed(agents_server):
+    """A replay's older history is kept for the next viewer while the terminal prints
+    nothing: the replays of an unchanged terminal are the same, and what changed with
+    no output at all (a resize reflowing tmux's history, tmux's ``clear-history``) or
+    what the terminal printed since shows in the next one."""
+    server = agents_server(args=["--TmuxBackend.replay_color_lines=5"])
+    name = server.request("POST", "/api/terminals", {})[1]["name"]
+    _, [session] = server.request("GET", "/api/agents/sessions")
+    tmux = ["tmux", "-S", str(server.state_dir / "tmux" / "socket")]
+    target = f"={session['id']}:"
+
+    def run(keys: str, marker: str, cols: int = 150) -> None:
+        viewer = server.ws(name)
+        viewer.wait_for(lambda c: len(c.messages) >= 2)
+        viewer.send("set_size", 24, cols)
+        width = [*tmux, "display-message", "-p", "-t", target, "#{pane_width}"]
+        poll(lambda: subprocess.run(width, capture_output=True, text=True).stdout == f"{cols}\n")
+        viewer.stdin(keys)
+        viewer.wait_for(marker)
+        viewer.close()
+
+    def numbers(prefix: str, text: str) -> list[int]:
+        return [int(n) for n in re.findall(prefix + r"-(\d+)-", text)]
+
+    def replay() -> str:
+        viewer = server.ws(name)
+        viewer.wait_for(lambda c: len(c.messages) >= 2)
+        viewer.close()
+        return str(viewer.messages[1][1])
+
+    # 100-column lines, then cat: it prints nothing when the window is resized
+    run("seq -f old-%g-" + "x" * 90 + " 1 300; cat\r", "old-300-x")
+    first, second = replay(), replay()
+    assert numbers("old", first) == list(range(1, 301))
+    assert second == first
+    run("", "", cols=60)  # every history line wraps now: tmux's history doubles
+    assert numbers("old", replay()) == list(range(1, 301))
+    subprocess.run([*tmux, "clear-history", "-t", target], check=True)
+    cleared = numbers("old", replay())
+    assert cleared and min(cleared) > 280, cleared  # only what the screen shows
+    run("\x03", "^C")  # (typed ahead, the command would go the way of cat's input)
+    run("seq -f new-%g- 1 100; echo done-$((7*7))\r", "done-49")
+    again = replay()
+    assert numbers("new", again) == list(range(1, 101))
+    assert numbers("old", again) == cleared

@@ -69,6 +69,11 @@ class Backends:
                 self._open[name] = cls(self.state_dir, **self._traits)
             return self._open[name]
 
+    def opened(self) -> list[Backend]:
+        """The backends opened so far (by :meth:`get`)."""
+        with self._lock:
+            return list(self._open.values())
+
     def present(self) -> list[Backend]:
         """The backends whose owner process may be running in this state dir."""
         return [b for b in (self.get(n) for n in self.names()) if b.present()]

@@ -290,6 +290,11 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
     def attach(self, session_id: str, listener: StreamListener) -> Stream:
         """Open a stream to a live session (see :class:`Stream`)."""
 
+    async def detach_streams(self, timeout: float = 2.0) -> None:
+        """Server shutdown, once its streams are closed: let go of what they shared
+        (the tmux backend's control client), waiting (bounded) until it is gone. Nothing
+        by default: a stream's connection is its own."""
+
     @abstractmethod
     def debug_attach_command(self, session_id: str) -> list[str]:
         """The command a user can run to look at the session directly."""

@@ -38,6 +38,7 @@ from .formats import (
     transcript_pipe,
     write_env_file,
 )
+from .history import HistoryCache
 from .stream import TmuxStream
 
 #: how long :meth:`TmuxBackend.kill_server` lets the tmux server take to exit, before
@@ -58,13 +59,14 @@ class TmuxBackend(Backend):
         "A full history of 80-column lines takes about 10 MB of the tmux server's memory.",
     )
     replay_color_lines = Int(
-        2000,
+        1000,
         min=1,
         config=True,
         help="History lines, counted back from the screen, that a replay sends with their "
         "colours and attributes; older history is replayed as plain text. tmux spends "
         "2.5-4.5 ms per 1,000 lines formatting escapes, and serves no pane meanwhile; "
-        "JupyterLab's terminal keeps 1,000 lines of scrollback by default.",
+        "JupyterLab's terminal keeps 1,000 lines of scrollback by default (raise both "
+        "together).",
     )
     default_terminal = Unicode(
         config=True,
@@ -91,6 +93,8 @@ class TmuxBackend(Backend):
         self._controls: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TmuxControl] = (
             weakref.WeakKeyDictionary()
         )
+        #: the older history of replays, sent again while a session prints nothing
+        self.history = HistoryCache()
 
     # -- control plane ---------------------------------------------------------------
 
@@ -239,6 +243,7 @@ class TmuxBackend(Backend):
         return int(pid) if not proc.returncode and pid.isdigit() else None
 
     def remove(self, session_id: str) -> None:
+        self.history.drop(session_id)
         self._run("kill-session", "-t", tmux_arg(f"={session_id}"), check=False)
 
     def kill_server(self) -> None:
@@ -270,6 +275,11 @@ class TmuxBackend(Backend):
         if control is None or control.closed:
             control = self._controls[loop] = TmuxControl(self)
         return control
+
+    async def detach_streams(self, timeout: float = 2.0) -> None:
+        control = self._controls.pop(asyncio.get_running_loop(), None)
+        if control is not None:
+            await control.aclose(timeout)
 
     def debug_attach_command(self, session_id: str) -> list[str]:
         return [self.tmux_command, "-S", str(self.socket_path), "attach", "-t", f"={session_id}"]

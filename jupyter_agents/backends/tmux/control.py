@@ -5,9 +5,11 @@ Viewed sessions do not need a client each: output comes from their transcripts
 (:mod:`.stream`), and input (``send-keys -t``), sizes (``resize-window -t``), snapshots
 (``capture-pane -t``) and pane facts (``display-message -t``) take a target and work from
 any client. So one control client per tmux server serves every stream of an IO loop
-(:meth:`TmuxBackend.control`); it is started by the first stream and detaches when the
-last one leaves. Only a pane's ``%output`` depends on the session the client is
-attached to, which a cut picks with ``switch-client`` (:meth:`TmuxStream.snapshot`).
+(:meth:`TmuxBackend.control`); it is started by the first stream and detaches
+:data:`LINGER` seconds after the last one left, unless a stream joins meanwhile (a page
+reload reconnects every tab, and starting a client costs a first viewer 3-5 ms). Only a
+pane's ``%output`` depends on the session the client is attached to, which a cut picks
+with ``switch-client`` (:meth:`TmuxStream.snapshot`).
 Whenever the client lands in a session (attaching, a cut, its session closing), the
 panes there are paused (``refresh-client -A %N:pause``): no ``%output`` is formatted for
 them, and tmux reads them at full speed for their ``pipe-pane`` all the same.
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
 
 #: the reply to one command: whether it succeeded, and its output lines
 Reply = Callable[[bool, list[bytes]], None]
+#: seconds a client with no member left stays attached, for the next stream
+LINGER = 5.0
 
 
 def ignore_reply(ok: bool, lines: list[bytes]) -> None:
@@ -87,19 +91,24 @@ class TmuxControl:
         #: pane of the session the client is attached to is paused (module docstring)
         self.on_panes: set[str] = set()
         self.closed = False
+        self._linger: asyncio.TimerHandle | None = None
 
     # -- members and routing ---------------------------------------------------------
 
     def join(self, member: Member) -> None:
         self._members.add(member)
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
 
     def leave(self, member: Member) -> None:
-        """``member`` is done; the client detaches when no member is left."""
+        """``member`` is done; the client detaches :data:`LINGER` seconds after no
+        member is left (module docstring)."""
         self._members.discard(member)
         for pane in [p for p, m in self._routes.items() if m is member]:
             del self._routes[pane]
-        if not self._members:
-            self.close()
+        if not self._members and not self.closed and self._linger is None:
+            self._linger = asyncio.get_running_loop().call_later(LINGER, self.close)
 
     def route(self, pane: str, member: Member) -> None:
         """Send ``pane``'s ``%output`` (when it is on) to ``member``."""
@@ -171,6 +180,9 @@ class TmuxControl:
         if self.closed:
             return
         self.closed = True
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         if self._proc is not None and self._proc.stdin is not None:
             self._proc.stdin.close()
         elif self._task is not None:

@@ -35,8 +35,9 @@ QUIET = 0.01
 SETTLE_LIMIT = 2.0
 #: bytes of the pane's output after the cut that locate it in the transcript
 ANCHOR = 512
-#: a pane tmux read nothing from for this long has all it read in the transcript
-IDLE = 1.0
+#: a pane tmux read nothing from for this long has all it read in the transcript (25
+#: times :data:`QUIET`, which is all the other paths give the writer to land it)
+IDLE = 0.25
 
 
 def idle_before(activity: str, since: float) -> bool:
@@ -45,7 +46,7 @@ def idle_before(activity: str, since: float) -> bool:
     window (one pane each), the time tmux last read output of it in whole seconds,
     rounded down. Then the pane's transcript held all tmux read of it by ``since``.
 
-    >>> idle_before("100", 102.0), idle_before("100", 101.9), idle_before("", 102.0)
+    >>> idle_before("100", 101.25), idle_before("100", 101.2), idle_before("", 102.0)
     (True, False, False)
     """
     return activity.isdigit() and int(activity) + 1 + IDLE <= since

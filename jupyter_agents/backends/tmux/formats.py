@@ -155,25 +155,25 @@ def transcript_pipe(directory: Path, max_bytes: int) -> str:
     return "exec " + shlex.join(argv)
 
 
-META_FORMAT = " ".join(
-    f"#{{{f}}}"
-    for f in (
-        "history_size",
-        "alternate_on",
-        "cursor_x",
-        "cursor_y",
-        "cursor_flag",
-        "keypad_cursor_flag",
-        "keypad_flag",
-        "mouse_standard_flag",
-        "mouse_button_flag",
-        "mouse_any_flag",
-        "mouse_sgr_flag",
-        "scroll_region_upper",
-        "scroll_region_lower",
-        "pane_height",
-    )
+#: the pane's state a replay needs besides its text, in the order of :data:`META_FORMAT`
+META_FIELDS = (
+    "history_size",
+    "alternate_on",
+    "cursor_x",
+    "cursor_y",
+    "cursor_flag",
+    "keypad_cursor_flag",
+    "keypad_flag",
+    "mouse_standard_flag",
+    "mouse_button_flag",
+    "mouse_any_flag",
+    "mouse_sgr_flag",
+    "scroll_region_upper",
+    "scroll_region_lower",
+    "pane_height",
+    "pane_width",
 )
+META_FORMAT = " ".join(f"#{{{f}}}" for f in META_FIELDS)
 
 
 def tmux_arg(value: str) -> str:
@@ -249,6 +249,26 @@ def parse_dead(value: str) -> tuple[bool, int | None]:
     return dead == "1", None
 
 
+#: what a stream asks of its session's pane first (:func:`parse_pane`)
+PANE_FORMAT = "#{session_name} #{pane_id} #{pane_pid} #{pid} #{pane_pipe}"
+
+
+def parse_pane(line: bytes, session_id: str) -> tuple[str, int | None, int | None, bool] | None:
+    """Parse :data:`PANE_FORMAT` of ``session_id`` -> (pane id, its process's pid, the
+    tmux server's pid, whether its transcript is piped); None if it is another session's
+    (tmux answers for the client's own session when the target is gone) or not one.
+
+    >>> parse_pane(b"s1 %3 42 7 1", "s1"), parse_pane(b"s2 %3 42 7 1", "s1")
+    (('%3', 42, 7, True), None)
+    """
+    fields = line.decode(errors="replace").split()
+    if len(fields) != 5 or fields[0] != session_id or not re.fullmatch(r"%[0-9]+", fields[1]):
+        return None
+    _, pane, pid, server_pid, piped = fields
+    pids = [int(n) if n.isdigit() else None for n in (pid, server_pid)]
+    return pane, pids[0], pids[1], piped == "1"
+
+
 #: variables tmux sets for each pane itself; a session's environment never overrides them
 TMUX_OWNED = frozenset({"TERM", "TMUX", "TMUX_PANE", "COLUMNS", "LINES"})
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -277,21 +297,30 @@ def default_terminal() -> str:
     return "screen-256color"
 
 
-def snapshot_commands(target: str, recent: int, history_into: tuple[str, str] | None = None) -> str:
+def snapshot_commands(
+    target: str, recent: int, history_into: tuple[str | None, str] | None = None
+) -> str:
     """The commands of a snapshot of ``target``'s pane, five replies: the meta fields
     (:data:`META_FORMAT`), the history older than ``recent`` lines (plain text), the
     rest of the history and the screen (with escapes), and the normal screen under an
     alternate one (see :func:`compose_replay`). The last fails when there is no
     alternate screen, and a failed command ends its line. ``history_into``: the two
-    captures of history go into these tmux buffers instead, with empty replies.
+    captures of history go into these tmux buffers instead, with empty replies; no
+    buffer for the older history (None: it is known, :mod:`.history`) leaves it
+    uncaptured, its command only answering.
 
     >>> snapshot_commands("=s:", 5, ("a", "b")).split(" ; ")[1:3]
     ['capture-pane -b a -J -S - -E -6 -t =s:', 'capture-pane -b b -e -J -S -5 -E -1 -t =s:']
+    >>> snapshot_commands("=s:", 5, (None, "b")).split(" ; ")[1]
+    "display-message -p -t =s: ''"
     """
-    old_to, recent_to = (f"-b {b}" for b in history_into) if history_into else ("-p", "-p")
+    old_to, recent_to = (f"-b {b}" if b else "-p" for b in history_into or ("", ""))
+    capture_old = f"capture-pane {old_to} -J -S - -E {-recent - 1} -t {target}"
+    if history_into and history_into[0] is None:
+        capture_old = f"display-message -p -t {target} ''"
     return (
         f"display-message -p -t {target} '{META_FORMAT}' ; "
-        f"capture-pane {old_to} -J -S - -E {-recent - 1} -t {target} ; "
+        f"{capture_old} ; "
         f"capture-pane {recent_to} -e -J -S {-recent} -E -1 -t {target} ; "
         f"capture-pane -p -e -J -S 0 -E - -t {target} ; "
         f"capture-pane -a -p -e -J -t {target}"
@@ -361,6 +390,7 @@ def compose_replay(
         region_upper,
         region_lower,
         height,
+        _width,
     ) = (int(v or 0) for v in meta)
 
     def lines(block: list[str]) -> str:

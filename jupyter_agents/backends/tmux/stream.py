@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import re
 import time
 from collections.abc import Callable, Coroutine
 from collections.abc import Set as AbstractSet
@@ -42,12 +41,15 @@ from .control import TmuxControl
 from .cut import ANCHOR, anchor, idle_before, locate, settle
 from .formats import (
     DEAD_FORMAT,
+    PANE_FORMAT,
     SEND_CHUNK,
     decode_lines,
     parse_dead,
+    parse_pane,
     snapshot_commands,
     snapshot_replay,
 )
+from .history import Geometry
 
 if TYPE_CHECKING:
     from .backend import TmuxBackend
@@ -101,9 +103,7 @@ class TmuxStream(ListenedStream):
         self._ended = False
         self._status_tries = 0
         self._control.command(
-            f"display-message -p -t {self._target} "
-            "'#{session_name} #{pane_id} #{pane_pid} #{pid} #{pane_pipe}'",
-            self._located,
+            f"display-message -p -t {self._target} '{PANE_FORMAT}'", self._located
         )
 
     # -- Stream API ------------------------------------------------------------------
@@ -155,14 +155,13 @@ class TmuxStream(ListenedStream):
             self._live.close()
 
     async def aclose(self, timeout: float = 2.0) -> None:
-        """:meth:`close`, and wait (bounded) until the control clients it was the last
-        member of are gone."""
+        """:meth:`close`, and wait (bounded) until its own control client is gone (the
+        shared one: :meth:`TmuxBackend.detach_streams`)."""
         self.close()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout)
-        for control in (self._control, self._live):
-            if control is not None and control.closed:
-                await control.aclose(timeout)
+        if self._live is not None:
+            await self._live.aclose(timeout)
 
     # -- control client members ------------------------------------------------------
 
@@ -199,13 +198,16 @@ class TmuxStream(ListenedStream):
                     return
                 since = time.time()
                 floor = self._transcript.size()  # the cut is at or past it
+                known = self._backend.history.get(self._session_id, floor, self._transcript_stuck())
                 name = f"ja-replay-{os.getpid()}-{next(_CUTS)}"  # tmux's buffers are shared
-                buffers = (f"{name}-old", f"{name}-recent")
+                buffers = (None if known else f"{name}-old", f"{name}-recent")
                 replies, quiet = await self._capture_at_cut(pane, floor, since, buffers)
                 after = bytes(self._after or b"")[:ANCHOR]
                 self._after = None
             # also when the capture failed: it removes the buffers a partial one left
-            saved, error = await self._control.save_buffers(buffers, self._backend.tmux_dir)
+            saved, error = await self._control.save_buffers(
+                [b for b in buffers if b], self._backend.tmux_dir
+            )
             if self._closed or self._live is not None:
                 return
             lost = replies is None or (saved is None and not error)
@@ -225,8 +227,6 @@ class TmuxStream(ListenedStream):
                 self._go_live(pane)
                 self.snapshot(callback, rows)
                 return
-            parts = [decode_lines(r) for r in replies]
-            parts[1:3] = (text.removesuffix("\n").split("\n") for text in saved)
             if after:
                 cut = await locate(self._transcript, floor, after)
             else:
@@ -237,6 +237,13 @@ class TmuxStream(ListenedStream):
                 self._go_live(pane)
                 self.snapshot(callback, rows)
                 return
+            parts = [decode_lines(r) for r in replies]
+            geometry = Geometry.of(cut, parts[0])
+            texts = self._backend.history.merge(self._session_id, known, geometry, saved)
+            if texts is None:  # the pane changed after all: again, in full
+                self._spawn(self._cut_snapshot(callback, rows, tries))
+                return
+            parts[1:3] = (text.removesuffix("\n").split("\n") for text in texts)
             if self._offset is None:
                 self._offset = cut
                 self._unwatch = tail.watch(self._transcript.path, self._wake)
@@ -245,11 +252,12 @@ class TmuxStream(ListenedStream):
         self._wake()  # what came during the cut (and whether the transcript is stuck)
 
     async def _capture_at_cut(
-        self, pane: str, floor: int, since: float, buffers: tuple[str, str]
+        self, pane: str, floor: int, since: float, buffers: tuple[str | None, str]
     ) -> tuple[list[list[bytes] | None] | None, int | None]:
         """Attach the control client to the session, turn the pane's output on and
-        capture (the history into ``buffers``), on one line; collect the pane's output
-        after it into ``_after`` until it anchors the cut, then pause the pane again. The
+        capture (the history into ``buffers``; None: not the older one), on one line;
+        collect the pane's output after it into ``_after`` until it anchors the cut,
+        then pause the pane again. The
         capture's five replies (None if the line failed before them), and the cut if the
         pane was quiet after it (:func:`~.cut.anchor`), or ``floor`` (the transcript's size at
         ``since``) if tmux had read nothing from it for a while before
@@ -364,31 +372,25 @@ class TmuxStream(ListenedStream):
     # -- the pane and its end --------------------------------------------------------
 
     def _located(self, ok: bool, lines: list[bytes]) -> None:
-        """``session_name pane_id pane_pid pid pane_pipe``: watch the pane's process,
-        then ask for its status once (it may have ended before the watch began). A pane
-        without a transcript writer (a session made outside jupyter_agents, adopted) is
-        streamed live. tmux answers for the client's own session when the target is
-        gone, hence the name's check."""
-        fields = lines[0].decode().split() if ok and lines else []
-        if (
-            len(fields) != 5
-            or fields[0] != self._session_id
-            or not re.fullmatch(r"%[0-9]+", fields[1])
-        ):
+        """:data:`~.formats.PANE_FORMAT`: watch the pane's process, then ask for its
+        status once (it may have ended before the watch began). A pane without a
+        transcript writer (a session made outside jupyter_agents, adopted) is streamed
+        live."""
+        found = parse_pane(lines[0] if ok and lines else b"", self._session_id)
+        if found is None:
             self._backend.log.info(
                 "jupyter_agents: tmux session %s not found (%r)", self._session_id, lines[:1]
             )
             self._pane.set_result(None)
             self._report_exit(None)  # no such session (any more)
             return
-        _, pane, pid, server_pid, piped = fields
-        self._server_pid = int(server_pid) if server_pid.isdigit() else None
+        pane, pid, self._server_pid, piped = found
         self._pane.set_result(pane)
         self._control.route(pane, self)
-        if piped != "1":
+        if not piped:
             self._go_live(pane)
-        if pid.isdigit() and not self._closed:
-            self._unwatch_exit = watch_exit(int(pid), self._process_ended)
+        if pid is not None and not self._closed:
+            self._unwatch_exit = watch_exit(pid, self._process_ended)
         self._ask_status()
         if not self._snapshot_asked:
             self._release_input()

@@ -1,0 +1,113 @@
+"""The older history of a session's last replay, kept to be sent again while the session
+prints nothing.
+
+A replay's history older than its coloured lines (``TmuxBackend.replay_color_lines``) is
+most of what tmux captures: 19,000 plain lines take it 6-7 ms, and saving and reading
+them 3-4 ms more, for each viewer that connects. Tabs reconnect in bursts (a page
+reload, a restarted server's tabs, a second tab on the same terminal), and a terminal
+that printed nothing in between has the same history: a cut then captures only its
+coloured lines and screen, and takes the older lines from here.
+
+The same means: nothing was written to the session's transcript since (the cut is at
+the same offset, and no write was lost there: a full disk), and the pane has the same
+size and history length (a resize reflows tmux's history, ``clear-history`` empties it,
+with no output). A cut that finds otherwise drops the entry and is taken again in full.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+from .formats import META_FIELDS
+
+#: the most text kept for all sessions together (the oldest entries go first)
+MAX_CHARS = 16 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """What a cut reads of its pane that must not have changed: the transcript offset it
+    is placed at, its history length, and its size."""
+
+    offset: int
+    history_size: int
+    width: int
+    height: int
+
+    @classmethod
+    def of(cls, offset: int, meta: list[str] | None) -> Geometry | None:
+        """The geometry of a snapshot placed at ``offset``, from its reply of meta
+        fields (:data:`~.formats.META_FIELDS`); None without it.
+
+        >>> Geometry.of(7, ["20000 " + "0 " * 12 + "40 120"])
+        Geometry(offset=7, history_size=20000, width=120, height=40)
+        >>> Geometry.of(7, None), Geometry.of(7, ["x"])
+        (None, None)
+        """
+        fields = dict(zip(META_FIELDS, meta[0].split(" "), strict=False)) if meta else {}
+        try:
+            sizes = (int(fields[f]) for f in ("history_size", "pane_width", "pane_height"))
+            return cls(offset, *sizes)
+        except (KeyError, ValueError):
+            return None
+
+
+class HistoryCache:
+    """Older history text by session id, with the geometry it was captured at."""
+
+    def __init__(self, max_chars: int = MAX_CHARS) -> None:
+        self._max_chars = max_chars
+        self._entries: dict[str, tuple[Geometry, str]] = {}
+        self._chars = 0
+        self._lock = threading.Lock()  # a session's removal runs in a worker thread
+
+    def get(self, session_id: str, offset: int, stuck: bool) -> tuple[Geometry, str] | None:
+        """The entry of ``session_id`` if it was captured at transcript ``offset`` (the
+        transcript's size now: nothing was printed since), unless the transcript is
+        ``stuck`` (its writer drops output: a size that did not change proves nothing);
+        a cut then compares its own geometry with the entry's (:meth:`merge`)."""
+        with self._lock:
+            entry = self._entries.get(session_id)
+        return entry if entry is not None and entry[0].offset == offset and not stuck else None
+
+    def put(self, session_id: str, geometry: Geometry, text: str) -> None:
+        """Keep ``text``, captured at ``geometry``, dropping the oldest entries past the
+        bound (a text over it alone is not kept)."""
+        with self._lock:
+            self._pop(session_id)
+            if len(text) > self._max_chars:
+                return
+            self._entries[session_id] = (geometry, text)
+            self._chars += len(text)
+            while self._chars > self._max_chars:
+                self._pop(next(iter(self._entries)))
+
+    def merge(
+        self,
+        session_id: str,
+        known: tuple[Geometry, str] | None,
+        geometry: Geometry | None,
+        saved: list[str],
+    ) -> list[str] | None:
+        """The history texts of a cut (older, then coloured) from what it ``saved``:
+        the ``known`` older history (:meth:`get`) goes in front if the cut's
+        ``geometry`` is its own, else None (the entry is dropped: the cut is to be taken
+        again in full); older history it captured itself is kept for the next cut."""
+        if known is not None:
+            if geometry != known[0]:
+                self.drop(session_id)
+                return None
+            return [known[1], *saved]
+        if geometry is not None and saved[0]:
+            self.put(session_id, geometry, saved[0])
+        return saved
+
+    def drop(self, session_id: str) -> None:
+        with self._lock:
+            self._pop(session_id)
+
+    def _pop(self, session_id: str) -> None:
+        entry = self._entries.pop(session_id, None)
+        if entry is not None:
+            self._chars -= len(entry[1])
