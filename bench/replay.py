@@ -77,9 +77,13 @@ def rows(results: dict[str, list[Replay]], lines: int, ours: list[str]) -> list[
     kept = {f: float(median([r.lines for r in rs])) for f, rs in results.items()}
     msgs = ", ".join(f"{f} {median([r.messages for r in rs]):.0f}" for f, rs in results.items())
     n = len(next(iter(results.values())))
+    first = {f: 1000 * rs[0].seconds for f, rs in results.items()}
     return [
         Row("6", f"replay time, {lines:,} lines of history", "ms", dict(t),
             note=f"connect to last replayed byte, median of {n}; messages: {msgs}"),
+        Row("6", "  the first viewer after the output", "ms", first,
+            note="one connect, 0.6 s after the output ended; tmux: the viewers after it "
+            "reuse its older history while the terminal prints nothing (history.py)"),
         Row("6", "replay size", "KiB", dict(size)),
         Row("6", f"history lines in the replay (of {lines:,})", "count", dict(kept)),
     ]  # fmt: skip
