@@ -81,7 +81,7 @@ def rows(results: dict[str, list[Replay]], lines: int, ours: list[str]) -> list[
     return [
         Row("6", f"replay time, {lines:,} lines of history", "ms", dict(t),
             note=f"connect to last replayed byte, median of {n}; messages: {msgs}"),
-        Row("6", "  the first viewer after the output", "ms", first,
+        Row("6", "  the first viewer after the output", "ms", dict(first),
             note="one connect, 0.6 s after the output ended; tmux: the viewers after it "
             "reuse its older history while the terminal prints nothing (history.py)"),
         Row("6", "replay size", "KiB", dict(size)),
