@@ -225,10 +225,9 @@ class AttentionTracker:
         id)``: when it was last written, None if never), else ``working``. Returns the
         number of changes."""
         changed = 0
-        for session in self.store.list(["running"]):
-            kind = self.kinds.get(session.kind)
-            if kind is None or kind.reports != "heuristic":
-                continue
+        heuristic = {n: k for n, k in self.kinds.items() if k.reports == "heuristic"}
+        for session in self.store.list(["running"], heuristic):
+            kind = heuristic[session.kind]
             written = last_output_of(session.id)
             last_output = written.timestamp() if written else _epoch(session.last_activity)
             silent = now - last_output >= getattr(kind, "silence", 5.0)

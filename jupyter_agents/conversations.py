@@ -30,9 +30,7 @@ def follow(
 ) -> list[Change]:
     """Check every running agent session whose kind follows conversations and record the
     ids that changed. Blocking (reads the process table once per call)."""
-    running = [
-        s for s in store.list(["running"]) if s.kind in kinds and kinds[s.kind].follows_conversation
-    ]
+    running = store.list(["running"], [n for n, k in kinds.items() if k.follows_conversation])
     if not running:
         return []
     held = {s.conversation_id: s.id for s in store.list() if s.conversation_id}

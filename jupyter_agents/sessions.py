@@ -165,8 +165,7 @@ class SessionService:
 
     def interrupted(self, kinds: Iterable[str] | None = None) -> builtins.list[Session]:
         """The ``interrupted`` sessions (of ``kinds`` if given), oldest first."""
-        wanted = None if kinds is None else set(kinds)
-        return [s for s in self.store.list(["interrupted"]) if wanted is None or s.kind in wanted]
+        return self.store.list(["interrupted"], kinds)
 
     def interrupted_terminal(self, name: str) -> Session | None:
         """The newest session whose terminal was called ``name``, if it is

@@ -249,17 +249,25 @@ class SessionStore:
         rows = self._query("SELECT * FROM sessions WHERE name = ? AND status = 'running'", (name,))
         return Session.from_row(rows[0]) if rows else None
 
-    def list(self, statuses: Iterable[Status] | None = None) -> builtins.list[Session]:
-        """Records in creation order, optionally only those in ``statuses``."""
-        if statuses is None:
-            rows = self._query("SELECT * FROM sessions ORDER BY created, rowid")
-        else:
-            wanted = list(statuses)
-            marks = ",".join("?" * len(wanted))
-            rows = self._query(
-                f"SELECT * FROM sessions WHERE status IN ({marks}) ORDER BY created, rowid",  # noqa: S608
-                wanted,
-            )
+    def list(
+        self, statuses: Iterable[Status] | None = None, kinds: Iterable[str] | None = None
+    ) -> builtins.list[Session]:
+        """Records in creation order, optionally only those in ``statuses`` and of
+        ``kinds`` (rows of other kinds are not even decoded)."""
+        where: builtins.list[str] = []
+        params: builtins.list[str] = []
+        for column, values in (("status", statuses), ("kind", kinds)):
+            if values is not None:
+                wanted = builtins.list(values)
+                if not wanted:
+                    return []
+                where.append(f"{column} IN ({','.join('?' * len(wanted))})")
+                params += wanted
+        condition = f"WHERE {' AND '.join(where)} " if where else ""
+        rows = self._query(
+            f"SELECT * FROM sessions {condition}ORDER BY created, rowid",  # noqa: S608
+            params,
+        )
         return [Session.from_row(r) for r in rows]
 
     def get_many(self, ids: Iterable[str]) -> builtins.list[Session]:

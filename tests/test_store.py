@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import sqlite3
 
@@ -48,6 +49,17 @@ def test_round_trip_and_model(tmp_path):
     with pytest.raises(NotFound):
         store.get("nope")
     assert sqlite3.connect(tmp_path / "s.db").execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_list_filters_by_status_and_kind(tmp_path):
+    store = SessionStore(tmp_path / "s.db")
+    for sid, kind, status in [("a", "shell", "running"), ("b", "claude", "running"),
+                              ("c", "claude", "exited"), ("d", "codex", "running")]:  # fmt: skip
+        store.add(dataclasses.replace(make(sid, sid, status), kind=kind))
+    assert [s.id for s in store.list()] == ["a", "b", "c", "d"]
+    assert [s.id for s in store.list(["running"], ["claude", "codex"])] == ["b", "d"]
+    assert [s.id for s in store.list(None, {"claude"})] == ["b", "c"]
+    assert store.list(["running"], []) == [] and store.list([]) == []
 
 
 def test_live_names_are_unique_only_among_running(tmp_path):
