@@ -5,9 +5,10 @@
   agent TUI's cursor moves and 256-colour text), written by the broker's recorder in the
   real layout; then :func:`jupyter_agents.search.search` pages through them the way a
   client follows ``next`` (each page bounded by ``SCAN_BUDGET``) for a word found once
-  at the end of each transcript, so every byte is read and rendered as text. Plain
-  text (case-insensitive, the default) and a regex. Target: >= 200 MB/s. Stock has no
-  search.
+  at the end of each transcript, so every byte is read. Plain text (case-insensitive,
+  the default), a regex that starts with text (its lines are found by that text, as
+  plain text is), and one that starts with a class (every line's text is decoded and
+  stripped of escapes for it). Target: >= 200 MB/s. Stock has no search.
 - *timing index*: the two transcript writers fed ``throughput_mb`` MB in 4 KiB writes
   (a pty's pace), as they run (tmux: the perl script ``pipe-pane`` runs, from a pipe;
   broker: the recorder in-process), against the same writers with the index switched
@@ -98,6 +99,8 @@ def search_rows(ours: list[str], mode: Mode) -> list[Row]:
         queries = {
             "plain text": Query(WORD, limit=500),
             "regex": Query(r"xyzzy-ne+dle \d+$", regex=True, limit=500),
+            # no text it must start with: every line's text is scanned
+            "regex starting with a class": Query(r"[x]yzzy-ne+dle \d+$", regex=True, limit=500),
         }
         rows = []
         for label, query in queries.items():

@@ -125,19 +125,26 @@ class Query:
         is not found here.
 
         A plain pattern is looked for in the raw bytes (lower-cased: ASCII only, which
-        never touches UTF-8 sequences), with escape sequences allowed between its
-        characters and a cursor move allowed for a space: the regex engine skips to its
-        first character, so this runs at memory speed for a rare word. Other patterns
-        run on the text with escapes stripped.
+        never touches UTF-8 sequences, with the four other letters Python's case-blind
+        matching takes for ``i``, ``k`` and ``s``), with escape sequences allowed between
+        its characters and a cursor move allowed for a space: the regex engine skips to
+        its first character, so this runs at memory speed for a rare word. So does a
+        regex that starts with such text (:func:`literal_prefix`), whose candidates are
+        the lines holding that text. Other patterns run on the text with escapes
+        stripped.
 
         >>> list(Query("needle").candidates()(b"a\\r\\nne\\x1b[1mEDLE\\r\\nneedle"))
         [3, 15]
+        >>> list(Query("ne+dle$", regex=True).candidates()(b"a\\r\\nnedle\\r\\nneeeedle"))
+        [3, 10]
         """
-        if not self.regex and (self.case or self.pattern.isascii()):
-            needle = self.pattern.encode()
-            needle = needle if self.case else needle.lower()
+        text = self.pattern if not self.regex else literal_prefix(self.pattern)
+        if text and (self.case or text.isascii()):
+            needle = text.encode() if self.case else text.lower().encode()
             skip = b"(?:" + ESCAPE.encode() + b")*"
-            parts = [rb"(?: |\x1b\[[0-9]*C)" if c == 32 else re.escape(bytes([c])) for c in needle]
+            parts = [_CHARACTERS.get(c, re.escape(bytes([c]))) for c in needle]
+            if not self.case:
+                parts = [_CASE_BLIND.get(c, p) for c, p in zip(needle, parts, strict=True)]
             pattern = re.compile(skip.join(parts))
             return lambda block: _line_starts(
                 block, (m.start() for m in pattern.finditer(block if self.case else block.lower()))
@@ -162,6 +169,36 @@ class Query:
                 yield starts[line]
 
         return in_text
+
+
+#: what a character of a plain pattern may be in raw output: a space, a cursor move
+_CHARACTERS = {32: rb"(?: |\x1b\[[0-9]*C)"}
+#: the non-ASCII letters a case-blind Python regex matches for ASCII ones (in UTF-8)
+_CASE_BLIND = {
+    ord("i"): rb"(?:i|\xc4[\xb0\xb1])",
+    ord("k"): rb"(?:k|\xe2\x84\xaa)",
+    ord("s"): rb"(?:s|\xc5\xbf)",
+}
+#: the characters a regex reads as themselves
+_LITERAL = re.compile(r"[^.^$*+?{}\[\]\\|()]*")
+
+
+def literal_prefix(pattern: str) -> str | None:
+    """The text every match of the regex ``pattern`` starts with (after a leading
+    ``^``), if that is 3 characters or more; None for a pattern with any ``|`` (whose
+    matches need not start alike), or that starts with a group, a class or an escape.
+
+    >>> literal_prefix(r"^xyzzy-ne+dle \\d+$"), literal_prefix("abcd?e"), literal_prefix("ab|cd")
+    ('xyzzy-ne', 'abc', None)
+    """
+    if "|" in pattern:
+        return None
+    body = pattern.removeprefix("^")
+    match = _LITERAL.match(body)
+    prefix = match[0] if match else ""
+    if body[len(prefix) : len(prefix) + 1] in ("?", "*", "{"):
+        prefix = prefix[:-1]  # its last character may not be there
+    return prefix if len(prefix) >= 3 else None
 
 
 def _each_line(pattern: re.Pattern[str], hay: str, text: str) -> Iterator[int]:

@@ -92,6 +92,27 @@ def test_search_sees_text_as_a_terminal_shows_it(tmp_path):
     ]
 
 
+def test_a_regex_that_starts_with_text_finds_what_the_full_scan_finds(tmp_path):
+    """A regex starting with text has its candidate lines found by that text in the raw
+    bytes (escapes between its characters, case-blind as Python's regex is: the Kelvin
+    sign is a k); the lines are the ones the scan of all text finds."""
+    writes = [
+        b"xy\x1b[1mzzy-NEEEdle 42\x1b[0m\r\n",  # split by a colour
+        b"xyzzy-nedle 7 trailing\r\n",  # no match at the end
+        b"\xe2\x84\xaaelvin 5\r\n",  # KELVIN SIGN
+        b"xyzzy-needle 8\r\n",
+    ]
+    t = record(tmp_path, "s1", writes)
+    for pattern, lines in [
+        (r"xyzzy-ne+dle \d+$", ["xyzzy-NEEEdle 42", "xyzzy-needle 8"]),
+        (r"kelvin \d", ["\u212aelvin 5"]),
+    ]:
+        assert [line for _, _, line in find({"s1": t}, pattern, regex=True)] == lines
+        # the same lines as a regex with no leading text, which scans all text
+        assert [line for _, _, line in find({"s1": t}, "(?:" + pattern + ")", regex=True)] == lines
+    assert [line for _, _, line in find({"s1": t}, "kelvin")] == ["\u212aelvin 5"]
+
+
 def test_search_pages_and_budgets_give_every_hit_once_in_order(tmp_path):
     transcripts = {
         sid: record(
