@@ -257,11 +257,10 @@ class TmuxStream(ListenedStream):
         """Attach the control client to the session, turn the pane's output on and
         capture (the history into ``buffers``; None: not the older one), on one line;
         collect the pane's output after it into ``_after`` until it anchors the cut,
-        then pause the pane again. The
-        capture's five replies (None if the line failed before them), and the cut if the
-        pane was quiet after it (:func:`~.cut.anchor`), or ``floor`` (the transcript's size at
-        ``since``) if tmux had read nothing from it for a while before
-        (:func:`~.cut.idle_before`)."""
+        then pause the pane again. The capture's five replies (None if the line failed
+        before them), and the cut if the pane was quiet after it (:func:`~.cut.anchor`),
+        or ``floor`` (the transcript's size at ``since``) if tmux had read nothing from
+        it for a while before (:func:`~.cut.idle_before`)."""
         control = self._control
         replies: list[list[bytes] | None] = []
         captured = asyncio.get_running_loop().create_future()
