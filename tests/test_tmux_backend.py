@@ -221,17 +221,17 @@ def test_history_cache_is_bounded_and_gives_way_to_any_change():
     cache = HistoryCache(max_chars=10)
     at = Geometry(offset=5, history_size=100, width=80, height=24)
     cache.put("a", at, "0123")
-    assert cache.get("a", 5, False) == (at, "0123")
-    assert cache.get("a", 6, False) is None and cache.get("a", 5, True) is None
+    assert cache.get("a", 5, lambda: False) == (at, "0123")
+    assert cache.get("a", 6, lambda: False) is None and cache.get("a", 5, lambda: True) is None
     assert cache.merge("a", (at, "0123"), at, ["recent"]) == ["0123", "recent"]
     resized = Geometry(offset=5, history_size=100, width=60, height=24)
     assert cache.merge("a", (at, "0123"), resized, ["recent"]) is None
-    assert cache.get("a", 5, False) is None
+    assert cache.get("a", 5, lambda: False) is None
     assert cache.merge("b", None, at, ["456789", "recent"]) == ["456789", "recent"]
     cache.put("c", at, "abcdef")  # 12 chars with b's: b goes
-    assert cache.get("b", 5, False) is None and cache.get("c", 5, False) is not None
+    assert cache.get("b", 5, lambda: False) is None and cache.get("c", 5, lambda: False)
     cache.put("d", at, "x" * 11)  # over the bound alone: not kept
-    assert cache.get("d", 5, False) is None and cache.get("c", 5, False) is not None
+    assert cache.get("d", 5, lambda: False) is None and cache.get("c", 5, lambda: False)
 
 
 def test_replays_reuse_older_history_only_while_nothing_changed(agents_server):

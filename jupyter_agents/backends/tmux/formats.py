@@ -314,17 +314,24 @@ def snapshot_commands(
     >>> snapshot_commands("=s:", 5, (None, "b")).split(" ; ")[1]
     "display-message -p -t =s: ''"
     """
-    old_to, recent_to = (f"-b {b}" if b else "-p" for b in history_into or ("", ""))
-    capture_old = f"capture-pane {old_to} -J -S - -E {-recent - 1} -t {target}"
-    if history_into and history_into[0] is None:
-        capture_old = f"display-message -p -t {target} ''"
+    old_into, recent_into = history_into or ("", "")
+    capture_old = (
+        f"display-message -p -t {target} ''"
+        if old_into is None
+        else f"capture-pane {_into(old_into)} -J -S - -E {-recent - 1} -t {target}"
+    )
     return (
         f"display-message -p -t {target} '{META_FORMAT}' ; "
         f"{capture_old} ; "
-        f"capture-pane {recent_to} -e -J -S {-recent} -E -1 -t {target} ; "
+        f"capture-pane {_into(recent_into)} -e -J -S {-recent} -E -1 -t {target} ; "
         f"capture-pane -p -e -J -S 0 -E - -t {target} ; "
         f"capture-pane -a -p -e -J -t {target}"
     )
+
+
+def _into(buffer: str) -> str:
+    """Where a capture goes: tmux buffer ``buffer``, or the reply (none given)."""
+    return f"-b {buffer}" if buffer else "-p"
 
 
 def decode_lines(lines: list[bytes] | None) -> list[str] | None:

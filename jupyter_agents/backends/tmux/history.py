@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable
 
 from .formats import META_FIELDS
 
@@ -62,14 +63,19 @@ class HistoryCache:
         self._chars = 0
         self._lock = threading.Lock()  # a session's removal runs in a worker thread
 
-    def get(self, session_id: str, offset: int, stuck: bool) -> tuple[Geometry, str] | None:
+    def get(
+        self, session_id: str, offset: int, stuck: Callable[[], bool]
+    ) -> tuple[Geometry, str] | None:
         """The entry of ``session_id`` if it was captured at transcript ``offset`` (the
         transcript's size now: nothing was printed since), unless the transcript is
-        ``stuck`` (its writer drops output: a size that did not change proves nothing);
-        a cut then compares its own geometry with the entry's (:meth:`merge`)."""
+        ``stuck()`` (its writer drops output: a size that did not change proves nothing;
+        asked only then); a cut then compares its own geometry with the entry's
+        (:meth:`merge`)."""
         with self._lock:
             entry = self._entries.get(session_id)
-        return entry if entry is not None and entry[0].offset == offset and not stuck else None
+        if entry is None or entry[0].offset != offset or stuck():
+            return None
+        return entry
 
     def put(self, session_id: str, geometry: Geometry, text: str) -> None:
         """Keep ``text``, captured at ``geometry``, dropping the oldest entries past the

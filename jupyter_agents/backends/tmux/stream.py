@@ -198,7 +198,7 @@ class TmuxStream(ListenedStream):
                     return
                 since = time.time()
                 floor = self._transcript.size()  # the cut is at or past it
-                known = self._backend.history.get(self._session_id, floor, self._transcript_stuck())
+                known = self._backend.history.get(self._session_id, floor, self._transcript_stuck)
                 name = f"ja-replay-{os.getpid()}-{next(_CUTS)}"  # tmux's buffers are shared
                 buffers = (None if known else f"{name}-old", f"{name}-recent")
                 replies, quiet = await self._capture_at_cut(pane, floor, since, buffers)
