@@ -48,7 +48,7 @@ from ...procs import identify
 from ..base import SESSION_ID
 from . import protocol
 from .fanout import Client, Session
-from .protocol import ProtocolError, broker_paths, encode
+from .protocol import FrameReader, ProtocolError, broker_paths, encode
 from .ptys import Pty, open_pty
 from .recorder import Recorder
 
@@ -70,8 +70,8 @@ class Broker:
         self.socket_path, self.pid_path, _ = broker_paths(state_dir)
         self.sessions: dict[str, Session] = {}
         self.clients: set[Client] = set()
-        #: the tasks serving connections (waited for at stop)
-        self._handlers: set[asyncio.Task[None]] = set()
+        #: each open connection's end (waited for at stop)
+        self._connections: set[asyncio.Future[None]] = set()
         #: hung-up processes not reaped yet
         self._hung_up: list[Pty] = []
         self._stopped = asyncio.Event()
@@ -108,12 +108,15 @@ class Broker:
         return session
 
     def _output(self, session: Session, data: bytes) -> None:
-        offset = session.record(data)
-        session.replay.feed(data)
+        """Send output to the attached clients first (an echo waits for nothing else),
+        then record it: the offset each client would lag from is where it is written."""
+        offset = session.recorder.end
         if session.clients:
             frame = encode({"op": "output"}, data)
             for client in list(session.clients):
                 client.send_output(session.sid, frame, offset)
+        session.record(data)
+        session.replay.feed(data)
 
     def _check_exits(self) -> None:
         """Reap ended processes (SIGCHLD, or a pty reached EOF)."""
@@ -147,46 +150,22 @@ class Broker:
 
     # -- clients -----------------------------------------------------------------------
 
-    async def serve_client(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        if not _same_user(writer):
-            writer.close()
-            return
-        client = Client(self.sessions, writer)
+    def connect(self, transport: asyncio.WriteTransport, gone: asyncio.Future[None]) -> Client:
+        """A new client connection (of our own user: :class:`_Connection` checked);
+        ``gone`` is done once it is closed."""
+        client = Client(self.sessions, transport)
         self.clients.add(client)
-        handler = asyncio.current_task()
-        if handler is not None:
-            self._handlers.add(handler)
-        pump = asyncio.ensure_future(client.pump())
-        try:
-            while not client.closed:
-                try:
-                    header, payload = await protocol.read_frame(reader)
-                    protocol.check_request(header)
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    break
-                except ProtocolError as e:
-                    client.send(encode({"op": "error", "error": str(e)}))
-                    break
-                self._handle(client, header, payload)
-            # let queued replies go out before closing (e.g. the error of a bad frame)
-            with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
-                await asyncio.wait_for(self._flushed(client), 2)
-        finally:
-            client.close()
-            self.clients.discard(client)
-            pump.cancel()
-            if handler is not None:
-                self._handlers.discard(handler)
+        self._connections.add(gone)
+        gone.add_done_callback(self._connections.discard)
+        return client
 
-    @staticmethod
-    async def _flushed(client: Client) -> None:
-        while client.queue and not client.closed:
-            await asyncio.sleep(0.01)
-        await client.writer.drain()
+    def disconnect(self, client: Client) -> None:
+        """A client connection is gone."""
+        client.close()
+        self.clients.discard(client)
 
-    def _handle(self, client: Client, header: dict[str, Any], payload: bytes) -> None:
+    def handle(self, client: Client, header: dict[str, Any], payload: bytes) -> None:
+        """Carry out one well-formed request (:func:`.protocol.check_request`)."""
         op, sid = header["op"], header.get("sid")
         session = self.sessions.get(sid) if isinstance(sid, str) else None
         if op == "write":
@@ -244,7 +223,7 @@ class Broker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         loop.add_signal_handler(signal.SIGHUP, lambda: None)
-        server = await asyncio.start_unix_server(self.serve_client, sock=listener)
+        server = await loop.create_unix_server(lambda: _Connection(self), sock=listener)
         log.info("broker %d serving %s", os.getpid(), self.socket_path)
         async with server:
             await self._stopped.wait()
@@ -270,13 +249,11 @@ class Broker:
                 os.killpg(pid, signal.SIGKILL)
         self._check_exits()
         for client in list(self.clients):
-            with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
-                await asyncio.wait_for(self._flushed(client), 1)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(client.flushed(), 1)
             client.close()
-        current = asyncio.current_task()
-        handlers = [t for t in self._handlers if t is not current]
-        if handlers:
-            await asyncio.wait(handlers, timeout=2)
+        if self._connections:
+            await asyncio.wait(self._connections, timeout=2)
         self._stopped.set()
 
     def _cleanup_files(self) -> None:
@@ -285,6 +262,57 @@ class Broker:
                 self.pid_path.unlink()
         with contextlib.suppress(OSError):
             self.socket_path.unlink()
+
+
+class _Connection(FrameReader):
+    """The broker's end of one connection: each request goes to :meth:`Broker.handle`
+    in the callback that read it; the transport's flow control goes to the
+    :class:`Client`. A peer of another user is hung up on at once."""
+
+    def __init__(self, broker: Broker) -> None:
+        gone = asyncio.get_running_loop().create_future()
+        super().__init__(self._request, gone)
+        self.broker = broker
+        self.client: Client | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        assert isinstance(transport, asyncio.WriteTransport)
+        if _same_user(transport):
+            self.client = self.broker.connect(transport, self._gone)
+        else:
+            transport.close()
+
+    def _request(self, header: dict[str, Any], payload: bytes) -> bool:
+        protocol.check_request(header)
+        if self.client is None or self.client.closed:
+            return False
+        self.broker.handle(self.client, header, payload)
+        return True
+
+    def refuse(self, error: ProtocolError) -> None:
+        """Answer a malformed frame with an error, read nothing more, and hang up once
+        the answer has gone out."""
+        if self.client is None:
+            super().refuse(error)
+            return
+        assert isinstance(self._transport, asyncio.ReadTransport)
+        self._transport.pause_reading()
+        self.client.send(encode({"op": "error", "error": str(error)}))
+        self.client.finish()
+
+    def pause_writing(self) -> None:
+        if self.client is not None:
+            self.client.pause()
+
+    def resume_writing(self) -> None:
+        if self.client is not None:
+            self.client.resume()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.client is not None:
+            self.broker.disconnect(self.client)
 
 
 def _check_size(rows: object, cols: object) -> None:
@@ -301,10 +329,10 @@ def _valid_size(rows: object, cols: object) -> bool:
     )
 
 
-def _same_user(writer: asyncio.StreamWriter) -> bool:
+def _same_user(transport: asyncio.BaseTransport) -> bool:
     """Linux: the peer's uid must be ours (elsewhere the 0600 socket in a 0700 dir is
     the only guard)."""
-    sock = writer.get_extra_info("socket")
+    sock = transport.get_extra_info("socket")
     peercred = getattr(socket, "SO_PEERCRED", None)
     if sock is None or peercred is None:
         return True
