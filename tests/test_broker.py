@@ -216,6 +216,39 @@ def test_malformed_frames_never_kill_the_broker(broker):
     assert alive(shell.pid)
 
 
+def test_a_bad_frame_is_answered_after_the_requests_before_it_then_hung_up(broker):
+    """Requests on one connection are answered in order; a frame that breaks the
+    protocol gets an error reply, then the broker hangs up without reading further.
+    A peer that has stopped sending (half-closed) still gets every answer, also those
+    the broker had to queue: two snapshots of ~900 KB fill the socket's buffers."""
+    from jupyter_agents.backends.broker.protocol import read_frame_sync
+
+    printed = 900_000
+    script = f"yes 0123456789 | head -c {printed}; sleep 60"
+    broker.spawn(SpawnRequest("bad", ["/bin/sh", "-c", script], "/", {}))
+    wait_until(lambda: len(transcript_bytes(broker.state_dir, "bad")) >= printed, 30, "the output")
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(str(broker.socket_path))
+        s.sendall(
+            encode({"op": "ping"})
+            + encode({"op": "snapshot", "sid": "bad"}) * 2
+            + encode({"op": "no-such-op"})
+            + encode({"op": "ping"})
+        )
+        s.shutdown(socket.SHUT_WR)
+        time.sleep(0.5)  # the broker writes what the socket takes and queues the rest
+        replies = []
+        with pytest.raises(ConnectionResetError):  # read_frame_sync's EOF
+            while True:
+                replies.append(read_frame_sync(s))
+    assert [r["op"] for r, _ in replies] == ["ok", "ok", "ok", "error"], replies
+    assert replies[0][0]["pid"] == broker_pid(broker.state_dir)
+    assert all(b"0123456789\r\n" * 1000 in body for _, body in replies[1:3])
+    assert replies[3][0]["error"] == "unknown op 'no-such-op'"
+    assert broker.ping() is not None
+
+
 def test_a_client_that_falls_behind_catches_up_from_the_transcript(broker):
     from jupyter_agents.backends.broker.protocol import read_frame_sync
 

@@ -301,6 +301,13 @@ class _Connection(FrameReader):
         self.client.send(encode({"op": "error", "error": str(error)}))
         self.client.finish()
 
+    def eof_received(self) -> bool:
+        """The peer sends no more: answer what it sent, then hang up."""
+        if self.client is None:
+            return False
+        self.client.finish()
+        return True
+
     def pause_writing(self) -> None:
         if self.client is not None:
             self.client.pause()
