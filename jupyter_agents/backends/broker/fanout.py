@@ -92,7 +92,7 @@ class Client:
         self._wake = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
-        self._pump = asyncio.ensure_future(self.pump())
+        self._pump = asyncio.ensure_future(self.pump())  # held: the loop keeps weak refs
         self._finishing: asyncio.Future[None] | None = None
 
     def send(self, frame: bytes) -> None:
@@ -130,7 +130,7 @@ class Client:
 
     async def pump(self) -> None:
         """Write the queue out as the transport takes it; when it is empty, catch the
-        lagging sessions up."""
+        lagging sessions up. Runs from the client's creation until it is closed."""
         while not self.closed:
             if not self._writable.is_set():
                 await self._writable.wait()
