@@ -61,11 +61,6 @@ class Session:
     def exit_frame(self) -> bytes:
         return encode({"op": "exit", "exit_code": self.exit_code})
 
-    def record(self, data: bytes) -> int:
-        """Append output to the transcript; the offset it starts at (a failed write
-        leaves a gap there and the stream goes on: :class:`.Recorder`)."""
-        return self.recorder.write(data)
-
 
 class Client:
     """The sending side of one connection: its bounded queue, the sessions it is

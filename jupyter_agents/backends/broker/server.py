@@ -109,13 +109,14 @@ class Broker:
 
     def _output(self, session: Session, data: bytes) -> None:
         """Send output to the attached clients first (an echo waits for nothing else),
-        then record it: the offset each client would lag from is where it is written."""
+        then record it: the offset each client would lag from is where it is written (a
+        failed write leaves a gap there and the stream goes on: :class:`.Recorder`)."""
         offset = session.recorder.end
         if session.clients:
             frame = encode({"op": "output"}, data)
             for client in list(session.clients):
                 client.send_output(session.sid, frame, offset)
-        session.record(data)
+        session.recorder.write(data)
         session.replay.feed(data)
 
     def _check_exits(self) -> None:
