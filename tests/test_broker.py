@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from jupyter_agents import pytest_plugin
@@ -202,6 +202,9 @@ def test_malformed_frames_never_kill_the_broker(broker):
         lengths=st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1)),
     )
     def fuzz(noise, cut, pick, header, lengths):
+        # a well-formed remove (or a write of noise: a Ctrl-D ends the shell) of the
+        # session is a request the broker must carry out, not a bad frame
+        assume(not (header.get("sid") == "fz" and header.get("op") in ("remove", "write")))
         send_raw(path, noise)  # random bytes
         send_raw(path, VALID[pick][:cut])  # truncated valid frames
         send_raw(path, PREFIX.pack(*lengths) + noise)  # lying lengths
@@ -212,7 +215,8 @@ def test_malformed_frames_never_kill_the_broker(broker):
     print(f"fuzz: {FUZZ_COUNT['n']} malformed or truncated frames sent")
     assert broker.ping() is not None
     assert "Traceback" not in broker.log_path.read_text()  # every bad frame was handled
-    assert [s.session_id for s in broker.list_live() if s.session_id == "fz"] == ["fz"]
+    listed = [s.session_id for s in broker.list_live() if s.session_id == "fz"]
+    assert listed == ["fz"], broker.log_path.read_text()[-3000:]  # the log says why
     assert alive(shell.pid)
 
 
