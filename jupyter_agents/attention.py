@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import socket
-import sys
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import Conflict, NotFound
+from .launch import python_module_argv
 from .paths import ensure_private_dir
 from .store import Attention, Session, SessionStore
 
@@ -114,8 +114,9 @@ def spool_path(state_dir: Path, session_id: str) -> Path:
 
 
 def hook_command(state_dir: Path, session_id: str) -> list[str]:
-    """The argv of the hook for one session (the same Python and package as ours)."""
-    return [sys.executable, "-m", "jupyter_agents.hook", str(spool_path(state_dir, session_id))]
+    """The argv of the hook for one session: the same Python and package as ours, which
+    never imports from the folder the CLI runs it in (:func:`python_module_argv`)."""
+    return python_module_argv("jupyter_agents.hook", str(spool_path(state_dir, session_id)))
 
 
 def claude_settings(state_dir: Path, session_id: str) -> Path:

@@ -9,6 +9,7 @@ import dataclasses
 import logging
 import os
 import re
+import sys
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -17,6 +18,27 @@ from .errors import InvalidRequest
 
 NAME_PATTERN = re.compile(r"\w{1,64}")
 log = logging.getLogger(__name__)
+
+#: runs a module as ``python -m`` does, without the cwd on ``sys.path`` (Python 3.10,
+#: which has no ``-P``): ``-c`` puts ``""`` first, which goes before anything is imported
+_RUN_MODULE = (
+    "import sys; del sys.path[0]; import runpy; "
+    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)"
+)
+
+
+def python_module_argv(module: str, *args: str) -> list[str]:
+    """The argv that runs our ``module`` with this interpreter (as ``python -m``), never
+    importing from the directory it runs in: agent CLIs run hooks in the session's
+    folder, where a project's own ``json.py`` or ``socket.py`` would otherwise shadow
+    the standard library. ``-P`` on Python 3.11+, the same effect by hand on 3.10.
+
+    >>> python_module_argv("jupyter_agents.hook", "x")[-2:]
+    ['jupyter_agents.hook', 'x']
+    """
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P", "-m", module, *args]
+    return [sys.executable, "-c", _RUN_MODULE, module, *args]
 
 
 def validate_name(name: object) -> str:

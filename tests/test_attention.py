@@ -323,3 +323,35 @@ def test_cli_wait_and_the_attention_column(agents_server, agents_state_dir, fake
     assert server.request("DELETE", f"/api/agents/sessions/{sid}")[0] == 204
     code, _, err = cli(agents_state_dir, "wait", sid, "--timeout", "1")
     assert code == 4 and "killed" in err
+
+
+#: a project module named like one the hook imports: it leaves a mark and breaks json
+HOSTILE_JSON = """\
+import os, pathlib
+pathlib.Path(os.environ.get("HOSTILE_MARK", "/tmp/hostile-json-ran")).write_text("ran")
+raise ImportError("a project's json.py ran inside the hook")
+"""
+
+
+@pytest.mark.parametrize("kind", ["claude", "codex"])
+def test_hooks_never_import_from_the_project_folder(
+    agents_server, fake_agents, project, tmp_path, kind
+):
+    # the CLIs run hooks in the session's folder: a cloned repository's top-level
+    # json.py (socket.py, uuid.py...) must neither run nor stop attention
+    mark = tmp_path / "hostile-mark"
+    for module in ("json", "socket", "uuid", "runpy"):
+        (project / f"{module}.py").write_text(HOSTILE_JSON)
+    server = agents_server(env={**fake_agents.env, "HOSTILE_MARK": str(mark)})
+    agent = new(server, kind, project)
+    if kind == "claude":
+        reaches(server, agent["id"], "waiting")  # SessionStart, through the hook
+        server.type_line(agent["name"], "hello", "claude heard: hello")
+        poll(lambda: hooks_fired(fake_agents, "Stop"), what="the Stop hook")
+    else:
+        server.type_line(agent["name"], "hello", "codex heard: hello")
+        reaches(server, agent["id"], "waiting")  # the turn's notify
+    fired = [r for r in fake_agents.records("hook")]
+    assert fired and all(r["returncode"] == 0 for r in fired), fired
+    assert reaches(server, agent["id"], "waiting")["attention_source"] in ("hooks", "notify")
+    assert not mark.exists(), "a module of the project folder ran in the hook"

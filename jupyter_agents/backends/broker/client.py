@@ -22,7 +22,6 @@ import contextlib
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ import psutil
 from traitlets import Float
 
 from ...errors import AgentsError, BackendUnavailable, InvalidRequest
+from ...launch import python_module_argv
 from ...paths import create_private_file, ensure_private_dir
 from ...procs import ProcessIdentity, matches, terminate_tree
 from ..base import (
@@ -169,14 +169,9 @@ class BrokerBackend(Backend):
             p for p in (_PACKAGE_ROOT, os.environ.get("PYTHONPATH")) if p
         )
         create_private_file(self.log_path)
-        argv = [
-            sys.executable,
-            "-m",
-            "jupyter_agents.backends.broker.server",
-            "--state-dir",
-            str(self.state_dir),
-            "--daemon",
-        ]
+        argv = python_module_argv(
+            "jupyter_agents.backends.broker.server", "--state-dir", str(self.state_dir), "--daemon"
+        )
         with open(self.log_path, "ab") as log:
             try:
                 proc = subprocess.Popen(
@@ -254,14 +249,9 @@ class BrokerBackend(Backend):
         return BrokerStream(self.socket_path, check_session_id(session_id), listener)
 
     def debug_attach_command(self, session_id: str) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "jupyter_agents.backends.broker.attach",
-            "--state-dir",
-            str(self.state_dir),
-            session_id,
-        ]
+        return python_module_argv(
+            "jupyter_agents.backends.broker.attach", "--state-dir", str(self.state_dir), session_id
+        )
 
     # -- liveness ----------------------------------------------------------------------
 
