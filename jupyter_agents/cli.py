@@ -306,7 +306,12 @@ def build_parser() -> argparse.ArgumentParser:
         "something matched, 1 if not",
     )
     p.add_argument("pattern", help="plain text (case-insensitive) unless --regex/--case")
-    p.add_argument("-E", "--regex", action="store_true", help="PATTERN is a Python regex")
+    p.add_argument(
+        "-E",
+        "--regex",
+        action="store_true",
+        help="PATTERN is a regex (RE2 syntax: no backreferences or lookaround)",
+    )
     p.add_argument("-s", "--case", action="store_true", help="case-sensitive")
     p.add_argument("--session", help="only this session (id or running terminal name)")
     p.add_argument("--kind", help="only sessions of this kind")

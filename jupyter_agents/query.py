@@ -11,8 +11,11 @@ import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from itertools import accumulate
-from typing import get_args
+from typing import Any, get_args
 
+import re2
+
+from . import params
 from .errors import InvalidRequest
 from .render import ESCAPE, ESCAPES
 from .store import Status
@@ -48,15 +51,20 @@ def format_cursor(cursor: Cursor) -> str:
 
 def parse_since(value: str, now: datetime | None = None) -> datetime:
     """An ISO 8601 time (naive means UTC) or a duration before ``now``: ``90s``, ``30m``,
-    ``2h``, ``7d``.
+    ``2h``, ``7d`` (one that reaches before the year 1 means since then).
 
     >>> now = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)
     >>> parse_since("2h", now).isoformat(), parse_since("2026-11-30T08:00").isoformat()
     ('2026-12-01T10:00:00+00:00', '2026-11-30T08:00:00+00:00')
+    >>> parse_since("999999d", now).isoformat()
+    '0001-01-01T00:00:00+00:00'
     """
     m = _DURATION.fullmatch(value)
     if m:
-        return (now or datetime.now(timezone.utc)) - timedelta(**{_UNITS[m[2]]: int(m[1])})
+        try:
+            return (now or datetime.now(timezone.utc)) - timedelta(**{_UNITS[m[2]]: int(m[1])})
+        except OverflowError:
+            return datetime.min.replace(tzinfo=timezone.utc)
     try:
         when = datetime.fromisoformat(value)
     except ValueError:
@@ -66,12 +74,32 @@ def parse_since(value: str, now: datetime | None = None) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
-def _flag(name: str, value: str | None) -> bool:
-    if value in (None, "", "false", "0"):
-        return False
-    if value in ("true", "1"):
-        return True
-    raise InvalidRequest(f"{name} must be true or false, got {str(value)[:20]!r}")
+#: what a Python regex user must know of RE2
+_RE2_LIMITS = "no backreferences or lookaround"
+
+
+def compile_regex(pattern: str, case: bool = True) -> Any:
+    r"""A user's regex, compiled by RE2: linear in the text it runs over, whatever the
+    pattern (Python's ``re`` backtracks exponentially on ``^(\w|\w)*$`` and holds the
+    GIL meanwhile), and RE2 lets other threads run while it matches. ``^``/``$`` match
+    at line ends. :class:`InvalidRequest` for what RE2 refuses: a syntax error, a
+    backreference or lookaround, a pattern too big to compile.
+
+    >>> [m.span() for m in compile_regex("^o+k$", case=False).finditer("ok\nOOK")]
+    [(0, 2), (3, 6)]
+    >>> compile_regex(r"(a)\1")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    jupyter_agents.errors.InvalidRequest: bad regex (RE2 syntax: ...): invalid escape sequence: \1
+    """
+    options = re2.Options()
+    options.log_errors = False
+    options.case_sensitive = case
+    try:
+        return re2.compile("(?m)" + pattern, options)
+    except re2.error as e:
+        why = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else e
+        raise InvalidRequest(f"bad regex (RE2 syntax: {_RE2_LIMITS}): {why}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,11 +125,8 @@ class Query:
         >>> list(Query("^ok$", regex=True, case=True).finder()("OK\\nok"))
         [(3, 5)]
         """
-        flags = 0 if self.case else re.IGNORECASE
         if self.regex or not (self.case or self.pattern.isascii()):
-            compiled = re.compile(
-                self.pattern if self.regex else re.escape(self.pattern), flags | re.MULTILINE
-            )
+            compiled = self._compiled()
             return lambda text: (m.span() for m in compiled.finditer(text))
         needle = self.pattern if self.case else self.pattern.lower()
 
@@ -149,8 +174,7 @@ class Query:
             return lambda block: _line_starts(
                 block, (m.start() for m in pattern.finditer(block if self.case else block.lower()))
             )
-        flags = re.MULTILINE | (0 if self.case else re.IGNORECASE)
-        compiled = re.compile(self.pattern if self.regex else re.escape(self.pattern), flags)
+        compiled = self._compiled()
 
         def in_text(block: bytes) -> Iterator[int]:
             text = block.decode("utf-8", errors="replace")
@@ -169,6 +193,13 @@ class Query:
                 yield starts[line]
 
         return in_text
+
+    def _compiled(self) -> Any:
+        """The pattern compiled: a user's regex by RE2 (:func:`compile_regex`), plain text
+        (escaped, so it cannot backtrack) by ``re`` with Python's case-blind matching."""
+        if self.regex:
+            return compile_regex(self.pattern, self.case)
+        return re.compile(re.escape(self.pattern), re.MULTILINE | (0 if self.case else re.I))
 
 
 #: what a character of a plain pattern may be in raw output: a space, a cursor move
@@ -201,7 +232,7 @@ def literal_prefix(pattern: str) -> str | None:
     return prefix if len(prefix) >= 3 else None
 
 
-def _each_line(pattern: re.Pattern[str], hay: str, text: str) -> Iterator[int]:
+def _each_line(pattern: Any, hay: str, text: str) -> Iterator[int]:
     """Where the first match in ``hay`` of each line of ``text`` (as long, with the same
     line ends and maybe more) that has one starts."""
     pos = 0
@@ -235,38 +266,33 @@ def parse_query(
 
     >>> parse_query({"q": "a(", "kind": "shell", "since": "2h"}, ["shell"]).pattern
     'a('
-    >>> parse_query({"q": "a[", "regex": "true"}, ["shell"])
+    >>> parse_query({"q": "a[", "regex": "true"}, ["shell"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    jupyter_agents.errors.InvalidRequest: bad regex: unterminated character set at position 1
+    jupyter_agents.errors.InvalidRequest: bad regex (RE2 syntax: ...): missing ]: [
     """
     pattern = args.get("q") or ""
     if not pattern or len(pattern) > MAX_PATTERN or "\n" in pattern:
         raise InvalidRequest(f"q must be 1 to {MAX_PATTERN} characters on one line")
-    regex = _flag("regex", args.get("regex"))
+    regex = params.flag("regex", args.get("regex"))
     if regex:
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            raise InvalidRequest(f"bad regex: {e}") from None
+        compile_regex(pattern)
     kind, status = args.get("kind") or None, args.get("status") or None
     if kind is not None and kind not in kinds:
         raise InvalidRequest(f"unknown kind {kind[:40]!r}; known kinds: {', '.join(kinds)}")
     statuses = get_args(Status)
     if status is not None and status not in statuses:
         raise InvalidRequest(f"unknown status {status[:40]!r}; one of {', '.join(statuses)}")
-    limit_arg = args.get("limit") or str(DEFAULT_LIMIT)
-    if not limit_arg.isdigit() or not 1 <= int(limit_arg) <= MAX_LIMIT:
-        raise InvalidRequest(f"limit must be 1 to {MAX_LIMIT}, got {limit_arg[:20]!r}")
+    limit = params.optional_integer("limit", args.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
     since, cursor = args.get("since"), args.get("cursor")
     return Query(
         pattern,
         regex=regex,
-        case=_flag("case", args.get("case")),
+        case=params.flag("case", args.get("case")),
         session=args.get("session") or None,
         kind=kind,
         status=status,
         since=parse_since(since, now) if since else None,
-        limit=int(limit_arg),
+        limit=limit or DEFAULT_LIMIT,
         cursor=parse_cursor(cursor) if cursor else None,
     )

@@ -8,6 +8,10 @@ erases, ``ESC[nC``/``D``/``G`` move; every other escape sequence and control cha
 is dropped (cursor movement between lines cannot be replayed as lines: full-screen
 programs render as the text they wrote, in order). ``\r\n`` and ``\n`` end lines.
 
+Bounded: a move or a tab never takes the cursor past :data:`MAX_COLUMNS` or the end of
+what the line wrote, whichever is further, so a line renders to at most that many cells
+more than its own length (``ESC[200000000C`` is one of 11 bytes).
+
 A fast path keeps the cost of plain output near that of ``bytes.decode``: only lines
 holding ``\r``, ``\b`` or a cursor move go through the cell renderer.
 """
@@ -26,6 +30,10 @@ from .errors import InvalidRequest
 from .segments import time_at
 from .store import Session
 from .transcripts import Transcript
+
+#: the column a cursor move or tab can reach past a line's text (a terminal never has
+#: more; xterm.js caps its columns at 1000 too)
+MAX_COLUMNS = 1000
 
 #: export formats: their media type and file extension
 FORMATS = {
@@ -108,7 +116,7 @@ def sgr(style: Style, params: str) -> Style:
     (None, '#0000ff', False, False, False, False)
     """
     cells: list[Any] = list(style)
-    codes = [int(p) if p.isdigit() else 0 for p in params.replace(":", ";").split(";")]
+    codes = [_number(p, 0) for p in params.replace(":", ";").split(";")]
     i = 0
     while i < len(codes):
         c = codes[i]
@@ -128,8 +136,16 @@ def sgr(style: Style, params: str) -> Style:
     return cast(Style, tuple(cells))
 
 
+def _number(param: str, default: int) -> int:
+    """A parameter of an escape sequence (ASCII digits; ``default`` if none), at most
+    999,999,999: a longer one is that (``int`` refuses strings of over 4300 digits)."""
+    if not (param.isascii() and param.isdigit()):
+        return default
+    return int(param) if len(param) < 10 else 999_999_999
+
+
 def _count(params: str, default: int) -> int:
-    return int(params) if params.isdigit() and int(params) > 0 else default
+    return _number(params, 0) or default
 
 
 def render_cells(
@@ -143,6 +159,8 @@ def render_cells(
     'done    ok'
     >>> "".join(render_cells("abc\b\bX\x1b[3GY")[0])
     'aXY'
+    >>> len(render_cells("x\x1b[200000000Cy\t\x1b[999999999999G")[0])
+    1001
     """
     chars: list[str] = []
     styles: list[Style] = []
@@ -161,7 +179,7 @@ def render_cells(
         elif part == "\b":
             col = max(0, col - 1)
         elif part == "\t":
-            col = (col // 8 + 1) * 8
+            col = min((col // 8 + 1) * 8, max(MAX_COLUMNS, len(chars)))
         elif part.startswith("\x1b[") and len(part) > 2:
             params, final = part[2:-1], part[-1]
             if final == "m":
@@ -175,11 +193,11 @@ def render_cells(
                 else:
                     chars, styles = [], []
             elif final == "C":
-                col += _count(params, 1)
+                col = min(col + _count(params, 1), max(MAX_COLUMNS, len(chars)))
             elif final == "D":
                 col = max(0, col - _count(params, 1))
             elif final == "G":
-                col = _count(params, 1) - 1
+                col = min(_count(params, 1), max(MAX_COLUMNS, len(chars))) - 1
             elif final == "X":
                 n = min(_count(params, 1), max(0, len(chars) - col))
                 chars[col : col + n] = " " * n

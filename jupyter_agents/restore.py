@@ -26,6 +26,7 @@ from .launch import next_free_name
 from .paths import create_private_file, state_lock
 from .store import Session
 from .transcripts import Transcript
+from .vt import QUERIES
 
 if TYPE_CHECKING:
     from .sessions import SessionService
@@ -36,11 +37,14 @@ Progress = Callable[[int, int, str], None]
 #: bytes of the old transcript shown by default
 TAIL_BYTES = 32 * 1024
 
+#: what a replayed tail must not hold: every query a replay strips (:data:`~.vt.QUERIES`:
+#: the browser would type its answers into the new process), and OSC strings (titles,
+#: hyperlinks), DCS/PM/APC/SOS strings, mode switches and full resets
 _UNSAFE = re.compile(
-    rb"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC (titles, colour queries, hyperlinks)
+    QUERIES.pattern
+    + rb"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC (titles, colour queries, hyperlinks)
     rb"|\x1b[P^_X][^\x1b]*(?:\x1b\\)?"  # DCS / PM / APC / SOS strings
-    rb"|\x1b\[[?>=]?[0-9;]*[hlnc]"  # mode switches, device status/attribute queries
-    rb"|\x1b\[[0-9;]*t"  # window ops (some report back)
+    rb"|\x1b\[[?>=]?[0-9;]*[hl]"  # mode switches
     rb"|\x1bc"  # full reset (would clear what we replay)
 )
 #: after the replay: normal attributes, main screen, visible cursor, no mouse/paste modes

@@ -181,7 +181,7 @@ export interface ISearchResult {
 
 export interface ISearchQuery {
   q: string;
-  /** `q` is a regular expression (Python `re` syntax), not plain text. */
+  /** `q` is a regular expression (RE2 syntax: no backreferences or lookaround), not plain text. */
   regex?: boolean;
   /** Match case (the default ignores it). */
   case?: boolean;

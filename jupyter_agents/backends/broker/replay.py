@@ -23,19 +23,14 @@ from __future__ import annotations
 
 import re
 
+from ...vt import QUERIES
+
 #: raw output kept per session is between this and twice this (trimmed in whole lines)
 REPLAY_BYTES = 512 * 1024
 
 _PRIVATE_MODE = re.compile(rb"\x1b\[\?([0-9;]+)([hl])")
 #: modes a replay restores; the alternate screen ones first (they switch buffers)
 _TRACKED = (1049, 1047, 47, 1, 6, 7, 25, 66, 1000, 1002, 1003, 1005, 1006, 1015, 2004)
-_QUERIES = re.compile(
-    rb"\x1b\[[?>=]?[0-9;]*[nc]"  # device status / attributes
-    rb"|\x1b\[[0-9;]*t"  # window ops (some report back)
-    rb"|\x1b\[\??[0-9;]*\$p"  # mode queries (DECRQM)
-    rb"|\x1bP[+$]q[^\x1b]*(?:\x1b\\)?"  # terminfo / setting queries (XTGETTCAP, DECRQSS)
-    rb"|\x1b\][0-9]+;\?(?:\x07|\x1b\\)"  # colour queries (OSC 10/11/4 ...;?)
-)
 RESET = b"\x1bc\x1b[3J"
 
 
@@ -78,7 +73,7 @@ class Replay:
             for mode in _TRACKED
             if mode in self._modes
         )
-        return RESET + modes + _QUERIES.sub(b"", self._buf)
+        return RESET + modes + QUERIES.sub(b"", self._buf)
 
 
 _PREFIX = re.compile("\x1bc\x1b\\[3J(?:\x1b\\[\\?[0-9]+[hl])*")
