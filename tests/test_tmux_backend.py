@@ -129,7 +129,7 @@ def test_kill_server_ends_a_server_a_stuck_control_client_keeps(backend, tmp_pat
     server = psutil.Process(backend._server_pid())
     reader, writer = os.pipe()
     client = subprocess.Popen(
-        backend._argv("-C", "attach-session", "-t", "=s1"),
+        backend.tmux.argv("-C", "attach-session", "-t", "=s1"),
         stdin=subprocess.PIPE,
         stdout=writer,
         stderr=subprocess.DEVNULL,

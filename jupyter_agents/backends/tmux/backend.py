@@ -29,6 +29,7 @@ from .formats import (
     MIN_TMUX_VERSION,
     TMUX_OWNED,
     TRANSCRIPT_WRITER_TOOLS,
+    TmuxCommand,
     default_terminal,
     parse_dead,
     parse_version,
@@ -96,24 +97,19 @@ class TmuxBackend(Backend):
         #: the older history of replays, sent again while a session prints nothing
         self.history = HistoryCache()
 
+    @property
+    def tmux(self) -> TmuxCommand:
+        """How tmux is run here, by the control plane and the control clients alike."""
+        return TmuxCommand(self.tmux_command, self.socket_path, self.config_path, self._env)
+
     # -- control plane ---------------------------------------------------------------
 
-    def _argv(self, *args: str) -> list[str]:
-        return [
-            self.tmux_command,
-            "-u",
-            "-S",
-            str(self.socket_path),
-            "-f",
-            str(self.config_path),
-            *args,
-        ]
-
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        tmux = self.tmux
         try:
             proc = subprocess.run(
-                self._argv(*args),
-                env=self._env,
+                tmux.argv(*args),
+                env=tmux.env,
                 capture_output=True,
                 text=True,
                 errors="replace",
@@ -273,7 +269,7 @@ class TmuxBackend(Backend):
         loop = asyncio.get_running_loop()
         control = self._controls.get(loop)
         if control is None or control.closed:
-            control = self._controls[loop] = TmuxControl(self)
+            control = self._controls[loop] = TmuxControl(self.tmux, self.log)
         return control
 
     async def detach_streams(self, timeout: float = 2.0) -> None:

@@ -30,17 +30,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import re
 import subprocess
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
-from .formats import tmux_quote_path, unescape_output
-
-if TYPE_CHECKING:
-    from .backend import TmuxBackend
+from .formats import TmuxCommand, tmux_quote_path, unescape_output
 
 #: the reply to one command: whether it succeeded, and its output lines
 Reply = Callable[[bool, list[bytes]], None]
@@ -66,12 +64,20 @@ class Member(Protocol):
 
 
 class TmuxControl:
-    """One control-mode client of ``backend``'s tmux server, shared by its members."""
+    """One control-mode client of a tmux server, run by ``tmux`` (the backend's own
+    :attr:`~.TmuxBackend.tmux`), shared by its members; what happens to it goes to
+    ``log``."""
 
-    def __init__(self, backend: TmuxBackend, session_id: str | None = None) -> None:
+    def __init__(
+        self,
+        tmux: TmuxCommand,
+        log: logging.Logger | logging.LoggerAdapter[Any],
+        session_id: str | None = None,
+    ) -> None:
         """A client attached to ``session_id`` for good, or (None) to whatever session
         tmux picks, switched by cuts."""
-        self._backend = backend
+        self._tmux = tmux
+        self._log = log
         self._session_id = session_id
         self._members: set[Member] = set()
         #: pane id (``b"%3"``) -> the member its ``%output`` goes to
@@ -210,7 +216,7 @@ class TmuxControl:
             ):
                 attached = await self._attach()
                 if not attached:
-                    self._backend.log.warning(
+                    self._log.warning(
                         "jupyter_agents: no tmux control client could attach to %s", self._target()
                     )
                     for member in list(self._members):
@@ -225,11 +231,11 @@ class TmuxControl:
         target = () if self._session_id is None else ("-t", f"={self._session_id}")
         # -N: attach-session would start a tmux server where there is none (one killed
         # while streams were open), with no session for anyone
-        argv = self._backend._argv("-N", "-C", "attach-session", "-f", "ignore-size", *target)
+        argv = self._tmux.argv("-N", "-C", "attach-session", "-f", "ignore-size", *target)
         try:
             proc = self._proc = await asyncio.create_subprocess_exec(
                 *argv,
-                env=self._backend._env,
+                env=self._tmux.env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -242,9 +248,7 @@ class TmuxControl:
         try:
             attached = await self._read(proc.stdout)
         except (OSError, ConnectionError, ValueError) as e:
-            self._backend.log.warning(
-                "jupyter_agents: tmux control client of %s: %r", self._target(), e
-            )
+            self._log.warning("jupyter_agents: tmux control client of %s: %r", self._target(), e)
         finally:
             self._ready = False
             if not proc.stdin.is_closing():
@@ -252,7 +256,7 @@ class TmuxControl:
             status = await proc.wait()
             self._proc = None
             if not self.closed:
-                self._backend.log.info(
+                self._log.info(
                     "jupyter_agents: tmux control client of %s ended (status %s)",
                     self._target(),
                     status,
@@ -281,7 +285,7 @@ class TmuxControl:
 
     def _target(self) -> str:
         """What the client attaches to, for log messages."""
-        where = f"tmux server {self._backend.socket_path}"
+        where = f"tmux server {self._tmux.socket}"
         return where if self._session_id is None else f"session {self._session_id} of {where}"
 
     def _fail_pending(self) -> None:

@@ -15,6 +15,7 @@ Facts these rely on (tmux >= 3.2, checked on 3.3a):
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import os
 import re
 import shlex
@@ -174,6 +175,28 @@ META_FIELDS = (
     "pane_width",
 )
 META_FORMAT = " ".join(f"#{{{f}}}" for f in META_FIELDS)
+
+
+@dataclasses.dataclass(frozen=True)
+class TmuxCommand:
+    """How this process runs tmux against the server of a state dir: ``executable``
+    on ``socket`` with the config file ``config``, each tmux process with the
+    environment ``env`` (a minimal one: the tmux server passes its own to every session
+    it starts). The backend's control plane and the control clients (:mod:`.control`)
+    run tmux alike through it.
+
+    >>> TmuxCommand("tmux", Path("/s/socket"), Path("/s/tmux.conf"), {}).argv("ls")
+    ['tmux', '-u', '-S', '/s/socket', '-f', '/s/tmux.conf', 'ls']
+    """
+
+    executable: str
+    socket: Path
+    config: Path
+    env: Mapping[str, str]
+
+    def argv(self, *args: str) -> list[str]:
+        """The command line of tmux running ``args`` (UTF-8 always, ``-u``)."""
+        return [self.executable, "-u", "-S", str(self.socket), "-f", str(self.config), *args]
 
 
 def tmux_arg(value: str) -> str:

@@ -362,7 +362,7 @@ class TmuxStream(ListenedStream):
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
-        self._live = TmuxControl(self._backend, self._session_id)
+        self._live = TmuxControl(self._backend.tmux, self._backend.log, self._session_id)
         self._live.join(self)
         self._live.on_panes.add(pane)
         self._live.route(pane, self)
