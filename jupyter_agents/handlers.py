@@ -1,8 +1,11 @@
 """REST handlers: the stock-compatible ``/api/terminals`` and ``/api/agents/...`` (see
-rest-api.yml). Thin: parse, authorize (resource ``terminals``, like the stock ones),
-call the service in a worker thread (:meth:`ApiHandler.call`: nothing blocking runs on
-the IO loop, and every :class:`~jupyter_agents.errors.AgentsError` becomes its HTTP
-status with its message, in that one place), serialise.
+rest-api.yml). Thin: parse (every argument, header and body through
+:mod:`jupyter_agents.params`), authorize (resource ``terminals``, like the stock ones:
+``read`` to list, ``write`` to change, and ``execute``, which stock asks for the
+websocket, for what shows output: log, export, search), call the service in a worker
+thread (:meth:`ApiHandler.call`: nothing blocking runs on the IO loop, and every
+:class:`~jupyter_agents.errors.AgentsError` becomes its HTTP status with its message,
+in that one place), serialise.
 """
 
 from __future__ import annotations
@@ -11,15 +14,16 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from . import params
 from .auth import is_owner
-from .errors import AgentsError, InvalidRequest, http_error
+from .errors import AgentsError, http_error
 from .query import parse_query
 from .render import FORMATS, export, export_name
 from .search import search_sessions
@@ -31,6 +35,15 @@ from .viewer import ViewerAsset, ViewerPage, ViewerSocket
 from .websocket import AUTH_RESOURCE, TermSocket
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+#: the action that lets a user see a session's output (stock asks it for the websocket)
+SEE_OUTPUT = "execute"
+
+
+def authorized_to_see_output(method: F) -> F:
+    """``@authorized`` for :data:`SEE_OUTPUT` on ``terminals``, whatever the HTTP method:
+    ``read`` lists sessions, only this shows what they printed."""
+    return cast(F, authorized(SEE_OUTPUT)(method))
 
 
 class ApiHandler(APIHandler):
@@ -50,16 +63,21 @@ class ApiHandler(APIHandler):
         except AgentsError as e:
             raise http_error(e) from e
 
-    def body(self, allowed: set[str]) -> dict[str, Any]:
-        """The JSON object body (empty if none); 400 for anything else or a field not
-        in ``allowed``."""
-        data = self.get_json_body() or {}
-        if not isinstance(data, dict):
-            raise web.HTTPError(400, "expected a JSON object")
-        unknown = set(data) - allowed
-        if unknown:
-            raise http_error(InvalidRequest(f"unknown fields {sorted(unknown)}"))
-        return data
+    def body(self, allowed: set[str] | None) -> dict[str, Any]:
+        """The JSON object body (empty if none; :func:`~jupyter_agents.params.json_object`);
+        400 for anything else or a field not in ``allowed`` (None: any field)."""
+        try:
+            return params.json_object(self.request.body, allowed)
+        except AgentsError as e:
+            raise http_error(e) from e
+
+    def parsed(self, parse: Callable[..., T], *args: Any) -> T:
+        """``parse(*args)`` (a :mod:`~jupyter_agents.params` helper); its
+        :class:`~jupyter_agents.errors.InvalidRequest` becomes a 400."""
+        try:
+            return parse(*args)
+        except AgentsError as e:
+            raise http_error(e) from e
 
     def reply(self, data: Any, status: int = 200) -> None:
         self.set_status(status)
@@ -77,9 +95,8 @@ class TerminalRootHandler(ApiHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        data = self.get_json_body() or {}
-        if not isinstance(data, dict):
-            raise web.HTTPError(400, "expected a JSON object")
+        data = self.body(None)  # stock ignores fields it does not know
+        self.parsed(params.fields, data, {"cwd": str})
         self.reply(await self.call(self.manager.create, name=data.get("name"), cwd=data.get("cwd")))
 
 
@@ -116,8 +133,7 @@ class SessionsHandler(ApiHandler):
     @authorized
     async def post(self) -> None:
         data = self.body({"kind", "cwd", "name", "args"})
-        if not isinstance(data.get("cwd", ""), (str, type(None))):
-            raise http_error(InvalidRequest("cwd must be a string"))
+        self.parsed(params.fields, data, {"cwd": str})
         session, _ = await self.call(
             self.service.create,
             name=data.get("name"),
@@ -152,7 +168,7 @@ class SessionHandler(ApiHandler):
 class LogHandler(ApiHandler):
     """``GET /api/agents/sessions/<id>/log``: raw transcript bytes
     (:func:`~jupyter_agents.transcripts.window`: ``?offset=&length=`` or ``Range``;
-    logical offsets, from the first kept byte)."""
+    logical offsets, from the first kept byte). Output: ``execute``."""
 
     @web.authenticated
     @authorized
@@ -175,18 +191,21 @@ class LogHandler(ApiHandler):
 
 class ExportHandler(ApiHandler):
     """``GET /api/agents/sessions/<id>/export?format=txt|html|cast``: the transcript as
-    a file (:func:`~jupyter_agents.render.export`), streamed a read at a time."""
+    a file (:func:`~jupyter_agents.render.export`), streamed a read at a time. Output:
+    ``execute``."""
 
     @web.authenticated
     @authorized
     async def get(self, session_id: str) -> None:
-        fmt = self.get_query_argument("format", "txt")
+        fmt = self.parsed(
+            params.choice, "format", self.get_query_argument("format", "txt"), FORMATS
+        )
         session = await self.call(self.service.get, session_id)
         transcript = await self.call(self.service.transcript, session_id)
         chunks = await self.call(export, session, transcript, fmt)
         self.set_header("Content-Type", FORMATS[fmt][0])
         self.set_header(
-            "Content-Disposition", f'attachment; filename="{export_name(session, fmt)}"'
+            "Content-Disposition", params.content_disposition(export_name(session, fmt))
         )
         # the HTML export is inert: no script, no resource from anywhere
         self.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
@@ -198,7 +217,7 @@ class ExportHandler(ApiHandler):
 
 class SearchHandler(ApiHandler):
     """``GET /api/agents/search?q=...``: one page of hits across sessions
-    (:mod:`jupyter_agents.search`; arguments in rest-api.yml)."""
+    (:mod:`jupyter_agents.search`; arguments in rest-api.yml). Output: ``execute``."""
 
     @web.authenticated
     @authorized
@@ -228,7 +247,7 @@ class SharesApiHandler(ApiHandler):
 class SharesHandler(SharesApiHandler):
     """``GET /api/agents/shares``: the live grants; ``POST`` ``{session, viewer?,
     expires_in}``: a new one (201; on JupyterHub with ``accept_url`` or ``hub_error``,
-    :func:`~jupyter_agents.sharing.hub_share_code`), 409 when this server cannot share."""
+    :meth:`~jupyter_agents.sharing.Shares.invite`), 409 when this server cannot share."""
 
     @web.authenticated
     @authorized

@@ -18,14 +18,14 @@ import bisect
 import contextlib
 import logging
 import os
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
 
-from .errors import InvalidRequest, NotFound, OutOfRange
+from . import params
+from .errors import NotFound, OutOfRange
 from .segments import (
     Listing,
     index_name,
@@ -39,7 +39,6 @@ from .segments import (
 MAX_CHUNK = 4 * 1024 * 1024
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 T = TypeVar("T")
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
 
 def window(
@@ -50,8 +49,9 @@ def window(
 
     From ``?offset=&length=`` (no offset: from ``first``) or an HTTP ``Range:
     bytes=a-b`` / ``bytes=-n`` header (``partial``: answer 206; a suffix longer than what
-    is kept starts at ``first``). Capped at ``MAX_CHUNK``. Raises :class:`InvalidRequest`
-    for malformed or negative values and :class:`OutOfRange` for a start past the end or
+    is kept starts at ``first``). Capped at ``MAX_CHUNK``. Raises
+    :class:`~jupyter_agents.errors.InvalidRequest` for anything but ASCII digits
+    (:mod:`jupyter_agents.params`) and :class:`OutOfRange` for a start past the end or
     before ``first`` (dropped by the cap).
 
     >>> window(0, 100, None, None, None), window(0, 100, "90", "50", None)
@@ -64,27 +64,19 @@ def window(
     jupyter_agents.errors.OutOfRange: bytes before 40 were dropped (transcript_max_bytes)
     """
 
-    def number(name: str, value: str) -> int:
-        if not value.isdigit():
-            raise InvalidRequest(f"{name} must be a non-negative integer, got {value[:40]!r}")
-        return int(value)
-
     partial = False
     if range_header is not None and offset is None and length is None:
-        m = _RANGE.fullmatch(range_header.strip())
-        if m is None or m.groups() == ("", ""):
-            raise InvalidRequest(f"unsupported Range {range_header[:80]!r}; use bytes=a-b")
-        low, high = m.groups()
-        if low == "":
-            start = max(first, size - int(high))
+        low, high = params.byte_range(range_header)
+        if low is None:
+            start = max(first, size - (high or 0))
             end = size
         else:
-            start = int(low)
-            end = size if high == "" else min(size, int(high) + 1)
+            start = low
+            end = size if high is None else min(size, high + 1)
         partial = True
     else:
-        start = number("offset", offset) if offset is not None else first
-        end = size if length is None else start + number("length", length)
+        start = params.integer("offset", offset) if offset is not None else first
+        end = size if length is None else start + params.integer("length", length)
     if start < first:
         raise OutOfRange(dropped(first))
     if start > size or (partial and start >= size and size > 0):
