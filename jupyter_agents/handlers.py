@@ -171,7 +171,7 @@ class LogHandler(ApiHandler):
     logical offsets, from the first kept byte). Output: ``execute``."""
 
     @web.authenticated
-    @authorized
+    @authorized_to_see_output
     async def get(self, session_id: str) -> None:
         transcript = await self.call(self.service.transcript, session_id)
         data, start, size, partial = await self.call(
@@ -195,7 +195,7 @@ class ExportHandler(ApiHandler):
     ``execute``."""
 
     @web.authenticated
-    @authorized
+    @authorized_to_see_output
     async def get(self, session_id: str) -> None:
         fmt = self.parsed(
             params.choice, "format", self.get_query_argument("format", "txt"), FORMATS
@@ -220,7 +220,7 @@ class SearchHandler(ApiHandler):
     (:mod:`jupyter_agents.search`; arguments in rest-api.yml). Output: ``execute``."""
 
     @web.authenticated
-    @authorized
+    @authorized_to_see_output
     async def get(self) -> None:
         names = ("q", "regex", "case", "session", "kind", "status", "since", "limit", "cursor")
         args = {n: self.get_query_argument(n, None) for n in names}

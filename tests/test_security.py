@@ -94,6 +94,54 @@ async def test_every_route_is_authorized_and_authenticated(
     assert store_model.status == "running"
 
 
+FAKES = Path(__file__).parent / "fakes"
+#: what a user with ``read`` on ``terminals`` only gets: the lists and records, never
+#: output (stock asks ``execute`` for the websocket, the only way it shows output)
+READ_ONLY = {
+    "/api/terminals": 200,
+    "/api/agents/sessions": 200,
+    "/api/agents/sessions/{id}": 200,
+    "/api/agents/kinds": 200,
+    "/api/agents/reconcile": 200,
+    "/api/agents/sessions/{id}/log": 403,
+    "/api/agents/sessions/{id}/log?offset=0&length=10": 403,
+    "/api/agents/sessions/{id}/export?format=txt": 403,
+    "/api/agents/sessions/{id}/export?format=html": 403,
+    "/api/agents/search?q=secret-output": 403,
+}
+
+
+def test_read_alone_lists_sessions_but_never_shows_output(agents_server):
+    """A deployment granting only ``read`` (tests/fakes/authorizers.py): listing works;
+    the log, export and search, which show output, need ``execute`` as the websocket
+    does; nothing is started or changed."""
+    owner = agents_server()
+    status, model = owner.request("POST", "/api/agents/sessions", {"kind": "shell"})
+    assert status == 201
+    owner.type_line(model["name"], "echo secret-$((6*7))-output", "secret-42-output")
+    owner.stop()  # detaches: the shell lives on
+    reader = agents_server(
+        env={"PYTHONPATH": str(FAKES)},
+        args=["--ServerApp.authorizer_class=authorizers.ReadOnly"],
+    )
+    for path, expected in READ_ONLY.items():
+        status, body = reader.request("GET", path.format(id=model["id"]))
+        assert status == expected, (path, status, body)
+        if status == 403:
+            assert b"secret" not in json.dumps(body).encode(), (path, body)
+    assert reader.request("GET", f"/api/agents/sessions/{model['id']}")[1]["status"] == "running"
+    for method, path in (
+        ("POST", "/api/agents/sessions"),
+        ("POST", "/api/terminals"),
+        ("DELETE", f"/api/agents/sessions/{model['id']}"),
+    ):
+        assert reader.request(method, path, {} if method == "POST" else None)[0] == 403, path
+    with pytest.raises(Exception, match="403"):
+        reader.ws(model["name"])
+    sessions = reader.request("GET", "/api/agents/sessions")[1]
+    assert [(s["id"], s["status"]) for s in sessions] == [(model["id"], "running")]
+
+
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
