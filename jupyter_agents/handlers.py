@@ -28,7 +28,7 @@ from .query import parse_query
 from .render import FORMATS, export, export_name
 from .search import search_sessions
 from .sessions import Report, SessionService
-from .sharing import Shares, hub_share_code
+from .sharing import Shares
 from .streams import Streams
 from .terminals import TerminalManager, terminal_model
 from .viewer import ViewerAsset, ViewerPage, ViewerSocket
@@ -264,7 +264,7 @@ class SharesHandler(SharesApiHandler):
         self.shares.schedule(share)
         url = url_path_join(self.base_url, "agents/view", share.id)
         # on JupyterHub: a hub share code whose accept link lands on the watch page
-        hub = await asyncio.to_thread(hub_share_code, int(data["expires_in"]), url)
+        hub = await asyncio.to_thread(self.shares.invite, share, url)
         model = {**share.to_model(), "url": url, **hub}
         self.set_header("Location", url_path_join(self.base_url, "api/agents/shares", share.id))
         self.reply(model, 201)

@@ -81,6 +81,17 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX shares_session ON shares (session_id);
     """,
+    # JupyterHub access that came with a grant: the id of the hub share code made for
+    # it, and the users who got hub access through it (ended with the grant)
+    """
+    ALTER TABLE shares ADD COLUMN hub_code TEXT;
+    CREATE TABLE share_admissions (
+        share_id    TEXT NOT NULL,
+        user        TEXT NOT NULL,
+        admitted    TEXT NOT NULL,
+        PRIMARY KEY (share_id, user)
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -153,16 +164,33 @@ class Share:
     created: str
     expires: str
     revoked: str | None = None
+    #: on JupyterHub, the id (``sc_<n>``) of the hub share code made for it, until the
+    #: code is deleted after the grant ended (never served)
+    hub_code: str | None = None
 
     def active(self, now: str) -> bool:
         """Whether it still grants anything at ``now`` (:func:`utcnow_iso`)."""
         return self.revoked is None and now < self.expires
 
     def to_model(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        model = dataclasses.asdict(self)
+        del model["hub_code"]
+        return model
+
+
+@dataclasses.dataclass(frozen=True)
+class Admission:
+    """``user`` got (or was meant to get) JupyterHub access to this server through grant
+    ``share_id``: the named viewer when the grant's share code was made, and anyone the
+    hub let reach that grant's viewer routes. Kept until that hub access is ended."""
+
+    share_id: str
+    user: str
+    admitted: str
 
 
 _COLUMNS = [f.name for f in dataclasses.fields(Session)]
+_SHARE_COLUMNS = [f.name for f in dataclasses.fields(Share)]
 _JSON_COLUMNS = ("argv", "args", "env")
 
 
@@ -343,9 +371,9 @@ class SessionStore:
     def add_share(self, share: Share) -> None:
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO shares (id, session_id, viewer, created, expires, revoked) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [getattr(share, f.name) for f in dataclasses.fields(Share)],
+                f"INSERT INTO shares ({','.join(_SHARE_COLUMNS)}) "  # noqa: S608
+                f"VALUES ({','.join('?' * len(_SHARE_COLUMNS))})",
+                [getattr(share, name) for name in _SHARE_COLUMNS],
             )
 
     def share(self, share_id: str) -> Share:
@@ -355,11 +383,50 @@ class SessionStore:
             raise NotFound(f"no share with id {share_id!r}")
         return Share(**dict(rows[0]))
 
-    def shares(self, active_at: str | None = None) -> builtins.list[Share]:
-        """Grants in creation order; with ``active_at``, only those active then."""
-        rows = self._query("SELECT * FROM shares ORDER BY created, rowid")
+    def shares(
+        self, active_at: str | None = None, ids: Iterable[str] | None = None
+    ) -> builtins.list[Share]:
+        """Grants in creation order; with ``active_at``, only those active then; with
+        ``ids``, only those among them."""
+        if ids is None:
+            rows = self._query("SELECT * FROM shares ORDER BY created, rowid")
+        else:
+            wanted = builtins.list(ids)
+            rows = []
+            for i in range(0, len(wanted), 500):  # SQLite's bound-parameter limit
+                part = wanted[i : i + 500]
+                marks = ",".join("?" * len(part))
+                rows += self._query(f"SELECT * FROM shares WHERE id IN ({marks})", part)  # noqa: S608
+            rows.sort(key=lambda r: r["created"])
         found = [Share(**dict(r)) for r in rows]
         return found if active_at is None else [s for s in found if s.active(active_at)]
+
+    def set_share_hub_code(self, share_id: str, code_id: str | None) -> None:
+        """Record (or, with None, forget) the hub share code made for a grant."""
+        with self._transaction() as db:
+            db.execute("UPDATE shares SET hub_code = ? WHERE id = ?", (code_id, share_id))
+
+    def admit(self, share_id: str, user: str, when: str) -> None:
+        """Record an :class:`Admission` (once per grant and user)."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO share_admissions (share_id, user, admitted) "
+                "VALUES (?, ?, ?)",
+                (share_id, user, when),
+            )
+
+    def admissions(self) -> builtins.list[Admission]:
+        """Every :class:`Admission` not yet forgotten, oldest first."""
+        rows = self._query("SELECT * FROM share_admissions ORDER BY admitted, rowid")
+        return [Admission(**dict(r)) for r in rows]
+
+    def forget_admissions(self, user: str, share_ids: Iterable[str]) -> None:
+        """Drop ``user``'s admissions through ``share_ids`` (their hub access ended)."""
+        with self._transaction() as db:
+            db.executemany(
+                "DELETE FROM share_admissions WHERE share_id = ? AND user = ?",
+                [(share_id, user) for share_id in share_ids],
+            )
 
     def revoke_share(self, share_id: str, when: str) -> bool:
         """Mark a grant revoked at ``when``; whether it was active until now."""

@@ -6,7 +6,9 @@ Every route here says ``viewer_route = True`` (the only routes where
 authorizer for ``read`` on :data:`~jupyter_agents.auth.VIEW_RESOURCE`, and admits only
 the user of a live grant (:meth:`~jupyter_agents.sharing.Shares.admit`); the page and
 the socket also ask the hub afresh (:func:`still_let_in`: its cached answer could be
-minutes old). Any failure is 403, the same whatever the reason.
+minutes old). Any failure is 403, the same whatever the reason. The socket is then
+registered with :class:`~jupyter_agents.sharing.Shares` and the grant read again from the
+store before any output is sent, so a revoke or an expiry that landed meanwhile closes it.
 
 The socket sends output only (``setup``, ``stdout``, ``disconnect``): on connect the
 visible screen, never the history. Every inbound frame is dropped and counted; frames
@@ -180,10 +182,16 @@ class ViewerSocket(TermSocket):
             raise NotFound(f"session {session.id} is not running")
         return session
 
-    def open(self, share_id: str) -> None:  # type: ignore[override]
+    async def open(self, share_id: str) -> None:  # type: ignore[override]
+        """Registered as a viewer first, then the grant read again from the store
+        (:meth:`~jupyter_agents.sharing.Shares.confirm`), then connected to the
+        terminal: a revoke or an expiry since :meth:`find_session` closes the socket
+        before any output is sent."""
+        assert self.share is not None
+        self._closed = self.shares.watch(self.share, self)
+        if not await self.shares.confirm(self.share, self) or self.ws_connection is None:
+            return  # ended, or closed meanwhile
         super().open(share_id)
-        if self.terminal is not None and self.share is not None:
-            self._closed = self.shares.watch(self.share, self)
 
     def on_message(self, message: str | bytes) -> None:
         """Dropped, always; counted, and a flood closes the socket."""

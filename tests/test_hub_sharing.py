@@ -8,9 +8,10 @@ made with its own token) after logging in to the hub, lands on the watch page th
 the hub's OAuth, and watches over a cookie-authenticated websocket as a browser would.
 One hub serves the module; its tests, in order: what bob sees and what he cannot do or
 send (acceptances 1 to 3, the hub-side revoke of 4); expiry and restarts of alice's server
-(the rest of 4); a viewer that stops reading while alice prints 100 MB (5); alice's
-server started without our classes (6; the config below strips them when the hub is
-asked to start it with ``{"plain": true}``). The same acceptance without a hub is
+(the rest of 4); a viewer that stops reading while alice prints 100 MB (5); bob's hub
+share ending with the grants that covered him; alice's server started without our
+classes (6; the config below strips them when the hub is asked to start it with
+``{"plain": true}``). The same acceptance without a hub is
 tests/test_sharing.py; the hub, its helpers and the users' cleanup are
 tests/test_hub.py's."""
 
@@ -255,6 +256,30 @@ def new_session(hub: Hub, token: str) -> dict[str, Any]:
     return dict(model)
 
 
+def hub_sharers(hub: Hub, token: str) -> list[str]:
+    """The users alice's server is shared with on the hub (its hub shares)."""
+    status_, shared = hub.api("GET", f"/hub/api/shares/{ALICE}/", token=token)
+    assert status_ == 200, shared
+    return sorted(s["user"]["name"] for s in shared["items"] if s["user"])
+
+
+def hub_codes(hub: Hub, token: str) -> set[str]:
+    """The ids of the share codes of alice's server the hub holds."""
+    status_, codes = hub.api("GET", f"/hub/api/share-codes/{ALICE}/", token=token)
+    assert status_ == 200, codes
+    return {c["id"] for c in codes["items"]}
+
+
+def hub_share_ended(hub: Hub, token: str, user: str, timeout: float = 10) -> float:
+    """Wait until ``user`` no longer has a hub share of alice's server: when (a
+    ``time.monotonic()``); fails after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while user in hub_sharers(hub, token):
+        assert time.monotonic() < deadline, f"{user} still has a hub share"
+        time.sleep(0.1)
+    return time.monotonic()
+
+
 def restart(hub: Hub, plain: bool = False) -> None:
     """Stop alice's server through the hub API and start it again (``plain``: without
     our authorizer and identity provider)."""
@@ -437,11 +462,15 @@ def test_bob_watches_alice_through_the_hub(hub: Hub) -> None:
         path = f"/agents/view/{share_id}/socket"
         assert handshake(hub, path, tokens[BOB]) == 403, share_id
         assert handshake(hub, path, cookie=bob.cookie(view_path(share_id) + "/socket")) == 403
+    # and no other live grant covers him (carol's is hers): his hub share went with it
+    ended = hub_share_ended(hub, alice_token, BOB)
+    print(f"bob's hub share was revoked {1000 * (ended - revoked):.0f} ms after alice's revoke")
 
     # 4. a hub-side revoke (alice deletes her server's hub shares) ends bob's watch within
     # the re-validation interval, for his browser's socket and his token's
     status_, again = make_grant(hub, alice_token, shell["id"], BOB, 600)
     assert status_ == 201, again
+    bob = accept(hub, again)  # a hub share again
     by_cookie = watch(hub, bob, again["id"])
     by_token = TermClient(socket_url(hub, again["id"]), token=tokens[BOB])
     by_token.wait_for(lambda c: len(c.messages) >= 2)
@@ -585,6 +614,69 @@ def test_a_slow_viewer_costs_alice_nothing(hub: Hub) -> None:
     sent = [int(n) for n in re.findall(left, hub.log_path.read_text())]
     print(f"bytes the server queued for bob before cutting him off: {sent}")
     assert len(sent) == 1 and sent[0] < 32 << 20
+
+
+def test_the_hub_share_ends_with_the_grant(hub: Hub) -> None:
+    """The hub share bob gets by accepting a grant's share code ends when the grant is
+    revoked or expires, unless another live grant still covers him; a revoked grant's
+    share code is deleted; a grant that expires while alice's server is down ends his
+    hub share when it is back (the store records who was admitted)."""
+    alice_token = hub.token(ALICE)
+    shell = new_session(hub, alice_token)
+    # the grants the tests before left live cover bob: alice revokes them all first
+    for share in hub.user_api(ALICE, alice_token, "GET", "/api/agents/shares")[1]:
+        path = f"/api/agents/shares/{share['id']}"
+        assert hub.user_api(ALICE, alice_token, "DELETE", path)[0] == 204
+    hub_share_ended(hub, alice_token, BOB)
+
+    def grant(expires_in: int = 600) -> dict[str, Any]:
+        codes = hub_codes(hub, alice_token)
+        status_, model = make_grant(hub, alice_token, shell["id"], BOB, expires_in)
+        assert status_ == 201 and "accept_url" in model, model
+        (model["code_id"],) = hub_codes(hub, alice_token) - codes
+        return dict(model)
+
+    def revoke(model: dict[str, Any]) -> None:
+        path = f"/api/agents/shares/{model['id']}"
+        assert hub.user_api(ALICE, alice_token, "DELETE", path)[0] == 204
+
+    # two grants: revoking one leaves his hub share (the other covers him), the second
+    # ends it; each revoke deletes that grant's share code
+    one, two = grant(), grant()
+    accept(hub, one)
+    assert BOB in hub_sharers(hub, alice_token)
+    revoke(one)
+    deadline = time.monotonic() + 10
+    while one["code_id"] in hub_codes(hub, alice_token):
+        assert time.monotonic() < deadline, "the revoked grant's share code is still there"
+        time.sleep(0.1)
+    assert two["code_id"] in hub_codes(hub, alice_token)
+    assert BOB in hub_sharers(hub, alice_token)
+    assert http_status(hub, "GET", f"/agents/view/{two['id']}", hub.token(BOB)) == 200
+    revoked = time.monotonic()
+    revoke(two)
+    took = hub_share_ended(hub, alice_token, BOB) - revoked
+    print(f"the last revoke ended bob's hub share {1000 * took:.0f} ms later")
+    assert two["code_id"] not in hub_codes(hub, alice_token)
+    # a new token of bob's (none of his answers cached by alice's server) is refused by
+    # the hub: he no longer reaches alice's server at all
+    assert http_status(hub, "GET", f"/agents/view/{two['id']}", hub.token(BOB)) == 403
+
+    # expiry: with the server up, and with the server down at the time
+    brief = grant(3)
+    accept(hub, brief)
+    assert BOB in hub_sharers(hub, alice_token)
+    hub_share_ended(hub, alice_token, BOB, timeout=15)
+    late = time.time() - expires_at(brief)
+    print(f"the grant's expiry ended bob's hub share {1000 * late:.0f} ms after it")
+    soon = grant(4)
+    accept(hub, soon)
+    hub.stop_server(ALICE)
+    time.sleep(max(0.0, expires_at(soon) - time.time()) + 0.5)
+    assert BOB in hub_sharers(hub, alice_token)  # no server to end it
+    hub.start_server(ALICE, {"plain": False})
+    hub_share_ended(hub, alice_token, BOB)
+    assert f"hub share of {BOB} revoked: share {soon['id']} ended" in hub.log_path.read_text()
 
 
 def test_a_server_without_our_classes_refuses_to_share(hub: Hub) -> None:

@@ -8,10 +8,12 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,13 @@ import psutil
 import pytest
 import websocket
 
-from jupyter_agents.pytest_plugin import TOKEN, ServerProcess, TermClient, transcript_bytes
+from jupyter_agents.pytest_plugin import (
+    TOKEN,
+    ServerProcess,
+    TermClient,
+    poll,
+    transcript_bytes,
+)
 
 FAKES = Path(__file__).parent / "fakes"
 BOB, CAROL = "bob-token-6f1c", "carol-token-93a2"
@@ -323,3 +331,151 @@ def test_grants_survive_a_restart_and_a_slow_viewer_costs_the_owner_nothing(agen
     assert closed(bob, 10)  # cut off, not buffered
     alice.stdin("echo STILL-$((3*3))\r")
     alice.wait_for("STILL-9")
+
+
+def watchers(server: ServerProcess) -> dict[str, list[str]]:
+    """``{grant id: watchers}`` of the live grants, as the owner's panel lists them."""
+    status, listed = server.request("GET", "/api/agents/shares")
+    assert status == 200, listed
+    return {s["id"]: s["watchers"] for s in listed}
+
+
+def frames_until_closed(client: TermClient, timeout: float) -> list[Any] | None:
+    """The frames the server sent ``client`` before closing its socket within
+    ``timeout`` seconds; None when it was still open then. The client is closed."""
+    frames: list[Any] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            client.ws.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                frame = client.ws.recv()
+            except websocket.WebSocketTimeoutException:
+                return None
+            except (websocket.WebSocketConnectionClosedException, OSError):
+                return frames
+            if frame in ("", b""):
+                return frames
+            frames.append(json.loads(frame))
+        return None
+    finally:
+        client.close()
+
+
+def held_watch(server: ServerProcess, gate: Path, share_id: str, meanwhile: Callable[[], Any]):
+    """bob's socket on ``share_id``, with ``meanwhile()`` run after the server admitted
+    him and before his socket was registered (the gate of tests/fakes/users.py)."""
+    hold, admitted = gate / "hold", gate / "admitted"
+    admitted.unlink(missing_ok=True)
+    hold.touch()
+    opened: list[TermClient] = []
+    failed: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            opened.append(watch(server, share_id))
+        except BaseException as e:  # seen by the test below
+            failed.append(e)
+
+    connecting = threading.Thread(target=connect)
+    connecting.start()
+    try:
+        deadline = time.monotonic() + 15
+        while not admitted.exists():
+            assert time.monotonic() < deadline and not failed, failed or "never admitted"
+            time.sleep(0.01)
+        assert admitted.read_text() == share_id
+        meanwhile()
+    finally:
+        hold.unlink()
+        connecting.join(15)
+    assert opened and not failed, failed
+    return opened[0]
+
+
+def test_a_revoke_or_expiry_while_a_viewer_connects_closes_it(agents_server, users, tmp_path):
+    """A viewer admitted just before its grant is revoked or expires, and registered
+    just after (the gate holds it in between), is closed before any output reaches it:
+    the grant is read again from the store once the socket is registered. The
+    re-validation interval is 60 s here, so nothing else could close it in time. The
+    owner's list shows every live viewer until it is gone."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    server = agents_server(
+        env={**env(users), "JUPYTER_AGENTS_TEST_GATE": str(gate)},
+        args=[*SHARING_ARGS, "--AgentsApp.share_revalidate_interval=60"],
+    )
+    name, sid = new_shell(server)
+    steady = share(server, sid)
+    first, second = watch(server, steady["id"]), watch(server, steady["id"])
+    for client in (first, second):
+        client.wait_for(lambda c: len(c.messages) >= 2)
+    assert watchers(server) == {steady["id"]: ["bob", "bob"]}
+
+    # a revoke between bob's admission and the registration of his socket
+    doomed = share(server, sid)
+    revoke = ("DELETE", f"/api/agents/shares/{doomed['id']}")
+    late = held_watch(server, gate, doomed["id"], lambda: server.request(*revoke))
+    frames = frames_until_closed(late, 5)
+    assert frames == [], frames  # closed, and not one frame of alice's terminal sent
+    assert watchers(server) == {steady["id"]: ["bob", "bob"]}
+
+    # an expiry in between (the expiry this server scheduled has fired meanwhile)
+    brief = share(server, sid, expires=2)
+    wait = lambda: time.sleep(max(0.0, expires_at(brief) - time.time()) + 0.5)  # noqa: E731
+    late = held_watch(server, gate, brief["id"], wait)
+    frames = frames_until_closed(late, 5)
+    assert frames == [], frames
+    assert watchers(server) == {steady["id"]: ["bob", "bob"]}
+
+    # the steady grant's viewers saw all of it and are listed until they are gone
+    alice = server.ws(name)
+    alice.stdin("echo STEADY-$((4*4))\r")
+    for client in (first, second):
+        client.wait_for("STEADY-16")
+    first.close()
+    poll(lambda: watchers(server) == {steady["id"]: ["bob"]}, 10, "one watcher left")
+    second.close()
+    poll(lambda: watchers(server) == {steady["id"]: []}, 10, "no watcher left")
+    audit = server.log_path.read_text()
+    for line in (
+        f"viewer bob of share {doomed['id']}: the grant was revoked before the watch began",
+        f"viewer bob of share {brief['id']}: the grant was expired before the watch began",
+    ):
+        assert line in audit, line
+
+
+def test_a_revoke_through_another_server_on_the_state_dir_ends_the_watch(agents_server, users):
+    """Two servers on one state dir (re-validation every 1 s): a revoke made through
+    the second ends a watch on the first within an interval, and so does the expiry of
+    a grant the second made (the first schedules it when the watch begins)."""
+    first = agents_server(env=env(users), args=SHARING_ARGS)
+    second = agents_server(env=env(users), args=SHARING_ARGS)
+    _, sid = new_shell(first)
+    grant, other = share(second, sid), share(second, sid)
+    viewer, bystander = watch(first, grant["id"]), watch(first, other["id"])
+    for client in (viewer, bystander):
+        client.wait_for(lambda c: len(c.messages) >= 2)
+    assert watchers(first) == {grant["id"]: ["bob"], other["id"]: ["bob"]}
+    revoked = time.monotonic()
+    assert second.request("DELETE", f"/api/agents/shares/{grant['id']}")[0] == 204
+    took = time_to_close(viewer, revoked, 5)
+    assert took is not None
+    print(f"a revoke through the other server closed the viewer {1000 * took:.0f} ms later")
+    assert watchers(first) == {other["id"]: ["bob"]}
+    assert f"viewer bob of share {grant['id']}: the grant was revoked" in first.log_path.read_text()
+
+    brief = share(second, sid, expires=3)
+    viewer = watch(first, brief["id"])
+    viewer.wait_for(lambda c: len(c.messages) >= 2)
+    assert closed(viewer, 8)
+    late = time.time() - expires_at(brief)
+    print(f"the expiry of the other server's grant closed the viewer {1000 * late:.0f} ms after")
+    assert late < 1.0  # on time, not at the next re-validation
+    assert bystander.ws.connected  # the other grant's viewer watches on
+    bystander.close()
+
+
+def expires_at(grant: dict[str, Any]) -> float:
+    """The grant's expiry, as a ``time.time()``."""
+    return datetime.fromisoformat(grant["expires"].replace("Z", "+00:00")).timestamp()

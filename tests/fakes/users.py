@@ -9,18 +9,29 @@ cookie holding that token, which later requests without a token (assets, websock
 are identified by, as the hub's own cookie does. A test fake only: the cookie is the
 token itself, unsigned, and cookie-identified requests are not token-authenticated (so
 jupyter_server's XSRF checks apply to them).
+
+A gate for races (tests/test_sharing.py): with ``$JUPYTER_AGENTS_TEST_GATE`` naming a
+directory, while that directory holds a file ``hold``, a viewer the server has just
+admitted (:meth:`jupyter_agents.sharing.Shares.admit`, in its worker thread, before its
+socket opens) writes the grant's id to ``admitted`` there and waits until ``hold`` is
+removed (at most 30 s). The product's code runs unchanged around the pause: a test can
+land a revoke or an expiry exactly between a viewer's admission and its registration.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from jupyter_server.auth.identity import IdentityProvider, User
 from tornado import web
 
 from jupyter_agents.auth import OwnerOnlyIdentity
+from jupyter_agents.sharing import Shares
+from jupyter_agents.store import Share
 
 #: the cookie a browser keeps after opening a page with a valid ``?token=``
 COOKIE = "jupyter-agents-test-token"
@@ -48,3 +59,23 @@ class TokenUsers(IdentityProvider):
 
 class SharingTestIdentity(OwnerOnlyIdentity, TokenUsers):
     pass
+
+
+def gated(admit: Callable[[Shares, str, str], Share]) -> Callable[[Shares, str, str], Share]:
+    """``admit``, then the pause of ``$JUPYTER_AGENTS_TEST_GATE`` (module docstring)."""
+
+    def admit_then_wait(self: Shares, share_id: str, user: str) -> Share:
+        share = admit(self, share_id, user)
+        gate = os.environ.get("JUPYTER_AGENTS_TEST_GATE")
+        hold = Path(gate, "hold") if gate else None
+        if hold is not None and hold.exists():
+            (hold.parent / "admitted").write_text(share_id)
+            deadline = time.monotonic() + 30
+            while hold.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return share
+
+    return admit_then_wait
+
+
+Shares.admit = gated(Shares.admit)  # type: ignore[method-assign]
