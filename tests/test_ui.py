@@ -4,7 +4,7 @@ real ``jupyter server`` subprocess with JupyterLab and our labextension.
 One server and one browser for the module; the tests run in file order and build on
 each other's state (a restart in one is seen by the next), so each reads the names and
 ids it needs from the REST API instead of assuming them. Screenshots go to
-``tests/artifacts/ui/`` (gitignored; the README embeds copies from ``docs/``).
+``tests/artifacts/ui/`` (gitignored; the docs embed copies kept in ``docs/ui/``).
 
 Terminal text is read from xterm's accessibility tree (``screenReaderMode``), as
 DESIGN.md section 9 describes: JupyterLab draws terminals on a canvas.

@@ -13,7 +13,7 @@ when ``/lab?token=...`` is opened, identifies them; bob's page gets his cookie t
 way. A fake hub API answers the share-code request, so the dialog's hub link shows too.
 
 The browser and helpers are tests/test_ui.py's (imported); the servers are this
-module's own. Screenshots go to ``tests/artifacts/ui/``; the README embeds copies from
+module's own. Screenshots go to ``tests/artifacts/ui/``; the docs embed copies kept in
 ``docs/ui/``.
 """
 

@@ -4,8 +4,8 @@ the session (an ended one as a Replay tab in the asciinema player, paused at the
 a running one as its terminal), and the replay plays to the end of the recording.
 
 The server, browser and helpers are tests/test_ui.py's (imported; this module gets a
-server of its own). Screenshots go to ``tests/artifacts/ui/``; the README embeds copies
-from ``docs/ui/``.
+server of its own). Screenshots go to ``tests/artifacts/ui/``; the docs embed copies
+kept in ``docs/ui/``.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ Each user's single-user server loads jupyter_agents from the Python it runs on (
   and agents running (``on_shutdown = "detach"``); the next server re-adopts them;
 - after a reboot (or a pod restart, with the home on a persistent volume) the agents are
   resumed with their conversation ids (``restore_on_start = "agents"``);
-- a user may let another watch one session read-only, for a limited time (README,
-  "Sharing a session read-only"): the single-user server runs with jupyter_agents'
+- a user may let another watch one session read-only, for a limited time
+  (docs/sharing.md): the single-user server runs with jupyter_agents'
   authorizer and identity provider (a hub share alone would hand over the whole server),
   users may share (``shares!user``), and each server may make share codes with its own
   token (``shares!server``) for the accept link that comes with each grant.
