@@ -13,13 +13,13 @@ import pytest
 from jupyter_agents.backends.base import SpawnRequest
 from jupyter_agents.backends.tmux import TmuxBackend
 from jupyter_agents.backends.tmux.formats import (
-    compose_replay,
     parse_version,
     tmux_arg,
     tmux_format_arg,
     unescape_output,
 )
-from jupyter_agents.backends.tmux.history import Geometry, HistoryCache
+from jupyter_agents.backends.tmux.history import Geometry, HistoryCache, Kept
+from jupyter_agents.backends.tmux.snapshot import PaneState, compose_replay
 from jupyter_agents.errors import BackendUnavailable, InvalidRequest
 from jupyter_agents.pytest_plugin import detach_tmux_control_clients, poll, tmux_control_clients
 
@@ -91,8 +91,17 @@ def test_missing_tmux_is_a_clear_error(tmp_path):
 
 
 def test_compose_replay_alternate_screen():
-    meta = ["2", "1", "3", "1", "1", "0", "0", "0", "0", "0", "0", "0", "4", "5", "80"]
-    replay = compose_replay(meta, ["h1", "h2"], ["alt"] + [""] * 4, ["normal"] + [""] * 4)
+    state = PaneState(
+        history_size=2,
+        alternate_on=True,
+        cursor_x=3,
+        cursor_y=1,
+        cursor_flag=True,
+        scroll_region_lower=4,
+        pane_height=5,
+        pane_width=80,
+    )
+    replay = compose_replay(state, ["h1", "h2"], ["alt"] + [""] * 4, ["normal"] + [""] * 4)
     assert replay.startswith("\x1bc\x1b[3Jh1")
     assert replay.index("normal") < replay.index("\x1b[?1049h") < replay.index("alt")
     assert replay.endswith("\x1b[2;4H")
@@ -223,11 +232,11 @@ def test_history_cache_is_bounded_and_gives_way_to_any_change():
     cache.put("a", at, "0123")
     assert cache.get("a", 5, lambda: False) == (at, "0123")
     assert cache.get("a", 6, lambda: False) is None and cache.get("a", 5, lambda: True) is None
-    assert cache.merge("a", (at, "0123"), at, ["recent"]) == ["0123", "recent"]
+    assert cache.merge("a", Kept(at, "0123"), at, None) == "0123"
     resized = Geometry(offset=5, history_size=100, width=60, height=24)
-    assert cache.merge("a", (at, "0123"), resized, ["recent"]) is None
+    assert cache.merge("a", Kept(at, "0123"), resized, None) is None
     assert cache.get("a", 5, lambda: False) is None
-    assert cache.merge("b", None, at, ["456789", "recent"]) == ["456789", "recent"]
+    assert cache.merge("b", None, at, "456789") == "456789"
     cache.put("c", at, "abcdef")  # 12 chars with b's: b goes
     assert cache.get("b", 5, lambda: False) is None and cache.get("c", 5, lambda: False)
     cache.put("d", at, "x" * 11)  # over the bound alone: not kept

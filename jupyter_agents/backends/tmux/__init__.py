@@ -7,8 +7,10 @@ sizes and snapshots through one shared *control-mode* client per IO loop.
 
 Modules: :mod:`.backend` (control plane), :mod:`.stream` (data plane: one viewed
 session), :mod:`.control` (the shared control client), :mod:`.cut` (placing a snapshot
-in the transcript), :mod:`.tail` (wake-ups when a transcript grows), :mod:`.formats`
-(pure: quoting, parsing, the config, replay composition; the tmux facts they rely on).
+in the transcript), :mod:`.snapshot` (pure: a snapshot's request, its reply by name and
+the replay composed from it), :mod:`.history` (the older history kept between cuts),
+:mod:`.tail` (wake-ups when a transcript grows), :mod:`.formats` (pure: quoting, typed
+formats, named command lines, the config; the tmux facts they rely on).
 
 """
 

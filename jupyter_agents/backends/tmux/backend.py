@@ -24,14 +24,15 @@ from ..base import Backend, LiveSession, SpawnRequest, Stream, StreamListener, c
 from .control import TmuxControl
 from .formats import (
     CONFIG,
-    DEAD_FORMAT,
     MAX_SOCKET_PATH,
     MIN_TMUX_VERSION,
     TMUX_OWNED,
     TRANSCRIPT_WRITER_TOOLS,
+    ListedPane,
     TmuxCommand,
     default_terminal,
-    parse_dead,
+    format_of,
+    parse_format,
     parse_version,
     tmux_arg,
     tmux_format_arg,
@@ -198,13 +199,7 @@ class TmuxBackend(Backend):
     def _list_panes(self) -> list[LiveSession]:
         if not self.socket_path.exists():
             return []
-        proc = self._run(
-            "list-panes",
-            "-a",
-            "-F",
-            f"#{{pane_pid}}\t{DEAD_FORMAT}\t#{{pane_dead_time}}\t#{{session_name}}",
-            check=False,
-        )
+        proc = self._run("list-panes", "-a", "-F", format_of(ListedPane), check=False)
         if proc.returncode:
             gone = ("no server running", "error connecting", "server exited unexpectedly")
             if any(reason in proc.stderr for reason in gone):  # none, or dying right now
@@ -212,15 +207,16 @@ class TmuxBackend(Backend):
             raise BackendUnavailable(f"tmux list-panes failed: {proc.stderr.strip()}")
         seen: dict[str, LiveSession] = {}
         for line in proc.stdout.splitlines():
-            pid, dead_value, dead_time, name = line.split("\t", 3)
-            if name not in seen:  # first pane of a session is the one we started
-                dead, exit_code = parse_dead(dead_value)
-                seen[name] = LiveSession(
-                    name,
-                    int(pid) if pid.isdigit() else None,
+            pane = parse_format(ListedPane, line)
+            if pane is not None and pane.session_name not in seen:
+                # the first pane of a session is the one we started
+                dead, died = pane.pane_dead, pane.pane_dead_time
+                seen[pane.session_name] = LiveSession(
+                    pane.session_name,
+                    pane.pane_pid,
                     dead,
-                    exit_code,
-                    float(dead_time) if dead and dead_time.isdigit() else None,
+                    pane.exit_code,
+                    float(died) if dead and died is not None else None,
                 )
         return list(seen.values())
 

@@ -38,7 +38,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from .formats import TmuxCommand, tmux_quote_path, unescape_output
+from .formats import (
+    Buffer,
+    Commands,
+    Replies,
+    TmuxCommand,
+    format_of,
+    parse_format,
+    tmux_quote_path,
+    unescape_output,
+)
 
 #: the reply to one command: whether it succeeded, and its output lines
 Reply = Callable[[bool, list[bytes]], None]
@@ -48,6 +57,17 @@ LINGER = 5.0
 
 def ignore_reply(ok: bool, lines: list[bytes]) -> None:
     """Replies to input and resize commands carry nothing we need."""
+
+
+def resolve(future: asyncio.Future[Replies]) -> Callable[[Replies], None]:
+    """A ``done`` of :meth:`TmuxControl.ask` that resolves ``future``, unless it is done
+    already (cancelled with the task that waited for it)."""
+
+    def done(replies: Replies) -> None:
+        if not future.done():
+            future.set_result(replies)
+
+    return done
 
 
 class Member(Protocol):
@@ -138,10 +158,24 @@ class TmuxControl:
             if self._task is None:
                 self._task = asyncio.ensure_future(self._run())
 
+    def ask(self, commands: Commands, done: Callable[[Replies], None]) -> None:
+        """Send ``commands`` on one line; ``done`` gets their replies by name once the
+        last one came (from the reader, before any output after them is handled)."""
+        replies = Replies()
+        names = iter(commands.names)
+
+        def collect(ok: bool, lines: list[bytes]) -> None:
+            replies.add(next(names), ok, lines)
+            if len(replies) == len(commands):
+                done(replies)
+
+        self.command(commands.line, collect, len(commands))
+
     async def save_buffers(
         self, names: Sequence[str], directory: Path
-    ) -> tuple[list[str] | None, str]:
-        """The text of the tmux buffers ``names`` (plain tokens), which are then deleted.
+    ) -> tuple[dict[str, str] | None, str]:
+        """The text of the tmux buffers ``names`` (plain tokens) by name; they are then
+        deleted.
         tmux saves them into files of ``directory``, read and removed here: a reply
         would bring a big one through this client line by line, twice as slow (18,000
         lines of history: 17-24 ms, against 8). None and why if tmux could not save
@@ -149,32 +183,26 @@ class TmuxControl:
         sizes are compared), or there is no such buffer; None and ``""`` if the client
         went away before it answered."""
         paths = [directory / name for name in names]
-        saved: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        replies: list[list[bytes] | None] = []
-        errors: list[bytes] = []
-
-        def collect(ok: bool, lines: list[bytes]) -> None:
-            replies.append(lines if ok else None)
-            errors.extend(() if ok else lines)
-            if len(replies) == 1 + len(names):
-                saved.set_result(None)
-
-        saves = (f"save-buffer -b {n} {tmux_quote_path(directory / n)}" for n in names)
-        self.command(
-            "list-buffers -F '#{buffer_name} #{buffer_size}' ; " + " ; ".join(saves),
-            collect,
-            1 + len(names),
+        saved: asyncio.Future[Replies] = asyncio.get_running_loop().create_future()
+        listing = Commands.of(listing=f"list-buffers -F '{format_of(Buffer)}'")
+        saves = Commands(
+            tuple(
+                (n, f"save-buffer -b {n} {tmux_quote_path(p)}")
+                for n, p in zip(names, paths, strict=True)
+            )
         )
+        self.ask(listing + saves, resolve(saved))
         self.command(" ; ".join(f"delete-buffer -b {n}" for n in names), ignore_reply, len(names))
         try:
-            await saved
-            if any(r is None for r in replies):
-                return None, b" ".join(errors).decode(errors="replace")
-            sizes = dict(line.decode().rpartition(" ")[::2] for line in replies[0] or [])
-            data = [path.read_bytes() for path in paths]
-            if [str(len(d)) for d in data] != [sizes.get(n) for n in names]:
+            replies = await saved
+            if any(replies[name] is None for name in ("listing", *names)):
+                return None, b" ".join(replies.errors).decode(errors="replace")
+            buffers = (parse_format(Buffer, line) for line in replies["listing"] or [])
+            sizes = {b.buffer_name: b.buffer_size for b in buffers if b is not None}
+            data = {name: path.read_bytes() for name, path in zip(names, paths, strict=True)}
+            if any(len(d) != sizes.get(name) for name, d in data.items()):
                 return None, "a file was not written whole"
-            return [d.decode("utf-8", "replace") for d in data], ""
+            return {name: d.decode("utf-8", "replace") for name, d in data.items()}, ""
         except OSError as e:
             return None, str(e)
         finally:

@@ -22,6 +22,7 @@ early, which repeats that period for the new viewer.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import TYPE_CHECKING
 
 from ...errors import NotFound, OutOfRange
@@ -40,16 +41,26 @@ ANCHOR = 512
 IDLE = 0.25
 
 
-def idle_before(activity: str, since: float) -> bool:
-    """Whether tmux read no output of a pane in the :data:`IDLE` seconds before
-    ``since`` (a :func:`time.time`), told by ``activity``: ``#{window_activity}`` of its
-    window (one pane each), the time tmux last read output of it in whole seconds,
-    rounded down. Then the pane's transcript held all tmux read of it by ``since``.
+@dataclasses.dataclass(frozen=True)
+class WindowActivity:
+    """When tmux last read output of a window's pane (one each): unix time in whole
+    seconds, rounded down (a tmux format, :func:`~.formats.format_of`)."""
 
-    >>> idle_before("100", 101.25), idle_before("100", 101.2), idle_before("", 102.0)
-    (True, False, False)
+    window_activity: int | None
+
+
+def idle_before(activity: WindowActivity | None, since: float) -> bool:
+    """Whether tmux read no output of a pane in the :data:`IDLE` seconds before
+    ``since`` (a :func:`time.time`), told by the ``activity`` of its window. Then the
+    pane's transcript held all tmux read of it by ``since``.
+
+    >>> idle_before(WindowActivity(100), 101.25), idle_before(WindowActivity(100), 101.2)
+    (True, False)
+    >>> idle_before(WindowActivity(None), 102.0), idle_before(None, 102.0)
+    (False, False)
     """
-    return activity.isdigit() and int(activity) + 1 + IDLE <= since
+    last = None if activity is None else activity.window_activity
+    return last is not None and last + 1 + IDLE <= since
 
 
 async def settle(transcript: Transcript) -> int:

@@ -1,7 +1,10 @@
-"""tmux's formats and quoting, pure: the config we write, command-line escaping,
-control-mode ``%output`` unescaping, pane-death and version parsing, the environment
-file sessions read, the transcript writer ``pipe-pane`` runs, and a snapshot's commands,
-the decoding of their replies and composing a replay from its pieces.
+"""tmux's formats and quoting, pure: the config we write, how tmux is run
+(:class:`TmuxCommand`), command-line escaping, control-mode ``%output`` unescaping,
+version parsing, the environment file sessions read, the transcript writer
+``pipe-pane`` runs, what tmux is asked about a pane as typed formats (dataclasses whose
+fields are tmux format variables: :func:`format_of`, :func:`parse_format`), and
+commands sent on one line with their replies by name (:class:`Commands`,
+:class:`Replies`). The snapshot's own request and reply are in :mod:`.snapshot`.
 
 Facts these rely on (tmux >= 3.2, checked on 3.3a):
 
@@ -16,13 +19,21 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import functools
 import os
 import re
 import shlex
-from collections.abc import Mapping
+import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from ...segments import segmenting
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Fields = TypeVar("_Fields", bound="DataclassInstance")
 
 MIN_TMUX_VERSION = (3, 2)
 #: longest input chunk per ``send-keys`` command (hex doubles it, plus separators)
@@ -156,27 +167,6 @@ def transcript_pipe(directory: Path, max_bytes: int) -> str:
     return "exec " + shlex.join(argv)
 
 
-#: the pane's state a replay needs besides its text, in the order of :data:`META_FORMAT`
-META_FIELDS = (
-    "history_size",
-    "alternate_on",
-    "cursor_x",
-    "cursor_y",
-    "cursor_flag",
-    "keypad_cursor_flag",
-    "keypad_flag",
-    "mouse_standard_flag",
-    "mouse_button_flag",
-    "mouse_any_flag",
-    "mouse_sgr_flag",
-    "scroll_region_upper",
-    "scroll_region_lower",
-    "pane_height",
-    "pane_width",
-)
-META_FORMAT = " ".join(f"#{{{f}}}" for f in META_FIELDS)
-
-
 @dataclasses.dataclass(frozen=True)
 class TmuxCommand:
     """How this process runs tmux against the server of a state dir: ``executable``
@@ -253,43 +243,212 @@ def unescape_output(data: bytes) -> bytes:
     return codecs.escape_decode(data)[0]  # type: ignore[attr-defined,no-any-return]
 
 
-#: pane death as tmux reports it; the status appears a moment after ``pane_dead``
-DEAD_FORMAT = "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}"
+# -- typed formats: what tmux is asked about a pane ------------------------------------
 
 
-def parse_dead(value: str) -> tuple[bool, int | None]:
-    """Parse ``DEAD_FORMAT`` -> (dead, exit code); a signal ``n`` reads as ``128 + n``.
+def format_of(fields: type[DataclassInstance]) -> str:
+    """The tmux format that asks for ``fields``, a dataclass whose fields are named after
+    tmux format variables (as libtmux's ``neo`` objects are): their values in order,
+    separated by spaces. Read the answer with :func:`parse_format`.
 
-    >>> parse_dead("1:3:"), parse_dead("1::9"), parse_dead("1::"), parse_dead("0::")
-    ((True, 3), (True, 137), (True, None), (False, None))
+    >>> format_of(PaneEnd)
+    '#{pane_dead} #{pane_dead_status} #{pane_dead_signal}'
     """
-    dead, _, rest = value.partition(":")
-    status, _, signal = rest.partition(":")
-    if status.lstrip("-").isdigit():
-        return dead == "1", int(status)
-    if signal.isdigit():
-        return dead == "1", 128 + int(signal)
-    return dead == "1", None
+    return " ".join(f"#{{{name}}}" for name, _ in _readers(fields))
 
 
-#: what a stream asks of its session's pane first (:func:`parse_pane`)
-PANE_FORMAT = "#{session_name} #{pane_id} #{pane_pid} #{pid} #{pane_pipe}"
+def parse_format(fields: type[_Fields], line: bytes | str) -> _Fields | None:
+    """``line``, tmux's answer to :func:`format_of` ``fields``, read into ``fields``;
+    None if it is not one (a value missing or not of its field's type). Each value is
+    read by its field's type: ``int`` (empty: 0), ``bool`` (a number; not 0: true),
+    ``int | None`` (not a number: None), ``str``. The last field takes the rest of the
+    line, so a field whose value may hold spaces (a name) must come last.
 
-
-def parse_pane(line: bytes, session_id: str) -> tuple[str, int | None, int | None, bool] | None:
-    """Parse :data:`PANE_FORMAT` of ``session_id`` -> (pane id, its process's pid, the
-    tmux server's pid, whether its transcript is piped); None if it is another session's
-    (tmux answers for the client's own session when the target is gone) or not one.
-
-    >>> parse_pane(b"s1 %3 42 7 1", "s1"), parse_pane(b"s2 %3 42 7 1", "s1")
-    (('%3', 42, 7, True), None)
+    >>> parse_format(PaneEnd, b"1  9"), parse_format(PaneEnd, "x 3 ")
+    (PaneEnd(pane_dead=True, pane_dead_status=None, pane_dead_signal=9), None)
     """
-    fields = line.decode(errors="replace").split()
-    if len(fields) != 5 or fields[0] != session_id or not re.fullmatch(r"%[0-9]+", fields[1]):
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    readers = _readers(fields)
+    values = text.split(" ", len(readers) - 1)
+    if len(values) != len(readers):
         return None
-    _, pane, pid, server_pid, piped = fields
-    pids = [int(n) if n.isdigit() else None for n in (pid, server_pid)]
-    return pane, pids[0], pids[1], piped == "1"
+    try:
+        read = {name: reader(v) for (name, reader), v in zip(readers, values, strict=True)}
+    except ValueError:
+        return None
+    return fields(**read)
+
+
+def parse_reply(fields: type[_Fields], reply: list[bytes] | None) -> _Fields | None:
+    """The one line of a ``display-message -p`` reply read as :func:`parse_format`
+    ``fields`` does; None for a failed command (None) or no line."""
+    return parse_format(fields, reply[0]) if reply else None
+
+
+def _read_int(value: str) -> int:
+    return int(value) if value else 0
+
+
+def _read_bool(value: str) -> bool:
+    return _read_int(value) != 0
+
+
+def _read_number(value: str) -> int | None:
+    return int(value) if re.fullmatch(r"-?[0-9]+", value) else None
+
+
+_READERS: dict[object, Callable[[str], object]] = {
+    int: _read_int,
+    bool: _read_bool,
+    int | None: _read_number,
+    str: str,
+}
+
+
+@functools.cache
+def _readers(fields: type[DataclassInstance]) -> tuple[tuple[str, Callable[[str], object]], ...]:
+    """The name and value reader of each field of ``fields`` (:func:`parse_format`)."""
+    hints = typing.get_type_hints(fields)
+    return tuple((f.name, _READERS[hints[f.name]]) for f in dataclasses.fields(fields))
+
+
+@dataclasses.dataclass(frozen=True)
+class PaneEnd:
+    """Whether a pane's process ended, and how. tmux knows the status a moment after
+    ``pane_dead`` turns 1."""
+
+    pane_dead: bool
+    pane_dead_status: int | None
+    pane_dead_signal: int | None
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit status; a signal ``n`` reads as ``128 + n``; None while unknown.
+
+        >>> [parse_format(PaneEnd, v).exit_code for v in ("1 3 ", "1  9", "1  ", "0  ")]
+        [3, 137, None, None]
+        """
+        if self.pane_dead_status is not None:
+            return self.pane_dead_status
+        return None if self.pane_dead_signal is None else 128 + self.pane_dead_signal
+
+
+@dataclasses.dataclass(frozen=True)
+class PaneStatus(PaneEnd):
+    """:class:`PaneEnd` of the pane ``pane_id`` (tmux answers for the client's own pane
+    when the target is gone)."""
+
+    pane_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ListedPane(PaneEnd):
+    """A pane as the control plane lists them: :class:`PaneEnd`, its process, when it
+    died (unix time), its session."""
+
+    pane_pid: int | None
+    pane_dead_time: int | None
+    session_name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PaneInfo:
+    """What a stream asks of its session's pane first: its id, its process's pid, the
+    tmux server's pid, whether its transcript is piped, and the session it is of."""
+
+    pane_id: str
+    pane_pid: int | None
+    pid: int | None
+    pane_pipe: bool
+    session_name: str
+
+    @classmethod
+    def of(cls, reply: list[bytes] | None, session_id: str) -> PaneInfo | None:
+        """The pane of ``session_id`` from a reply to :func:`format_of` this class; None
+        if it is another session's (tmux answers for the client's own session when the
+        target is gone) or not one.
+
+        >>> PaneInfo.of([b"%3 42 7 1 s1"], "s1")
+        PaneInfo(pane_id='%3', pane_pid=42, pid=7, pane_pipe=True, session_name='s1')
+        >>> PaneInfo.of([b"%3 42 7 1 s2"], "s1"), PaneInfo.of(None, "s1")
+        (None, None)
+        """
+        info = parse_reply(cls, reply)
+        if info is None or info.session_name != session_id:
+            return None
+        return info if re.fullmatch(r"%[0-9]+", info.pane_id) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Buffer:
+    """A tmux paste buffer, as ``list-buffers`` lists them."""
+
+    buffer_size: int
+    buffer_name: str
+
+
+# -- command lines with named replies ---------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Commands:
+    """tmux commands sent on one line, each under a name its reply is known by
+    (:class:`Replies`): they run back to back, and a failed one ends the line (the
+    commands after it fail too). Lines add up (``+``) in order.
+
+    >>> line = Commands.of(a="display-message -p x") + Commands.of(b="list-buffers")
+    >>> line.line, line.names
+    ('display-message -p x ; list-buffers', ('a', 'b'))
+    """
+
+    named: tuple[tuple[str, str], ...]
+
+    def __post_init__(self) -> None:
+        if len(set(self.names)) != len(self.named):
+            raise ValueError(f"two commands of one line have one name: {self.names}")
+
+    @classmethod
+    def of(cls, **named: str) -> Commands:
+        """The commands given as ``name=command``, in that order."""
+        return cls(tuple(named.items()))
+
+    def __add__(self, other: Commands) -> Commands:
+        return Commands(self.named + other.named)
+
+    def __len__(self) -> int:
+        return len(self.named)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.named)
+
+    @property
+    def line(self) -> str:
+        """The command line as tmux reads it."""
+        return " ; ".join(command for _, command in self.named)
+
+
+class Replies:
+    """The replies to the :class:`Commands` of one line by name: each command's output
+    lines, None if it failed or did not run (as for a name the line does not hold);
+    :attr:`errors` holds the failed ones' messages."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str, list[bytes] | None] = {}
+        self.errors: list[bytes] = []
+
+    def add(self, name: str, ok: bool, lines: list[bytes]) -> None:
+        """The reply of the command ``name`` came: ``ok`` or not, with ``lines``."""
+        self._lines[name] = lines if ok else None
+        if not ok:
+            self.errors.extend(lines)
+
+    def __getitem__(self, name: str) -> list[bytes] | None:
+        return self._lines.get(name)
+
+    def __len__(self) -> int:
+        """How many replies came."""
+        return len(self._lines)
 
 
 #: variables tmux sets for each pane itself; a session's environment never overrides them
@@ -318,136 +477,3 @@ def default_terminal() -> str:
         if os.path.exists(os.path.join(base, "t", "tmux-256color")):
             return "tmux-256color"
     return "screen-256color"
-
-
-def snapshot_commands(
-    target: str, recent: int, history_into: tuple[str | None, str] | None = None
-) -> str:
-    """The commands of a snapshot of ``target``'s pane, five replies: the meta fields
-    (:data:`META_FORMAT`), the history older than ``recent`` lines (plain text), the
-    rest of the history and the screen (with escapes), and the normal screen under an
-    alternate one (see :func:`compose_replay`). The last fails when there is no
-    alternate screen, and a failed command ends its line. ``history_into``: the two
-    captures of history go into these tmux buffers instead, with empty replies; no
-    buffer for the older history (None: it is known, :mod:`.history`) leaves it
-    uncaptured, its command only answering.
-
-    >>> snapshot_commands("=s:", 5, ("a", "b")).split(" ; ")[1:3]
-    ['capture-pane -b a -J -S - -E -6 -t =s:', 'capture-pane -b b -e -J -S -5 -E -1 -t =s:']
-    >>> snapshot_commands("=s:", 5, (None, "b")).split(" ; ")[1]
-    "display-message -p -t =s: ''"
-    """
-    old_into, recent_into = history_into or ("", "")
-    capture_old = (
-        f"display-message -p -t {target} ''"
-        if old_into is None
-        else f"capture-pane {_into(old_into)} -J -S - -E {-recent - 1} -t {target}"
-    )
-    return (
-        f"display-message -p -t {target} '{META_FORMAT}' ; "
-        f"{capture_old} ; "
-        f"capture-pane {_into(recent_into)} -e -J -S {-recent} -E -1 -t {target} ; "
-        f"capture-pane -p -e -J -S 0 -E - -t {target} ; "
-        f"capture-pane -a -p -e -J -t {target}"
-    )
-
-
-def _into(buffer: str) -> str:
-    """Where a capture goes: tmux buffer ``buffer``, or the reply (none given)."""
-    return f"-b {buffer}" if buffer else "-p"
-
-
-def decode_lines(lines: list[bytes] | None) -> list[str] | None:
-    """The text of a reply's lines (None stays None), decoded in one piece.
-
-    >>> decode_lines([b"a", b"\\xff"]), decode_lines([]), decode_lines(None)
-    (['a', '\\ufffd'], [], None)
-    """
-    if lines is None:
-        return None
-    return b"\n".join(lines).decode("utf-8", "replace").split("\n") if lines else []
-
-
-def snapshot_replay(
-    parts: list[list[str] | None], recent: int, with_history: bool = True
-) -> str | None:
-    """The replay text of a snapshot from the decoded replies to
-    :func:`snapshot_commands` (``recent`` as given there); None when the meta fields are
-    missing (the session vanished meanwhile). ``with_history=False``: the screen only.
-
-    >>> def meta(history_size):
-    ...     return [" ".join([str(history_size)] + ["0"] * (META_FORMAT.count("#{") - 1))]
-    >>> "old" in snapshot_replay([meta(9), ["old"], ["new"], ["$ "], None], 5)
-    True
-    >>> "old" in snapshot_replay([meta(2), ["old"], ["new"], ["$ "], None], 5)
-    False
-    >>> snapshot_replay([None] * 5, 5) is None
-    True
-    """
-    meta, old, recent_lines, screen, saved = (p or [] for p in parts)
-    fields = meta[0].split(" ") if meta else []
-    if len(fields) != META_FORMAT.count("#{"):
-        return None
-    # the plain capture of older history holds the top line again when there is none
-    history = (old if int(fields[0] or 0) > recent else []) + recent_lines
-    saved_screen = saved if parts[4] else None
-    return compose_replay(fields, history if with_history else [], screen, saved_screen)
-
-
-def compose_replay(
-    meta: list[str], history: list[str], screen: list[str], saved_screen: list[str] | None
-) -> str:
-    """Build the replay text from a snapshot's pieces (pure; see :meth:`Stream.snapshot`).
-
-    ``meta`` is the fields of ``META_FORMAT``; ``history`` and ``screen`` are captured
-    lines (with escapes); ``saved_screen`` is the normal screen when a full-screen
-    program has the alternate screen active (``history`` empty: the screen only). The
-    result starts with a full reset, so it can be written onto a terminal that already
-    shows an older copy.
-    """
-    (
-        history_size,
-        alternate_on,
-        cursor_x,
-        cursor_y,
-        cursor_flag,
-        keypad_cursor,
-        keypad,
-        mouse_standard,
-        mouse_button,
-        mouse_any,
-        mouse_sgr,
-        region_upper,
-        region_lower,
-        height,
-        _width,
-    ) = (int(v or 0) for v in meta)
-
-    def lines(block: list[str]) -> str:
-        return "\x1b[0m\r\n".join(block) + "\x1b[0m"
-
-    out = ["\x1bc\x1b[3J"]
-    if history_size and history:
-        out.append(lines(history) + "\r\n")
-    if alternate_on and saved_screen is not None:
-        out.append(lines(saved_screen))
-        out.append("\x1b[?1049h\x1b[H\x1b[2J")
-    out.append(lines(screen))
-    if not cursor_flag:
-        out.append("\x1b[?25l")
-    if keypad_cursor:
-        out.append("\x1b[?1h")
-    if keypad:
-        out.append("\x1b=")
-    for flag, mode in (
-        (mouse_standard, 1000),
-        (mouse_button, 1002),
-        (mouse_any, 1003),
-        (mouse_sgr, 1006),
-    ):
-        if flag:
-            out.append(f"\x1b[?{mode}h")
-    if (region_upper, region_lower) != (0, height - 1) and region_lower > region_upper:
-        out.append(f"\x1b[{region_upper + 1};{region_lower + 1}r")
-    out.append(f"\x1b[{cursor_y + 1};{cursor_x + 1}H")
-    return "".join(out)

@@ -19,8 +19,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable
+from typing import NamedTuple
 
-from .formats import META_FIELDS
+from .snapshot import PaneState
 
 #: the most text kept for all sessions together (the oldest entries go first)
 MAX_CHARS = 16 * 1024 * 1024
@@ -37,21 +38,20 @@ class Geometry:
     height: int
 
     @classmethod
-    def of(cls, offset: int, meta: list[str] | None) -> Geometry | None:
-        """The geometry of a snapshot placed at ``offset``, from its reply of meta
-        fields (:data:`~.formats.META_FIELDS`); None without it.
+    def of(cls, offset: int, state: PaneState) -> Geometry:
+        """The geometry of a snapshot of a pane in ``state`` placed at ``offset``.
 
-        >>> Geometry.of(7, ["20000 " + "0 " * 12 + "40 120"])
+        >>> Geometry.of(7, PaneState(history_size=20000, pane_height=40, pane_width=120))
         Geometry(offset=7, history_size=20000, width=120, height=40)
-        >>> Geometry.of(7, None), Geometry.of(7, ["x"])
-        (None, None)
         """
-        fields = dict(zip(META_FIELDS, meta[0].split(" "), strict=False)) if meta else {}
-        try:
-            sizes = (int(fields[f]) for f in ("history_size", "pane_width", "pane_height"))
-            return cls(offset, *sizes)
-        except (KeyError, ValueError):
-            return None
+        return cls(offset, state.history_size, state.pane_width, state.pane_height)
+
+
+class Kept(NamedTuple):
+    """The older history of a session's last cut, and the geometry it was captured at."""
+
+    geometry: Geometry
+    text: str
 
 
 class HistoryCache:
@@ -59,13 +59,11 @@ class HistoryCache:
 
     def __init__(self, max_chars: int = MAX_CHARS) -> None:
         self._max_chars = max_chars
-        self._entries: dict[str, tuple[Geometry, str]] = {}
+        self._entries: dict[str, Kept] = {}
         self._chars = 0
         self._lock = threading.Lock()  # a session's removal runs in a worker thread
 
-    def get(
-        self, session_id: str, offset: int, stuck: Callable[[], bool]
-    ) -> tuple[Geometry, str] | None:
+    def get(self, session_id: str, offset: int, stuck: Callable[[], bool]) -> Kept | None:
         """The entry of ``session_id`` if it was captured at transcript ``offset`` (the
         transcript's size now: nothing was printed since), unless the transcript is
         ``stuck()`` (its writer drops output: a size that did not change proves nothing;
@@ -73,7 +71,7 @@ class HistoryCache:
         (:meth:`merge`)."""
         with self._lock:
             entry = self._entries.get(session_id)
-        if entry is None or entry[0].offset != offset or stuck():
+        if entry is None or entry.geometry.offset != offset or stuck():
             return None
         return entry
 
@@ -84,7 +82,7 @@ class HistoryCache:
             self._pop(session_id)
             if len(text) > self._max_chars:
                 return
-            self._entries[session_id] = (geometry, text)
+            self._entries[session_id] = Kept(geometry, text)
             self._chars += len(text)
             while self._chars > self._max_chars:
                 self._pop(next(iter(self._entries)))
@@ -92,22 +90,22 @@ class HistoryCache:
     def merge(
         self,
         session_id: str,
-        known: tuple[Geometry, str] | None,
+        known: Kept | None,
         geometry: Geometry | None,
-        saved: list[str],
-    ) -> list[str] | None:
-        """The history texts of a cut (older, then coloured) from what it ``saved``:
-        the ``known`` older history (:meth:`get`) goes in front if the cut's
+        captured: str | None,
+    ) -> str | None:
+        """The older history of a cut: the ``known`` one (:meth:`get`) if the cut's
         ``geometry`` is its own, else None (the entry is dropped: the cut is to be taken
-        again in full); older history it captured itself is kept for the next cut."""
+        again in full); without one, the history the cut ``captured`` (``""`` if none),
+        kept for the next cut."""
         if known is not None:
-            if geometry != known[0]:
+            if geometry != known.geometry:
                 self.drop(session_id)
                 return None
-            return [known[1], *saved]
-        if geometry is not None and saved[0]:
-            self.put(session_id, geometry, saved[0])
-        return saved
+            return known.text
+        if geometry is not None and captured:
+            self.put(session_id, geometry, captured)
+        return captured or ""
 
     def drop(self, session_id: str) -> None:
         with self._lock:
@@ -116,4 +114,4 @@ class HistoryCache:
     def _pop(self, session_id: str) -> None:
         entry = self._entries.pop(session_id, None)
         if entry is not None:
-            self._chars -= len(entry[1])
+            self._chars -= len(entry.text)

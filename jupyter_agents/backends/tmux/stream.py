@@ -37,19 +37,11 @@ from ...procs import watch_exit
 from ...transcripts import Follower, Transcript
 from ..base import ListenedStream, StreamListener
 from . import tail
-from .control import TmuxControl
-from .cut import ANCHOR, anchor, idle_before, locate, settle
-from .formats import (
-    DEAD_FORMAT,
-    PANE_FORMAT,
-    SEND_CHUNK,
-    decode_lines,
-    parse_dead,
-    parse_pane,
-    snapshot_commands,
-    snapshot_replay,
-)
+from .control import TmuxControl, resolve
+from .cut import ANCHOR, WindowActivity, anchor, idle_before, locate, settle
+from .formats import SEND_CHUNK, Commands, PaneInfo, PaneStatus, Replies, format_of, parse_reply
 from .history import Geometry
+from .snapshot import Snapshot, SnapshotRequest
 
 if TYPE_CHECKING:
     from .backend import TmuxBackend
@@ -103,7 +95,7 @@ class TmuxStream(ListenedStream):
         self._ended = False
         self._status_tries = 0
         self._control.command(
-            f"display-message -p -t {self._target} '{PANE_FORMAT}'", self._located
+            f"display-message -p -t {self._target} '{format_of(PaneInfo)}'", self._located
         )
 
     # -- Stream API ------------------------------------------------------------------
@@ -113,15 +105,10 @@ class TmuxStream(ListenedStream):
         if self._live is None:
             self._spawn(self._cut_snapshot(callback, screen_rows))
             return
-        parts: list[list[bytes] | None] = []
-
-        def collect(ok: bool, lines: list[bytes]) -> None:
-            parts.append(lines if ok else None)
-            if len(parts) == 5:
-                self._replay([decode_lines(p) for p in parts], callback, screen_rows)
-
-        self._live.command(
-            snapshot_commands(self._target, self._backend.replay_color_lines), collect, 5
+        request = SnapshotRequest(self._target, self._backend.replay_color_lines)
+        self._live.ask(
+            request.commands(),
+            lambda replies: self._replay(Snapshot.read(request, replies), callback, screen_rows),
         )
 
     def write(self, data: str) -> None:
@@ -200,13 +187,16 @@ class TmuxStream(ListenedStream):
                 floor = self._transcript.size()  # the cut is at or past it
                 known = self._backend.history.get(self._session_id, floor, self._transcript_stuck)
                 name = f"ja-replay-{os.getpid()}-{next(_CUTS)}"  # tmux's buffers are shared
-                buffers = (None if known else f"{name}-old", f"{name}-recent")
-                replies, quiet = await self._capture_at_cut(pane, floor, since, buffers)
+                old, recent = (None if known else f"{name}-old"), f"{name}-recent"
+                request = SnapshotRequest(
+                    self._target, self._backend.replay_color_lines, (old, recent)
+                )
+                replies, quiet = await self._capture_at_cut(pane, floor, since, request)
                 after = bytes(self._after or b"")[:ANCHOR]
                 self._after = None
             # also when the capture failed: it removes the buffers a partial one left
             saved, error = await self._control.save_buffers(
-                [b for b in buffers if b], self._backend.tmux_dir
+                [b for b in (old, recent) if b], self._backend.tmux_dir
             )
             if self._closed or self._live is not None:
                 return
@@ -237,70 +227,65 @@ class TmuxStream(ListenedStream):
                 self._go_live(pane)
                 self.snapshot(callback, rows)
                 return
-            parts = [decode_lines(r) for r in replies]
-            geometry = Geometry.of(cut, parts[0])
-            texts = self._backend.history.merge(self._session_id, known, geometry, saved)
-            if texts is None:  # the pane changed after all: again, in full
+            snapshot = Snapshot.read(request, replies)
+            geometry = None if snapshot is None else Geometry.of(cut, snapshot.state)
+            captured = None if old is None else saved[old]
+            older = self._backend.history.merge(self._session_id, known, geometry, captured)
+            if older is None:  # the pane changed after all: again, in full
                 self._spawn(self._cut_snapshot(callback, rows, tries))
                 return
-            parts[1:3] = (text.removesuffix("\n").split("\n") for text in texts)
             if self._offset is None:
                 self._offset = cut
                 self._unwatch = tail.watch(self._transcript.path, self._wake)
             self._pump(cut)
-            self._replay(parts, callback, rows)
+            self._replay(snapshot and snapshot.with_history(older, saved[recent]), callback, rows)
         self._wake()  # what came during the cut (and whether the transcript is stuck)
 
     async def _capture_at_cut(
-        self, pane: str, floor: int, since: float, buffers: tuple[str | None, str]
-    ) -> tuple[list[list[bytes] | None] | None, int | None]:
+        self, pane: str, floor: int, since: float, request: SnapshotRequest
+    ) -> tuple[Replies | None, int | None]:
         """Attach the control client to the session, turn the pane's output on and
-        capture (the history into ``buffers``; None: not the older one), on one line;
-        collect the pane's output after it into ``_after`` until it anchors the cut,
-        then pause the pane again. The capture's five replies (None if the line failed
-        before them), and the cut if the pane was quiet after it (:func:`~.cut.anchor`),
-        or ``floor`` (the transcript's size at ``since``) if tmux had read nothing from
-        it for a while before (:func:`~.cut.idle_before`)."""
+        take ``request`` on one line; collect the pane's output after it into
+        ``_after`` until it anchors the cut, then pause the pane again. The replies
+        (None if the line failed before the capture), and the cut if the pane was quiet
+        after it (:func:`~.cut.anchor`), or ``floor`` (the transcript's size at
+        ``since``) if tmux had read nothing from it for a while before
+        (:func:`~.cut.idle_before`)."""
         control = self._control
-        replies: list[list[bytes] | None] = []
-        captured = asyncio.get_running_loop().create_future()
+        captured: asyncio.Future[Replies] = asyncio.get_running_loop().create_future()
 
-        def collect(ok: bool, lines: list[bytes]) -> None:
-            replies.append(lines if ok else None)
-            if len(replies) == 8 and not captured.done():
-                if replies[2] is not None:  # on: the pane's next %output is after the cut
-                    self._after = bytearray()
-                captured.set_result(None)
+        def done(replies: Replies) -> None:
+            if replies["resume"] is not None:  # on: the pane's next %output is after the cut
+                self._after = bytearray()
+            resolve(captured)(replies)
 
         control.on_panes.add(pane)
-        control.command(
-            f"display-message -p -t '{pane}' '#{{window_activity}}' ; "
-            f"switch-client -t ={self._session_id} ; refresh-client -A '{pane}:continue' ; "
-            + snapshot_commands(self._target, self._backend.replay_color_lines, buffers),
-            collect,
-            8,
+        cut = Commands.of(
+            activity=f"display-message -p -t '{pane}' '{format_of(WindowActivity)}'",
+            switch=f"switch-client -t ={self._session_id}",
+            resume=f"refresh-client -A '{pane}:continue'",
         )
+        control.ask(cut + request.commands(), done)
         self._release_input()
         try:
-            await captured
+            replies = await captured
             if self._after is None:
                 return None, None
-            activity = (replies[0] or [b""])[0].decode()
+            activity = parse_reply(WindowActivity, replies["activity"])
             if idle_before(activity, since):
                 self._after = None  # the cut is ``floor``: no anchor is looked for
-                return replies[3:], floor
+                return replies, floor
             quiet = await anchor(self._after, self._more, self._transcript)
-            return replies[3:], quiet
+            return replies, quiet
         finally:
             control.on_panes.discard(pane)
             control.command(f"refresh-client -A '{pane}:pause'")
 
     def _replay(
-        self, parts: list[list[str] | None], callback: Callable[[str], None], rows: int | None
+        self, snapshot: Snapshot | None, callback: Callable[[str], None], rows: int | None
     ) -> None:
-        text = snapshot_replay(parts, self._backend.replay_color_lines, rows is None)
-        if text is not None:  # else the session vanished meanwhile: on_exit follows
-            callback(text)
+        if snapshot is not None:  # else the session vanished meanwhile: on_exit follows
+            callback(snapshot.replay(rows is None))
 
     # -- output from the transcript --------------------------------------------------
 
@@ -371,11 +356,11 @@ class TmuxStream(ListenedStream):
     # -- the pane and its end --------------------------------------------------------
 
     def _located(self, ok: bool, lines: list[bytes]) -> None:
-        """:data:`~.formats.PANE_FORMAT`: watch the pane's process, then ask for its
+        """:class:`~.formats.PaneInfo`: watch the pane's process, then ask for its
         status once (it may have ended before the watch began). A pane without a
         transcript writer (a session made outside jupyter_agents, adopted) is streamed
         live."""
-        found = parse_pane(lines[0] if ok and lines else b"", self._session_id)
+        found = PaneInfo.of(lines if ok else None, self._session_id)
         if found is None:
             self._backend.log.info(
                 "jupyter_agents: tmux session %s not found (%r)", self._session_id, lines[:1]
@@ -383,13 +368,13 @@ class TmuxStream(ListenedStream):
             self._pane.set_result(None)
             self._report_exit(None)  # no such session (any more)
             return
-        pane, pid, self._server_pid, piped = found
+        pane, self._server_pid = found.pane_id, found.pid
         self._pane.set_result(pane)
         self._control.route(pane, self)
-        if not piped:
+        if not found.pane_pipe:
             self._go_live(pane)
-        if pid is not None and not self._closed:
-            self._unwatch_exit = watch_exit(pid, self._process_ended)
+        if found.pane_pid is not None and not self._closed:
+            self._unwatch_exit = watch_exit(found.pane_pid, self._process_ended)
         self._ask_status()
         if not self._snapshot_asked:
             self._release_input()
@@ -406,7 +391,7 @@ class TmuxStream(ListenedStream):
     def _ask_status(self) -> None:
         if not self._closed:
             self._control.command(
-                f"display-message -p -t {self._target} '#{{pane_id}} {DEAD_FORMAT}'",
+                f"display-message -p -t {self._target} '{format_of(PaneStatus)}'",
                 self._status,
             )
 
@@ -416,14 +401,14 @@ class TmuxStream(ListenedStream):
         yet), nudge it and ask again a little later."""
         if self._closed or self._exit_reported:
             return
-        pane, _, value = (lines[0].decode() if ok and lines else "").partition(" ")
-        if pane != self._pane.result():
+        status = parse_reply(PaneStatus, lines if ok else None)
+        if status is None or status.pane_id != self._pane.result():
             self._backend.log.info(
                 "jupyter_agents: tmux session %s gone (%r)", self._session_id, lines[:1]
             )
             self._spawn(self._end(None))
             return
-        dead, exit_code = parse_dead(value)
+        dead, exit_code = status.pane_dead, status.exit_code
         if dead and exit_code is not None:
             self._spawn(self._end(exit_code))
         elif self._ended or dead:
