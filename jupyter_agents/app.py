@@ -49,6 +49,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
     streams: Streams | None = None
     shares: sharing.Shares | None = None
     _restored: list[Session]
+    _started: asyncio.Future[None] | None = None
 
     def _link_jupyter_server_extension(self, serverapp: Any) -> None:
         """Take the terminal routes over from jupyter_server_terminals.
@@ -102,7 +103,13 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             parent=self.serverapp,
             log=self.log,
         )
-        self.settings.update({"terminals_available": True, "terminal_manager": self.manager})
+        self.settings.update(
+            {
+                "terminals_available": True,
+                "terminal_manager": self.manager,
+                "jupyter_agents_start": self.ensure_started,
+            }
+        )
 
     def _restore_on_start(self, service: SessionService) -> list[Session]:
         if self.restore_on_start == "none":
@@ -133,11 +140,27 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         self.handlers.extend(handlers(self.service, self.manager, self.streams, self.shares))
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        """Once the loop runs: emit events, watch restored sessions, follow conversation
-        ids and other processes' changes, watch the backend's liveness, cull."""
+        """The server's start hook: :meth:`ensure_started`."""
+        await self.ensure_started()
+
+    async def ensure_started(self) -> None:
+        """Start, once, what runs while the server does (on the IO loop): emit session
+        events, watch restored sessions, follow conversation ids and other processes'
+        changes, watch the backend's liveness, listen for hooks, expire shares, cull.
+
+        The server's start hook calls it; so does every request to our routes
+        (:meth:`~jupyter_agents.handlers.ApiHandler.prepare`), because a host that never
+        runs extension start hooks (an in-process server such as pytest-jupyter's
+        ``jp_serverapp``) would otherwise never cull, emit or listen. That is where
+        stock starts its culler too: with the first terminal it creates.
+        """
         if self.service is None or self.manager is None:
             return
-        service = self.service
+        if self._started is None:
+            self._started = asyncio.ensure_future(self._start(self.service, self.manager))
+        await asyncio.shield(self._started)
+
+    async def _start(self, service: SessionService, manager: TerminalManager) -> None:
         loop = asyncio.get_running_loop()
 
         def emit_in_loop(event: SessionEvent) -> None:
@@ -148,14 +171,15 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         self._unwatch = service.backends.default().watch(
             lambda: loop.run_in_executor(None, service.reconcile)
         )
-        self.manager.start_culling()
+        manager.start_culling()
         self._hooks = await listen_for_hooks(
             service.state_dir, lambda: loop.run_in_executor(None, service.apply_attention)
         )
         if self.refresh_interval > 0:
             self._refresher = asyncio.ensure_future(self._refresh(service))
         if self.shares is not None:
-            reason = sharing_refused(serverapp.web_app.settings)
+            assert self.serverapp is not None
+            reason = sharing_refused(self.serverapp.web_app.settings)
             self.log.info("jupyter_agents: %s", reason or "read-only sharing available")
             self._sharing = asyncio.ensure_future(self.shares.run())
         for session in self._restored:
@@ -190,6 +214,8 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         return {s.name: s.to_model() for s in running} or None
 
     async def stop_extension(self) -> None:
+        if self._started is not None and not self._started.done():
+            await asyncio.gather(self._started, return_exceptions=True)
         for stop in ("_unsubscribe", "_unwatch"):
             if hasattr(self, stop):
                 getattr(self, stop)()

@@ -55,6 +55,14 @@ class ApiHandler(APIHandler):
         self.service = service
         self.manager = manager
 
+    async def prepare(self) -> None:  # type: ignore[override]
+        """jupyter_server's own preparation, then start what the server runs in the
+        background if nothing has yet (:meth:`~jupyter_agents.app.AgentsApp.ensure_started`)."""
+        await super().prepare()
+        start = self.settings.get("jupyter_agents_start")
+        if start is not None:
+            await start()
+
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` in a worker thread; an AgentsError becomes its
         HTTP error (4xx with the message, never a traceback)."""

@@ -4,6 +4,7 @@ that blocking work never holds, and state dirs shared by several backends."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -102,6 +103,34 @@ async def test_stock_terminal_manager_api(jp_serverapp):
     assert manager.list() == []
     killed = manager.service.store.list(["killed"])
     assert {s.name for s in killed} == {"stock1", second["name"]}
+
+
+async def test_an_in_process_server_starts_its_background_with_the_first_request(
+    jp_serverapp, jp_fetch
+):
+    """pytest-jupyter's in-process server never runs extension start hooks: events,
+    hook listening and culling start with the first request to our routes instead."""
+    from jupyter_agents.events import SCHEMA_ID
+
+    app = jp_serverapp.extension_manager.extensions["jupyter_agents"].extension_points
+    agents = app["jupyter_agents"].app
+    seen: list[dict] = []
+
+    async def listener(logger, schema_id, data):
+        seen.append(data)
+
+    jp_serverapp.event_logger.add_listener(schema_id=SCHEMA_ID, listener=listener)
+    assert agents._started is None  # nothing ran it yet
+    r = await jp_fetch("api", "agents", "sessions", method="POST", body=json.dumps({}))
+    sid = json.loads(r.body)["id"]
+    for _ in range(100):
+        if any(d.get("session_id") == sid for d in seen):
+            break
+        await asyncio.sleep(0.05)
+    assert any(d["session_id"] == sid and d["action"] == "created" for d in seen), seen
+    assert agents._hooks is not None
+    await agents.ensure_started()  # once: a second call starts nothing more
+    assert agents._started.done()
 
 
 def test_culling_ends_an_idle_terminal_and_leaves_a_busy_one(agents_server):
