@@ -9,7 +9,7 @@ any client. So one control client per tmux server serves every stream of an IO l
 :data:`LINGER` seconds after the last one left, unless a stream joins meanwhile (a page
 reload reconnects every tab, and starting a client costs a first viewer 3-5 ms). Only a
 pane's ``%output`` depends on the session the client is attached to, which a cut picks
-with ``switch-client`` (:meth:`TmuxStream.snapshot`).
+with ``switch-client`` (:class:`~.cut.Cut`).
 Whenever the client lands in a session (attaching, a cut, its session closing), the
 panes there are paused (``refresh-client -A %N:pause``): no ``%output`` is formatted for
 them, and tmux reads them at full speed for their ``pipe-pane`` all the same.

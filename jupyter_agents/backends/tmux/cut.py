@@ -15,6 +15,11 @@ one that tmux read nothing from for :data:`IDLE` before the cut (``#{window_acti
 asked on the cut's line: :func:`idle_before`) at its transcript's size taken before the
 cut, with no wait: its writer had that long to land all of it.
 
+A :class:`Cut` is one such snapshot: it captures the pane (its history into tmux
+buffers, saved into files: :meth:`~.control.TmuxControl.save_buffers`), places it, and
+says how it went (:data:`Outcome`); its stream delivers it, takes it again, or streams
+from control mode.
+
 Output that repeats exactly across the whole anchor (``yes``) may be placed a period
 early, which repeats that period for the new viewer.
 """
@@ -23,12 +28,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import NotFound, OutOfRange
+from .control import resolve
+from .formats import Commands, Replies, format_of, parse_reply
+from .history import Geometry, HistoryCache
+from .snapshot import Snapshot, SnapshotRequest
 
 if TYPE_CHECKING:
     from ...transcripts import Transcript
+    from .control import TmuxControl
 
 #: a transcript that has not grown for this long holds all tmux read of a quiet pane
 QUIET = 0.01
@@ -39,6 +54,157 @@ ANCHOR = 512
 #: a pane tmux read nothing from for this long has all it read in the transcript (25
 #: times :data:`QUIET`, which is all the other paths give the writer to land it)
 IDLE = 0.25
+#: numbers the tmux buffers (and files) of this process's cuts
+_CUTS = itertools.count()
+
+
+@dataclasses.dataclass(frozen=True)
+class Placed:
+    """The cut is at transcript ``offset``; ``snapshot`` is the pane there (None: the
+    session vanished meanwhile, its end follows)."""
+
+    offset: int
+    snapshot: Snapshot | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Unplaced:
+    """The transcript cannot place the snapshot: ``why`` tmux could not save its
+    history (a full disk), or (None) the transcript lacks the output after it (its
+    writer drops output). The stream then goes on through control mode."""
+
+    why: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Lost:
+    """No answer came: the control client went away (tmux detached it), or the session
+    did (its end follows). To be taken again; if it cannot be, ``otherwise``."""
+
+    otherwise: Unplaced | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Changed:
+    """The pane changed after all since its older history was kept: to be taken again,
+    in full (the kept history is dropped)."""
+
+
+#: how a cut went
+Outcome = Placed | Unplaced | Lost | Changed
+
+
+class Cut:
+    """One snapshot of ``pane`` of session ``session_id`` placed in its
+    ``transcript`` (module docstring), through ``control``; ``recent`` history lines
+    come with escapes (``TmuxBackend.replay_color_lines``). The older history comes
+    from ``history`` while nothing changed, else it is captured and kept there; tmux
+    saves captures into ``buffer_dir``. ``stuck()``: the transcript's writer is dropping
+    output. While it is taken, the pane's ``%output`` goes to :meth:`on_output`."""
+
+    def __init__(
+        self,
+        control: TmuxControl,
+        transcript: Transcript,
+        session_id: str,
+        pane: str,
+        recent: int,
+        history: HistoryCache,
+        buffer_dir: Path,
+        stuck: Callable[[], bool],
+    ) -> None:
+        self._control = control
+        self._transcript = transcript
+        self._session_id = session_id
+        self._pane = pane
+        self._recent = recent
+        self._history = history
+        self._buffer_dir = buffer_dir
+        self._stuck = stuck
+        #: the pane's ``%output`` after the capture (None before it and once it is done)
+        self._after: bytearray | None = None
+        self._more = asyncio.Event()
+
+    def on_output(self, data: bytes) -> None:
+        """``%output`` of the pane: after the capture, the anchor of the cut."""
+        if self._after is not None and len(self._after) < ANCHOR:
+            self._after += data
+            self._more.set()
+
+    async def take(self, sent: Callable[[], None]) -> Outcome:
+        """Capture the pane (with the control client to itself), save its history and
+        place it in the transcript; ``sent()`` once the capture is on its way (input
+        typed from then on is not in it)."""
+        async with self._control.cut_lock:
+            since = time.time()
+            floor = self._transcript.size()  # the cut is at or past it
+            known = self._history.get(self._session_id, floor, self._stuck)
+            name = f"ja-replay-{os.getpid()}-{next(_CUTS)}"  # tmux's buffers are shared
+            old, recent = (None if known else f"{name}-old"), f"{name}-recent"
+            request = SnapshotRequest(f"={self._session_id}:", self._recent, (old, recent))
+            replies, quiet = await self._capture(request, floor, since, sent)
+            after = bytes(self._after or b"")[:ANCHOR]
+            self._after = None
+        # also when the capture failed: it removes the buffers a partial one left
+        saved, error = await self._control.save_buffers(
+            [b for b in (old, recent) if b], self._buffer_dir
+        )
+        if replies is None:
+            return Lost(None)
+        if saved is None:  # tmux could not save it (a full disk): replies carry it
+            unsaved = Unplaced(error or "no answer")
+            return unsaved if error else Lost(unsaved)
+        if after:
+            cut = await locate(self._transcript, floor, after)
+        else:
+            cut = quiet if quiet is not None else await settle(self._transcript)
+        if cut is None:
+            return Unplaced(None)
+        snapshot = Snapshot.read(request, replies)
+        geometry = None if snapshot is None else Geometry.of(cut, snapshot.state)
+        captured = None if old is None else saved[old]
+        older = self._history.merge(self._session_id, known, geometry, captured)
+        if older is None:
+            return Changed()
+        return Placed(cut, snapshot and snapshot.with_history(older, saved[recent]))
+
+    async def _capture(
+        self, request: SnapshotRequest, floor: int, since: float, sent: Callable[[], None]
+    ) -> tuple[Replies | None, int | None]:
+        """Attach the control client to the session, turn the pane's output on and
+        take ``request`` on one line; collect the pane's output after it
+        (:meth:`on_output`) until it anchors the cut, then pause the pane again. The
+        replies (None if the line failed before the capture), and the cut if the pane
+        was quiet after it (:func:`anchor`), or ``floor`` (the transcript's size at
+        ``since``) if tmux had read nothing from it for a while before
+        (:func:`idle_before`)."""
+        control, pane = self._control, self._pane
+        captured: asyncio.Future[Replies] = asyncio.get_running_loop().create_future()
+
+        def done(replies: Replies) -> None:
+            if replies["resume"] is not None:  # on: the pane's next %output is after the cut
+                self._after = bytearray()
+            resolve(captured)(replies)
+
+        control.on_panes.add(pane)
+        line = Commands.of(
+            activity=f"display-message -p -t '{pane}' '{format_of(WindowActivity)}'",
+            switch=f"switch-client -t ={self._session_id}",
+            resume=f"refresh-client -A '{pane}:continue'",
+        )
+        control.ask(line + request.commands(), done)
+        sent()
+        try:
+            replies = await captured
+            if self._after is None:
+                return None, None
+            if idle_before(parse_reply(WindowActivity, replies["activity"]), since):
+                self._after = None  # the cut is ``floor``: no anchor is looked for
+                return replies, floor
+            return replies, await anchor(self._after, self._more, self._transcript)
+        finally:
+            control.on_panes.discard(pane)
+            control.command(f"refresh-client -A '{pane}:pause'")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,9 +25,6 @@ replies, which tmux orders exactly against that output.
 from __future__ import annotations
 
 import asyncio
-import itertools
-import os
-import time
 from collections.abc import Callable, Coroutine
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
@@ -37,10 +34,9 @@ from ...procs import watch_exit
 from ...transcripts import Follower, Transcript
 from ..base import ListenedStream, StreamListener
 from . import tail
-from .control import TmuxControl, resolve
-from .cut import ANCHOR, WindowActivity, anchor, idle_before, locate, settle
-from .formats import SEND_CHUNK, Commands, PaneInfo, PaneStatus, Replies, format_of, parse_reply
-from .history import Geometry
+from .control import TmuxControl
+from .cut import Changed, Cut, Lost, Outcome, Unplaced, settle
+from .formats import SEND_CHUNK, PaneInfo, PaneStatus, format_of, parse_reply
 from .snapshot import Snapshot, SnapshotRequest
 
 if TYPE_CHECKING:
@@ -54,8 +50,6 @@ STATUS_TRIES = 40
 #: how many more times a cut is taken when its control client went away in the middle
 #: of it (tmux detached it: a user's ``attach -d``)
 LOST_TRIES = 3
-#: numbers the tmux buffers (and files) of this process's cuts
-_CUTS = itertools.count()
 
 
 class TmuxStream(ListenedStream):
@@ -83,9 +77,8 @@ class TmuxStream(ListenedStream):
         self._gap_made = self._transcript_stuck()
         #: held while a cut is taken: output is not delivered past its start meanwhile
         self._cutting = asyncio.Lock()
-        #: the pane's ``%output`` after the capture of the cut being taken (else None)
-        self._after: bytearray | None = None
-        self._more = asyncio.Event()
+        #: the cut being taken (it gets the pane's ``%output`` meanwhile)
+        self._cut: Cut | None = None
         #: input held until the first snapshot's cut is on its way, so that input typed
         #: before the replay is never captured in it (None once released)
         self._held: list[str] | None = []
@@ -155,9 +148,8 @@ class TmuxStream(ListenedStream):
     def on_pane_output(self, data: bytes) -> None:
         if self._live is not None:
             self._deliver(data)
-        elif self._after is not None and len(self._after) < ANCHOR:
-            self._after += data  # a cut's anchor
-            self._more.set()
+        elif self._cut is not None:
+            self._cut.on_output(data)
 
     def on_sessions_changed(self) -> None:
         if self._pane.done() and self._pane.result() is not None:
@@ -171,115 +163,64 @@ class TmuxStream(ListenedStream):
     async def _cut_snapshot(
         self, callback: Callable[[str], None], rows: int | None, tries: int = LOST_TRIES
     ) -> None:
-        """Take a snapshot at an exact cut of the transcript (:mod:`.cut`) and deliver
-        it there: the transcript up to the cut, the callback, then the rest. A capture
-        that got no answer is taken again (``tries`` more times)."""
+        """Take a snapshot at an exact cut of the transcript (:class:`~.cut.Cut`) and
+        deliver it there: the transcript up to the cut, the callback, then the rest. A
+        cut that got no answer is taken again (``tries`` more times), one the pane
+        changed under in full; one the transcript cannot place makes the stream go on
+        through control mode."""
         pane = await self._pane
         if pane is None:
             return  # the session is gone: its end is reported
         async with self._cutting:
-            async with self._control.cut_lock:
-                if self._live is not None:  # went live meanwhile: replies are in order
-                    self.snapshot(callback, rows)
-                    self._release_input()
-                    return
-                since = time.time()
-                floor = self._transcript.size()  # the cut is at or past it
-                known = self._backend.history.get(self._session_id, floor, self._transcript_stuck)
-                name = f"ja-replay-{os.getpid()}-{next(_CUTS)}"  # tmux's buffers are shared
-                old, recent = (None if known else f"{name}-old"), f"{name}-recent"
-                request = SnapshotRequest(
-                    self._target, self._backend.replay_color_lines, (old, recent)
-                )
-                replies, quiet = await self._capture_at_cut(pane, floor, since, request)
-                after = bytes(self._after or b"")[:ANCHOR]
-                self._after = None
-            # also when the capture failed: it removes the buffers a partial one left
-            saved, error = await self._control.save_buffers(
-                [b for b in (old, recent) if b], self._backend.tmux_dir
+            if self._live is not None:  # went live meanwhile: replies are in order
+                self.snapshot(callback, rows)
+                self._release_input()
+                return
+            backend = self._backend
+            self._cut = Cut(
+                self._control,
+                self._transcript,
+                self._session_id,
+                pane,
+                backend.replay_color_lines,
+                backend.history,
+                backend.tmux_dir,
+                self._transcript_stuck,
             )
+            try:
+                outcome: Outcome | None = await self._cut.take(self._release_input)
+            finally:
+                self._cut = None
             if self._closed or self._live is not None:
                 return
-            lost = replies is None or (saved is None and not error)
-            if lost and tries > 0 and not self._exit_reported:
-                # the session went away (its end follows), or the client did: again
-                self._spawn(self._cut_snapshot(callback, rows, tries - 1))
-                return
-            if replies is None:
-                return
-            if saved is None:  # tmux could not save it (a full disk): replies carry it
-                self._backend.log.warning(
-                    "jupyter_agents: tmux could not save a replay of session %s (%s); "
-                    "it is streamed through control mode from now on",
-                    self._session_id,
-                    error or "no answer",
-                )
-                self._go_live(pane)
-                self.snapshot(callback, rows)
-                return
-            if after:
-                cut = await locate(self._transcript, floor, after)
-            else:
-                cut = quiet if quiet is not None else await settle(self._transcript)
-            if self._closed or self._live is not None:
-                return
-            if cut is None:  # not in the transcript: its writer is dropping output
-                self._go_live(pane)
-                self.snapshot(callback, rows)
-                return
-            snapshot = Snapshot.read(request, replies)
-            geometry = None if snapshot is None else Geometry.of(cut, snapshot.state)
-            captured = None if old is None else saved[old]
-            older = self._backend.history.merge(self._session_id, known, geometry, captured)
-            if older is None:  # the pane changed after all: again, in full
+            if isinstance(outcome, Lost):
+                if tries > 0 and not self._exit_reported:
+                    # the session went away (its end follows), or the client did: again
+                    self._spawn(self._cut_snapshot(callback, rows, tries - 1))
+                    return
+                outcome = outcome.otherwise
+            if isinstance(outcome, Changed):
                 self._spawn(self._cut_snapshot(callback, rows, tries))
                 return
+            if isinstance(outcome, Unplaced):
+                if outcome.why is not None:
+                    self._backend.log.warning(
+                        "jupyter_agents: tmux could not save a replay of session %s (%s); "
+                        "it is streamed through control mode from now on",
+                        self._session_id,
+                        outcome.why,
+                    )
+                self._go_live(pane)
+                self.snapshot(callback, rows)
+                return
+            if outcome is None:
+                return
             if self._offset is None:
-                self._offset = cut
+                self._offset = outcome.offset
                 self._unwatch = tail.watch(self._transcript.path, self._wake)
-            self._pump(cut)
-            self._replay(snapshot and snapshot.with_history(older, saved[recent]), callback, rows)
+            self._pump(outcome.offset)
+            self._replay(outcome.snapshot, callback, rows)
         self._wake()  # what came during the cut (and whether the transcript is stuck)
-
-    async def _capture_at_cut(
-        self, pane: str, floor: int, since: float, request: SnapshotRequest
-    ) -> tuple[Replies | None, int | None]:
-        """Attach the control client to the session, turn the pane's output on and
-        take ``request`` on one line; collect the pane's output after it into
-        ``_after`` until it anchors the cut, then pause the pane again. The replies
-        (None if the line failed before the capture), and the cut if the pane was quiet
-        after it (:func:`~.cut.anchor`), or ``floor`` (the transcript's size at
-        ``since``) if tmux had read nothing from it for a while before
-        (:func:`~.cut.idle_before`)."""
-        control = self._control
-        captured: asyncio.Future[Replies] = asyncio.get_running_loop().create_future()
-
-        def done(replies: Replies) -> None:
-            if replies["resume"] is not None:  # on: the pane's next %output is after the cut
-                self._after = bytearray()
-            resolve(captured)(replies)
-
-        control.on_panes.add(pane)
-        cut = Commands.of(
-            activity=f"display-message -p -t '{pane}' '{format_of(WindowActivity)}'",
-            switch=f"switch-client -t ={self._session_id}",
-            resume=f"refresh-client -A '{pane}:continue'",
-        )
-        control.ask(cut + request.commands(), done)
-        self._release_input()
-        try:
-            replies = await captured
-            if self._after is None:
-                return None, None
-            activity = parse_reply(WindowActivity, replies["activity"])
-            if idle_before(activity, since):
-                self._after = None  # the cut is ``floor``: no anchor is looked for
-                return replies, floor
-            quiet = await anchor(self._after, self._more, self._transcript)
-            return replies, quiet
-        finally:
-            control.on_panes.discard(pane)
-            control.command(f"refresh-client -A '{pane}:pause'")
 
     def _replay(
         self, snapshot: Snapshot | None, callback: Callable[[str], None], rows: int | None
