@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jupyter_agents.backends.broker.recorder import Recorder
-from jupyter_agents.backends.tmux.formats import TRANSCRIPT_WRITER
+from jupyter_agents.backends.tmux.writer import WRITER
 from jupyter_agents.query import Query
 from jupyter_agents.search import search
 from jupyter_agents.segments import segmenting
@@ -126,7 +126,7 @@ def _feed(write: Callable[[bytes], object], data: bytes) -> None:
 
 
 def _tmux_writer_mb_s(directory: Path, data: bytes, index: bool) -> float:
-    script = TRANSCRIPT_WRITER if index else TRANSCRIPT_WRITER.replace("stamp($now);", "")
+    script = WRITER.read_text() if index else WRITER.read_text().replace("stamp($now);", "")
     size, keep = segmenting(64 << 20)
     directory.mkdir()
     proc = subprocess.Popen(

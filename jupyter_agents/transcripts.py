@@ -5,8 +5,8 @@ One :class:`Transcript` type serves every reader: the REST log (byte ranges), th
 (``log``, ``--tail``, ``--follow``), search and exports (:mod:`jupyter_agents.search`,
 :mod:`jupyter_agents.render`), magics and the dashboard (text), and restore (the tail
 shown before the new process). The backends write them (tmux through
-``pipe-pane`` and :data:`~jupyter_agents.backends.tmux.formats.TRANSCRIPT_WRITER`, the
-broker in :mod:`~jupyter_agents.backends.broker.recorder`); nothing here writes.
+``pipe-pane`` and :mod:`~jupyter_agents.backends.tmux.writer`, the broker in
+:mod:`~jupyter_agents.backends.broker.recorder`); nothing here writes.
 
 The layout on disk (segments, gap markers, timing indexes) is in
 :mod:`jupyter_agents.segments`.

@@ -1,6 +1,6 @@
-"""Bounded, segmented transcripts: the reader across segments, both writers (tmux's perl
-script and the broker's recorder) with their timing indexes, the cap end to end, and a
-full disk (a real tmpfs)."""
+"""Bounded, segmented transcripts: the reader across segments, the broker's recorder with
+its timing index (tmux's writer has the same tests in test_tmux_writer.py), the cap end
+to end, and a full disk (a real tmpfs)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ import pytest
 
 from jupyter_agents.backends.broker import recorder as recorder_module
 from jupyter_agents.backends.broker.recorder import Recorder
-from jupyter_agents.backends.tmux.formats import TRANSCRIPT_WRITER
 from jupyter_agents.errors import NotFound, OutOfRange
 from jupyter_agents.pytest_plugin import (
     TOKEN,
@@ -171,46 +170,6 @@ def test_legacy_transcript_is_moved_and_its_writer_goes_on(tmp_path):
 # -- the writers, without a server ---------------------------------------------------
 
 
-def tmux_writer(directory: Path, max_bytes: int) -> subprocess.Popen[bytes]:
-    """The tmux transcript writer as ``pipe-pane`` runs it, reading from a pipe."""
-    size, keep = segmenting(max_bytes)
-    argv = ["perl", "-e", TRANSCRIPT_WRITER, str(directory), str(size), str(keep)]
-    return subprocess.Popen(argv, stdin=subprocess.PIPE)
-
-
-def run_writer(directory: Path, data: bytes, max_bytes: int) -> None:
-    """Feed ``data`` to the tmux transcript writer in uneven chunks, then end the pipe."""
-    proc = tmux_writer(directory, max_bytes)
-    assert proc.stdin is not None
-    pos, step = 0, 1
-    while pos < len(data):
-        proc.stdin.write(data[pos : pos + step])
-        proc.stdin.flush()
-        pos += step
-        step = step * 3 % 9973 + 1
-    proc.stdin.close()
-    assert proc.wait(10) == 0
-
-
-def test_tmux_writer_rolls_drops_and_continues(tmp_path):
-    directory = tmp_path / "s1"
-    directory.mkdir()
-    cap = 256 << 10
-    first = numbered(1, 80_000)  # ~1 MB
-    run_writer(directory, first, cap)
-    assert_layout(directory, cap)
-    t = Transcript("s1", directory)
-    assert t.size() == len(first) and t.start() > 0
-    assert t.tail(len(first)) == first[t.start() :]
-    assert len(segments(directory)) == segmenting(cap)[1]
-    assert oct((directory / f"{segments(directory)[-1]}.log").stat().st_mode & 0o777) == "0o600"
-    # a restore: the next run appends at the same logical offsets
-    second = numbered(80_001, 100)
-    run_writer(directory, second, cap)
-    assert t.size() == len(first) + len(second)
-    assert t.tail(len(second) + 13) == first[-13:] + second
-
-
 def test_broker_recorder_rolls_drops_reads_and_continues(tmp_path):
     directory = tmp_path / "s1"
     cap = 256 << 10
@@ -235,35 +194,21 @@ def test_broker_recorder_rolls_drops_reads_and_continues(tmp_path):
     assert Transcript("s1", directory).tail(17) == data[-13:] + b"more"
 
 
-@pytest.mark.parametrize("writer", ["tmux", "broker"])
-def test_writers_index_when_output_came(tmp_path, writer):
+def test_broker_recorder_indexes_when_output_came(tmp_path):
     """Three bursts 300 ms apart: one index entry each, at the burst's first byte and
     its time; an index goes with its segment when the cap drops it."""
     directory = tmp_path / "s1"
     directory.mkdir()
     bursts = [numbered(1 + 1000 * i, 1000) for i in range(3)]  # 13 kB each
     cap = 256 << 10
-    proc = tmux_writer(directory, cap) if writer == "tmux" else None
-    recorder = Recorder("s1", directory, cap) if writer == "broker" else None
+    recorder = Recorder("s1", directory, cap)
     sent = []
     for burst in bursts:
         sent.append(time.time())
         for i in range(0, len(burst), 4096):
-            if proc is not None:
-                assert proc.stdin is not None
-                proc.stdin.write(burst[i : i + 4096])
-                proc.stdin.flush()
-            else:
-                assert recorder is not None
-                recorder.write(burst[i : i + 4096])
+            recorder.write(burst[i : i + 4096])
         time.sleep(0.3)
-    if proc is not None:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        assert proc.wait(10) == 0
-    else:
-        assert recorder is not None
-        recorder.close()
+    recorder.close()
     t = Transcript("s1", directory)
     timeline = t.timeline()
     assert [o for o, _ in timeline] == [0, 13_000, 26_000]
@@ -273,11 +218,9 @@ def test_writers_index_when_output_came(tmp_path, writer):
     assert time_at(timeline, 13_000) == timeline[1][1]
     assert oct((directory / "0.idx").stat().st_mode & 0o777) == "0o600"
     # the cap drops old segments with their indexes
-    run_writer(directory, numbered(3001, 80_000), cap) if writer == "tmux" else None
-    if writer == "broker":
-        again = Recorder("s1", directory, cap)
-        again.write(numbered(3001, 80_000))
-        again.close()
+    again = Recorder("s1", directory, cap)
+    again.write(numbered(3001, 80_000))
+    again.close()
     starts = segments(directory)
     assert starts[0] > 0 and sorted(directory.glob("*.idx")) == sorted(
         directory / f"{s}.idx" for s in starts

@@ -27,7 +27,6 @@ from .formats import (
     MAX_SOCKET_PATH,
     MIN_TMUX_VERSION,
     TMUX_OWNED,
-    TRANSCRIPT_WRITER_TOOLS,
     ListedPane,
     TmuxCommand,
     default_terminal,
@@ -37,11 +36,11 @@ from .formats import (
     tmux_arg,
     tmux_format_arg,
     tmux_pipe_arg,
-    transcript_pipe,
     write_env_file,
 )
 from .history import HistoryCache
 from .stream import TmuxStream
+from .writer import WRITER_TOOLS, transcript_pipe
 
 #: how long :meth:`TmuxBackend.kill_server` lets the tmux server take to exit, before
 #: and after signalling it
@@ -137,7 +136,7 @@ class TmuxBackend(Backend):
         if parse_version(version) < MIN_TMUX_VERSION:
             raise BackendUnavailable(f"{version.strip() or exe} is too old; need tmux >= 3.2")
         path = self._env.get("PATH")
-        missing = [t for t in TRANSCRIPT_WRITER_TOOLS if shutil.which(t, path=path) is None]
+        missing = [t for t in WRITER_TOOLS if shutil.which(t, path=path) is None]
         if missing:
             raise BackendUnavailable(
                 f"the tmux transcript writer needs {', '.join(missing)} on PATH "

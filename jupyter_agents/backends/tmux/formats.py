@@ -28,8 +28,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from ...segments import segmenting
-
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
@@ -58,113 +56,6 @@ set -g focus-events on
 set -g set-clipboard off
 set -gw aggressive-resize off
 """
-
-#: The writer of a session's transcript (the layout of :mod:`jupyter_agents.segments`,
-#: its timing index included), run by ``pipe-pane -O`` with the pane's output on stdin:
-#: ``perl -e TRANSCRIPT_WRITER DIR SEGMENT_BYTES KEEP`` (:func:`transcript_pipe`). It
-#: appends to the newest segment in DIR (continuing an earlier run's) and rolls to a new
-#: one every SEGMENT_BYTES, deleting the oldest beyond KEEP (with their indexes, and gap
-#: markers before the first kept byte), or earlier when its index is full. Index entries
-#: follow the rules of the module :mod:`jupyter_agents.segments` (100 ms, 1/8 of the
-#: segment: :data:`~jupyter_agents.segments.INDEX_INTERVAL`, ``INDEX_SHARE``). A failed write
-#: (e.g. a full disk) loses that read's output and leaves one empty
-#: ``gap-<offset>-<unixtime>`` marker per episode; every later read tries again, so the
-#: pane never blocks and tmux never buffers a flood. It ends when the pipe ends. Perl
-#: because POSIX sh cannot tell the time below a second and one process per session is
-#: the cost wanted (perl-base is Essential on Debian; ``Time::HiRes`` from the ``perl``
-#: package gives milliseconds, else the index has whole seconds).
-TRANSCRIPT_WRITER = r"""
-use strict;
-use warnings;
-BEGIN { eval { require Time::HiRes; Time::HiRes->import('time'); 1 } }
-umask 077;
-my ($dir, $seg, $keep) = @ARGV;
-chdir $dir or die "transcript writer: cannot enter $dir: $!\n";
-binmode STDIN;
-sub starts {
-    opendir(my $dh, '.') or return ();
-    my @s = sort { $a <=> $b } map { /\A(0|[1-9][0-9]*)\.log\z/ ? $1 : () } readdir $dh;
-    closedir $dh;
-    return @s;
-}
-my @starts = starts();
-@starts = (0) unless @starts;
-my $start = $starts[-1];
-my ($log, $idx);
-sub open_segment {
-    open($log, '>>', "$start.log") or die "transcript writer: $start.log: $!\n";
-    binmode $log;
-    $idx = undef unless open($idx, '>>', "$start.idx");
-}
-open_segment();
-my $size = -s $log || 0;
-my ($last_o, $last_ms, $isize, $failing) = (-1, 0, 0, 0);
-sub roll {
-    close $log;
-    close $idx if $idx;
-    $start += $size;
-    ($size, $last_o, $isize) = (0, -1, 0);
-    open_segment();
-    push @starts, $start;
-    while (@starts > $keep) {
-        my $old = shift @starts;
-        unlink "$old.log", "$old.idx";
-    }
-    opendir(my $dh, '.') or return;
-    for (readdir $dh) {
-        unlink $_ if /\Agap-([0-9]+)-[0-9]+\z/ && $1 < $starts[0];
-    }
-    closedir $dh;
-}
-sub stamp {
-    my ($o, $ms) = ($start + $size, int($_[0] * 1000));
-    return if !$idx || ($last_o >= 0 && $ms - $last_ms < 100);
-    my $line = $last_o < 0 ? "$o $ms\n" : ($o - $last_o) . ' ' . ($ms - $last_ms) . "\n";
-    my $w = syswrite($idx, $line);
-    ($last_o, $last_ms, $isize) = ($o, $ms, $isize + $w) if $w;
-}
-my $buf;
-while (1) {
-    my $n = sysread(STDIN, $buf, 65536);
-    if (!defined $n) { next if $!{EINTR}; last; }
-    last if $n == 0;
-    my $now = time;
-    my $pos = 0;
-    while ($pos < $n) {
-        roll() if $size >= $seg || $isize >= $seg / 8;
-        stamp($now);
-        my $room = $seg - $size;
-        my $w = syswrite($log, $buf, $n - $pos < $room ? $n - $pos : $room, $pos);
-        if (!$w) {
-            $size = -s "$start.log" || 0;
-            if (!$failing) {
-                $failing = 1;
-                my $gap = $start + $size;
-                if (open(my $g, '>', sprintf('gap-%d-%d', $gap, $now))) { close $g }
-            }
-            last;
-        }
-        $failing = 0;
-        $pos += $w;
-        $size += $w;
-    }
-}
-"""
-#: what the transcript writer runs
-TRANSCRIPT_WRITER_TOOLS = ("perl",)
-
-
-def transcript_pipe(directory: Path, max_bytes: int) -> str:
-    """The ``pipe-pane`` shell command writing a session's transcript into
-    ``directory`` with the cap ``max_bytes``: :data:`TRANSCRIPT_WRITER` with every path
-    and number an argument of its own (to pass to tmux through :func:`tmux_format_arg`).
-
-    >>> transcript_pipe(Path("/s/t/a b"), 1 << 20).endswith("' '/s/t/a b' 131072 8")
-    True
-    """
-    size, keep = segmenting(max_bytes)
-    argv = ["perl", "-e", TRANSCRIPT_WRITER, str(directory), str(size), str(keep)]
-    return "exec " + shlex.join(argv)
 
 
 @dataclasses.dataclass(frozen=True)
