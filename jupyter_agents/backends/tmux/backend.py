@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 
 from traitlets import Int, Unicode, default
@@ -29,14 +30,13 @@ from .formats import (
     TMUX_OWNED,
     ListedPane,
     TmuxCommand,
-    default_terminal,
+    env_assignments,
     format_of,
     parse_format,
     parse_version,
     tmux_arg,
     tmux_format_arg,
     tmux_pipe_arg,
-    write_env_file,
 )
 from .history import HistoryCache
 from .stream import TmuxStream
@@ -45,6 +45,28 @@ from .writer import WRITER_TOOLS, transcript_pipe
 #: how long :meth:`TmuxBackend.kill_server` lets the tmux server take to exit, before
 #: and after signalling it
 KILL_GRACE = 1.0
+
+
+def default_terminal() -> str:
+    """$TERM inside sessions: tmux-256color where its terminfo is installed, else
+    screen-256color."""
+    for base in (
+        "/usr/share/terminfo",
+        "/lib/terminfo",
+        "/etc/terminfo",
+        os.path.expanduser("~/.terminfo"),
+    ):
+        if os.path.exists(os.path.join(base, "t", "tmux-256color")):
+            return "tmux-256color"
+    return "screen-256color"
+
+
+def write_env_file(path: Path, env: Mapping[str, str]) -> None:
+    """Write ``env`` (:func:`~.formats.env_assignments`) to a new file only we can
+    read."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(env_assignments(env))
 
 
 class TmuxBackend(Backend):

@@ -1,10 +1,10 @@
-"""tmux's formats and quoting, pure: the config we write, how tmux is run
+"""tmux's formats and quoting, pure (no I/O): the config we write, how tmux is run
 (:class:`TmuxCommand`), command-line escaping, control-mode ``%output`` unescaping,
-version parsing, the environment file sessions read, the transcript writer
-``pipe-pane`` runs, what tmux is asked about a pane as typed formats (dataclasses whose
-fields are tmux format variables: :func:`format_of`, :func:`parse_format`), and
-commands sent on one line with their replies by name (:class:`Commands`,
-:class:`Replies`). The snapshot's own request and reply are in :mod:`.snapshot`.
+version parsing, the text of the environment file sessions read, what tmux is asked
+about a pane as typed formats (dataclasses whose fields are tmux format variables:
+:func:`format_of`, :func:`parse_format`), and commands sent on one line with their
+replies by name (:class:`Commands`, :class:`Replies`). A snapshot's own request and
+reply are in :mod:`.snapshot`, the transcript writer in :mod:`.writer`.
 
 Facts these rely on (tmux >= 3.2, checked on 3.3a):
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import functools
-import os
 import re
 import shlex
 import typing
@@ -347,24 +346,12 @@ TMUX_OWNED = frozenset({"TERM", "TMUX", "TMUX_PANE", "COLUMNS", "LINES"})
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def write_env_file(path: Path, env: Mapping[str, str]) -> None:
-    """Write ``env`` as POSIX shell assignments to a new file only we can read.
+def env_assignments(env: Mapping[str, str]) -> str:
+    """``env`` as POSIX shell assignments, one a line, for the environment file a
+    session reads. Names that are not shell identifiers (e.g. exported bash functions)
+    are skipped.
 
-    Names that are not shell identifiers (e.g. exported bash functions) are skipped.
+    >>> print(env_assignments({"A": "it's", "BASH_FUNC_f%%": "() { :; }"}), end="")
+    A='it'"'"'s'
     """
-    lines = "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items() if _ENV_NAME.fullmatch(k))
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(lines)
-
-
-def default_terminal() -> str:
-    for base in (
-        "/usr/share/terminfo",
-        "/lib/terminfo",
-        "/etc/terminfo",
-        os.path.expanduser("~/.terminfo"),
-    ):
-        if os.path.exists(os.path.join(base, "t", "tmux-256color")):
-            return "tmux-256color"
-    return "screen-256color"
+    return "".join(f"{k}={shlex.quote(v)}\n" for k, v in env.items() if _ENV_NAME.fullmatch(k))
