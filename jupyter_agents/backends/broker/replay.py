@@ -8,9 +8,9 @@ delivers ~32 MB/s (DESIGN.md section 5) and this replay takes 86-725 MB/s (feed,
 one snapshot). Feeding every byte to pyte would make the broker the bottleneck of every
 busy terminal (a 200 MB flood would take 20-30 minutes of a core instead of ~6 s).
 
-What a replay is: a full reset, the private modes (alternate screen, cursor keys,
-mouse, bracketed paste, cursor visibility...) that were in force where the kept bytes
-start, then the last :data:`REPLAY_BYTES` to ``2 * REPLAY_BYTES`` bytes of raw output,
+What a replay is: a full reset, the modes (:class:`~jupyter_agents.vt.TerminalModes`:
+alternate screen, cursor keys, mouse, bracketed paste, focus, insert, cursor style,
+scroll region, title...) that were in force where the kept bytes start, then the last :data:`REPLAY_BYTES` to ``2 * REPLAY_BYTES`` bytes of raw output,
 cut at a line start, with terminal *queries* removed (their answers would be typed
 into the running program). Written into a fresh terminal, it redraws what those bytes
 drew: the screen of a full-screen program that redraws itself (most do, often), and
@@ -23,14 +23,11 @@ from __future__ import annotations
 
 import re
 
-from ...vt import QUERIES
+from ...vt import QUERIES, TerminalModes
 
 #: raw output kept per session is between this and twice this (trimmed in whole lines)
 REPLAY_BYTES = 512 * 1024
 
-_PRIVATE_MODE = re.compile(rb"\x1b\[\?([0-9;]+)([hl])")
-#: modes a replay restores; the alternate screen ones first (they switch buffers)
-_TRACKED = (1049, 1047, 47, 1, 6, 7, 25, 66, 1000, 1002, 1003, 1005, 1006, 1015, 2004)
 RESET = b"\x1bc\x1b[3J"
 
 
@@ -41,14 +38,14 @@ class Replay:
     >>> r.feed(b"\\x1b[?1049hold line\\r\\n")
     >>> r.feed(b"next\\r\\nlast\\x1b[6n")
     >>> r.snapshot()
-    b'\\x1bc\\x1b[3J\\x1b[?1049hnext\\r\\nlast'
+    b'\\x1bc\\x1b[3J\\x1b[?1049h\\x1b[?25hnext\\r\\nlast'
     """
 
     def __init__(self, limit: int = REPLAY_BYTES) -> None:
         self.limit = limit
         self._buf = bytearray()
-        #: private modes in force where ``_buf`` starts
-        self._modes: dict[int, bool] = {}
+        #: the modes in force where ``_buf`` starts
+        self._modes = TerminalModes()
 
     def feed(self, data: bytes) -> None:
         """Append output; trims to :attr:`limit` (at a line start) past ``2 * limit``."""
@@ -60,23 +57,19 @@ class Replay:
         cut = len(self._buf) - self.limit
         newline = self._buf.find(b"\n", cut, cut + 4096)
         cut = newline + 1 if newline >= 0 else cut
-        for m in _PRIVATE_MODE.finditer(self._buf, 0, cut):
-            for mode in m.group(1).split(b";"):
-                if mode.isdigit() and int(mode) in _TRACKED:
-                    self._modes[int(mode)] = m.group(2) == b"h"
+        self._modes.feed(bytes(self._buf[:cut]))
         del self._buf[:cut]
 
     def snapshot(self) -> bytes:
         """Reset, the modes where the kept bytes start, the kept bytes without queries."""
-        modes = b"".join(
-            b"\x1b[?%d%s" % (mode, b"h" if self._modes[mode] else b"l")
-            for mode in _TRACKED
-            if mode in self._modes
-        )
+        modes = self._modes.sequences(buffers=True) + self._modes.layout()
         return RESET + modes + QUERIES.sub(b"", self._buf)
 
 
-_PREFIX = re.compile("\x1bc\x1b\\[3J(?:\x1b\\[\\?[0-9]+[hl])*")
+#: the reset and the modes (:meth:`~jupyter_agents.vt.TerminalModes.sequences`, ``layout``)
+_PREFIX = re.compile(
+    "\x1bc\x1b\\[3J(?:\x1b\\[\\??[0-9;]*[hlr]|\x1b[=>]|\x1b\\[[0-9]* q|\x1b\\]2;[^\x07]*\x07)*"
+)
 #: what wipes the screen: what came before it is not on the screen any more
 _WIPE = re.compile("\x1bc|\x1b\\[[23]J|\x1b\\[\\?(?:1049|1047|47)h")
 

@@ -1,0 +1,150 @@
+"""A reconnected tab is the same terminal (issue 28): rendered with @xterm/headless (the
+engine of JupyterLab's terminal tab), a tab that watched a program from its start and
+tabs that connect later (a page reload: a fresh terminal; a server restart: Lab writes
+the replay onto the screen it has) show the same screen, colours, cursor, buffer, every
+mode in ``terminal.modes``, cursor visibility and style, mouse protocol and encoding,
+scroll region and title, on both backends."""
+
+from __future__ import annotations
+
+import random
+import signal
+from pathlib import Path
+
+import pytest
+from xterm_probe import differences, render
+
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient
+from jupyter_agents.vt import PRIVATE_MODES, TerminalModes
+
+both_backends = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
+
+COLS, ROWS = 80, 24
+
+#: a program that sets every mode that changes what a key, a paste or output does,
+#: then draws inside a scroll region and waits (printf's escapes, so sh can run it)
+EVERY_MODE = r"""
+printf '\033]0;agent: fixing the tests\007'
+printf '\033[?2004h\033[?1004h\033[?1002h\033[?1006h'
+printf '\033[?1h\033=\033[4h\033[?7l\033[5 q\033[?25l'
+printf '\033[3;20r\033[3;1H\033[32mgreen\033[0m in the region\r\n'
+printf 'MODES SET\r\n'
+FLOOD
+printf 'ALL DONE\r\n'
+exec sleep 600
+"""
+#: output enough to push the bytes that set the modes out of every replay buffer
+#: (the broker keeps 0.5-1 MB; the test server's transcripts keep 1 MB in 4 segments)
+FLOOD = "head -c 3000000 /dev/zero | tr '\\0' x | fold -w 70 | sed 's/$/\\r/'"
+
+
+def stdout(client: TermClient, since: int = 0) -> list[bytes]:
+    """The output frames a client got (from message ``since`` on), as bytes."""
+    return [m[1].encode() for m in client.messages[since:] if m[0] == "stdout"]
+
+
+def settle(*clients: TermClient) -> None:
+    for client in clients:
+        client.drain(quiet=1.0)
+
+
+def same(original: dict, replayed: dict, flood: bool = False) -> None:
+    """``replayed`` shows what ``original`` does. After a flood, the broker's raw replay
+    cannot redraw rows outside the scroll region that nothing repainted since the kept
+    bytes began (broker/replay.py): those two rows are left out there."""
+    diff = differences(original, replayed)
+    if flood:
+        region = slice(2, 20)  # the program's scroll region, rows 3 to 20
+        for key in ("lines", "styles"):
+            if key in diff and diff[key][0][region] == diff[key][1][region]:
+                del diff[key]
+    assert diff == {}, "\n".join(f"{k}: {v}" for k, v in diff.items())
+
+
+def start_program(server: ServerProcess, tmp_path: Path, script: str) -> tuple[str, TermClient]:
+    """A terminal whose first tab watches ``script`` run from its first byte on."""
+    (tmp_path / "prog.sh").write_text(script)
+    status, model = server.request("POST", "/api/terminals", {"cwd": str(tmp_path)})
+    assert status == 200, model
+    name = model["name"]
+    watcher = server.ws(name)
+    watcher.send("set_size", ROWS, COLS, 600, 800)
+    watcher.wait_for("# ")
+    watcher.stdin("sh prog.sh\r")
+    return name, watcher
+
+
+@pytest.mark.parametrize("agents_backend", ["broker"], indirect=True)
+@pytest.mark.parametrize("flood", [False, True], ids=["modes", "modes-then-3MB"])
+def test_a_reconnected_tab_has_every_mode_of_the_program(agents_server, tmp_path, flood):
+    server = agents_server(args=["--AgentsApp.transcript_max_bytes=1048576"])
+    script = EVERY_MODE.replace("FLOOD", FLOOD if flood else "")
+    name, watcher = start_program(server, tmp_path, script)
+    watcher.wait_for("ALL DONE", timeout=60)
+    settle(watcher)
+
+    reload = server.ws(name)  # a page reload: a fresh terminal gets the replay
+    reload.wait_for("ALL DONE")
+    settle(reload, watcher)
+    original, reloaded = render([stdout(watcher), stdout(reload)], COLS, ROWS)
+    assert original["modes"]["bracketedPasteMode"] and original["title"]  # the program's
+    same(original, reloaded, flood)
+
+    server.stop(signal.SIGKILL)
+    server.start()
+    again = server.ws(name)  # Lab reconnects: the replay lands on the screen it had
+    again.wait_for("ALL DONE")
+    settle(again)
+    (restarted,) = render([stdout(watcher) + stdout(again)], COLS, ROWS)
+    same(original, restarted, flood)
+
+
+#: every sequence that sets something TerminalModes follows, and some that reset it
+SETTERS = [
+    *(
+        b"\x1b[?%d%s" % (m, hl)
+        for m in PRIVATE_MODES
+        if m not in (1049, 1047, 47)
+        for hl in (b"h", b"l")
+    ),
+    b"\x1b[?1000;1006h",
+    b"\x1b[?2004;1004l",
+    b"\x1b[4h",
+    b"\x1b[4l",
+    b"\x1b=",
+    b"\x1b>",
+    *(b"\x1b[%d q" % n for n in range(7)),
+    b"\x1b[ q",
+    b"\x1b[3;20r",
+    b"\x1b[r",
+    b"\x1b[5;9r",
+    b"\x1b]0;first title\x07",
+    b"\x1b]2;second \xc3\xa9\x1b\\",
+    b"\x1bc",
+    b"\x1b[!p",
+]
+
+
+def test_terminal_modes_set_what_the_program_set_as_xterm_sees_it():
+    # 300 random programs: each a stream of settings and text; a fresh terminal given
+    # only TerminalModes' sequences (a reload), and the program's own terminal given
+    # them after a reset (a reconnect), must end in the same modes
+    rng = random.Random(28)
+    streams, replays, reconnects = [], [], []
+    for _ in range(300):
+        chunks = [rng.choice(SETTERS) + b"text\r\n" for _ in range(rng.randrange(1, 25))]
+        modes = TerminalModes()
+        for chunk in chunks:
+            modes.feed(chunk)
+        streams.append(chunks)
+        replays.append([b"\x1bc" + modes.sequences() + modes.layout((0, 5))])
+        reconnects.append([*chunks, *replays[-1]])
+    states = render(streams + replays + reconnects, COLS, ROWS)
+    keys = ("modes", "cursorStyle", "cursorBlink", "mouse", "scrollRegion", "title")
+
+    def seen(state: dict) -> dict:
+        return {k: state[k] for k in keys} | {"hidden": state["cursor"]["hidden"]}
+
+    for i, original in enumerate(states[:300]):
+        assert seen(states[300 + i]) == seen(original), (streams[i], replays[i])
+        assert seen(states[600 + i]) == seen(original), (streams[i], replays[i])

@@ -1,0 +1,81 @@
+"""Terminal state as a browser sees it: byte streams rendered by ``@xterm/headless`` 5.5
+(the engine of JupyterLab 4.6's terminal tab; tests/xterm/render.js), so a test compares
+what a person and a program would get, not our own parser's idea of it.
+
+``.ci/run`` installs it (``npm ci`` in tests/xterm); a test that needs it and finds it
+missing fails with that instruction rather than skipping.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PROBE = Path(__file__).parent / "xterm"
+#: what :func:`differences` compares, and what it reports only
+COMPARED = (
+    "lines",
+    "styles",
+    "cursor",
+    "buffer",
+    "modes",
+    "cursorStyle",
+    "cursorBlink",
+    "mouse",
+    "scrollRegion",
+    "title",
+)
+
+
+def render(
+    streams: Sequence[Sequence[bytes]], cols: int = 80, rows: int = 24, scrollback: int = 1000
+) -> list[dict[str, Any]]:
+    """Each stream (its chunks written in order, each write finished before the next)
+    rendered into a fresh terminal of ``cols`` x ``rows``: one state per stream."""
+    if not (PROBE / "node_modules" / "@xterm" / "headless").is_dir():
+        raise AssertionError(f"@xterm/headless is missing: run `npm ci` in {PROBE}")
+    spec = {
+        "terminals": [
+            {
+                "cols": cols,
+                "rows": rows,
+                "scrollback": scrollback,
+                "chunks": [base64.b64encode(c).decode() for c in chunks],
+            }
+            for chunks in streams
+        ]
+    }
+    done = subprocess.run(
+        ["node", str(PROBE / "render.js")],
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return list(json.loads(done.stdout))
+
+
+def screen(state: dict[str, Any]) -> dict[str, Any]:
+    """The part of a state a reconnect must give back exactly: the visible screen (the
+    rows from the viewport down: history above it may hold more or fewer lines), its
+    styles, the cursor, the active buffer, every mode, the cursor style, mouse
+    protocol and encoding, scroll region and title."""
+    top = state["buffer"]["baseY"]
+    return {
+        **{k: state[k] for k in COMPARED if k not in ("lines", "styles", "buffer")},
+        "buffer": state["buffer"]["type"],
+        "lines": state["lines"][top:],
+        "styles": state["styles"][top:],
+    }
+
+
+def differences(expected: dict[str, Any], actual: dict[str, Any]) -> dict[str, Any]:
+    """``{field: (expected, actual)}`` for every field of :func:`screen` that differs."""
+    a, b = screen(expected), screen(actual)
+    return {k: (a[k], b[k]) for k in a if a[k] != b[k]}
