@@ -167,8 +167,8 @@ class TerminalModes:
     def sequences(self, buffers: bool = False) -> bytes:
         """What sets this state in a terminal just reset, every mode that differs from
         its default (with ``buffers``, the alternate screen ones first; else none of
-        them) and the cursor's visibility (a reset keeps it in xterm.js), then the title; the scroll region and origin mode, which move the cursor,
-        are :meth:`layout`'s."""
+        them) and the cursor's visibility (a reset keeps it in xterm.js), then the title.
+        The scroll region and origin mode, which move the cursor, are :meth:`layout`'s."""
         modes = [
             m
             for m in PRIVATE_MODES

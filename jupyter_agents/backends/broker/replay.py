@@ -10,9 +10,10 @@ busy terminal (a 200 MB flood would take 20-30 minutes of a core instead of ~6 s
 
 What a replay is: a full reset, the modes (:class:`~jupyter_agents.vt.TerminalModes`:
 alternate screen, cursor keys, mouse, bracketed paste, focus, insert, cursor style,
-scroll region, title...) that were in force where the kept bytes start, then the last :data:`REPLAY_BYTES` to ``2 * REPLAY_BYTES`` bytes of raw output,
-cut at a line start, with terminal *queries* removed (their answers would be typed
-into the running program). Written into a fresh terminal, it redraws what those bytes
+scroll region, title...) that were in force where the kept bytes start, then the
+last :data:`REPLAY_BYTES` to ``2 * REPLAY_BYTES`` bytes of raw output, cut at a line
+start, with terminal *queries* removed (their answers would be typed into the running
+program). Written into a fresh terminal, it redraws what those bytes
 drew: the screen of a full-screen program that redraws itself (most do, often), and
 the recent history of a shell. What it cannot redraw is older than the kept bytes
 (e.g. a TUI's screen that has not been repainted since), and output produced at
