@@ -1,35 +1,47 @@
-"""Restore after a reboot: what a restored terminal shows before its new process.
+"""Restore after a reboot: relaunching ended sessions, and what a restored terminal shows
+before its new process.
 
 A restored session comes back in a new process (the old one is gone), so its terminal
 would start blank. Instead it first shows the tail of the old transcript and a marker
 line, then the resumed agent. The tail is an *honest bounded raw replay*: the last
 bytes of the raw transcript, cut at a line start, with the sequences removed that
 would misbehave when replayed (terminal queries whose answers would be typed into the
-new process, alternate-screen and mode switches, full resets). Pure functions here but
-:func:`write_prelude`; the session service spawns :func:`prelude_argv`.
+new process, alternate-screen and mode switches, full resets). :func:`sanitize_tail`,
+:func:`banner`, :func:`prelude` and :func:`prelude_argv` compute it from bytes and
+strings alone; :func:`write_prelude` writes it to the file the new process prints first.
+
+:class:`Restorer` relaunches sessions (one or many) and watches that the resumed process
+stays up. It takes the few collaborators it needs: the store, the backends, the agent
+kinds, the environment policy, and the changes of the session service that record and
+publish (:class:`SessionChanges`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .backends import Backend
 from .errors import AgentsError, BackendUnavailable, Conflict
 from .launch import next_free_name
 from .paths import create_private_file, state_lock
-from .store import Session
+from .store import Session, Status
 from .transcripts import Transcript
 from .vt import QUERIES
 
 if TYPE_CHECKING:
-    from .sessions import SessionService
+    from .agents import AgentKind, Launch
+    from .backends import Backends
+    from .events import EventAction
+    from .launch import EnvPolicy
+    from .store import SessionStore
 
 #: ``progress(done, total, label)``
 Progress = Callable[[int, int, str], None]
@@ -125,12 +137,53 @@ class RestoreResult:
     failed: list[tuple[str, str]]
 
 
-class Restorer:
-    """Relaunches ended sessions of a :class:`~jupyter_agents.sessions.SessionService`
-    and watches that the resumed process stays up."""
+class SessionChanges(Protocol):
+    """The changes a restore asks of the session service
+    (:class:`~jupyter_agents.sessions.SessionService`), each with all it implies there:
+    the record, the published event, the log line."""
 
-    def __init__(self, service: SessionService) -> None:
-        self.service = service
+    def launch(self, session: Session, launch: Launch, argv: list[str], was: Status | None) -> None:
+        """Spawn ``argv`` for ``session`` in its backend and record it running (a
+        restore: only while its status is still ``was``)."""
+
+    def set_status(
+        self, session_id: str, status: Status, expect: Iterable[Status], **fields: Any
+    ) -> Session | None:
+        """Change a record's status (compare-and-set on ``expect``) and publish it."""
+
+    def publish(
+        self, action: EventAction, session: Session, previous: Status | None = None
+    ) -> None:
+        """Tell the subscribers of the service's events."""
+
+
+class Restorer:
+    """Relaunches ended sessions of ``store`` in ``backends`` as their ``kinds`` resume
+    them, with environments by ``env``, through ``changes``; the terminal first shows the
+    last ``tail_bytes`` of the old transcript; a resumed process is watched for
+    ``resume_check`` seconds. ``state_dir``'s lock is held while a restore launches."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        backends: Backends,
+        kinds: Mapping[str, AgentKind],
+        env: EnvPolicy,
+        changes: SessionChanges,
+        state_dir: Path,
+        tail_bytes: int = TAIL_BYTES,
+        resume_check: float = 3.0,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.store = store
+        self.backends = backends
+        self.kinds = kinds
+        self.env = env
+        self.changes = changes
+        self.state_dir = state_dir
+        self.tail_bytes = tail_bytes
+        self.resume_check = resume_check
+        self.log = log or logging.getLogger("jupyter_agents")
 
     def restore(self, session_id: str) -> Session:
         """Relaunch an ended session in its cwd with its recorded environment: agents
@@ -142,8 +195,8 @@ class Restorer:
         gone or its kind is no longer configured. Under the state lock, so two
         concurrent restores of one session launch one process.
         """
-        with state_lock(self.service.state_dir):
-            session = self.service.store.get(session_id)
+        with state_lock(self.state_dir):
+            session = self.store.get(session_id)
             if session.status in ("running", "orphaned"):
                 hint = " (adopt an orphaned one)" if session.status == "orphaned" else ""
                 raise Conflict(
@@ -156,43 +209,41 @@ class Restorer:
                 raise Conflict(f"session {session_id} still has a live process (pid {held.pid})")
             if held is not None:
                 backend.remove(session_id)
-            if session.kind not in self.service.kinds:
+            if session.kind not in self.kinds:
                 raise Conflict(f"session {session_id}: kind {session.kind!r} is not configured")
             if not session.cwd or not Path(session.cwd).is_dir():
                 reason = f"cannot restore: its working directory {session.cwd!r} is gone"
-                self.service.store.update(session_id, reason=reason)
+                self.store.update(session_id, reason=reason)
                 raise Conflict(f"session {session_id}: {reason}")
             previous = session.status
-            session.env = self.service.env.environment(session.env)
-            kind = self.service.kinds[session.kind]
+            session.env = self.env.environment(session.env)
+            kind = self.kinds[session.kind]
             launch = kind.resume(session, session.env)
-            argv = kind.with_reporting(launch.argv, self.service.state_dir, session.id)
-            if self.service.store.find_live(session.name) is not None:
-                session.name = next_free_name(self.service.store.live_names())
+            argv = kind.with_reporting(launch.argv, self.state_dir, session.id)
+            if self.store.find_live(session.name) is not None:
+                session.name = next_free_name(self.store.live_names())
             transcript = Transcript(session.id, backend.transcript_path(session.id))
-            prelude = write_prelude(
-                self.service.state_dir, session, transcript, self.service.restore_tail_bytes
-            )
+            prelude = write_prelude(self.state_dir, session, transcript, self.tail_bytes)
             try:
                 if session.backend != backend.name:
                     session.backend = backend.name
-                    self.service.store.update(session.id, backend=backend.name)
-                self.service.launch(session, launch, prelude_argv(prelude, argv), previous)
+                    self.store.update(session.id, backend=backend.name)
+                self.changes.launch(session, launch, prelude_argv(prelude, argv), previous)
             except BaseException:
                 prelude.unlink(missing_ok=True)
                 raise
-        self.service.publish("status", session, previous)
+        self.changes.publish("status", session, previous)
         return session
 
     def _restore_backend(self, session: Session) -> Backend:
         """The backend a restore runs in: the session's own, started; the default one
         when that cannot start (e.g. tmux was uninstalled)."""
         try:
-            backend = self.service.backends.get(session.backend)
+            backend = self.backends.get(session.backend)
             backend.start()
         except BackendUnavailable as e:
-            backend = self.service.backends.default()
-            self.service.log.warning(
+            backend = self.backends.default()
+            self.log.warning(
                 "jupyter_agents: restoring session %s in backend %s: %s",
                 session.id,
                 backend.name,
@@ -204,14 +255,14 @@ class Restorer:
         """Watch a just-restored session for ``resume_check`` seconds; if it exits in that
         time, record why (exit code; the conversation id is kept). Returns the record.
         Blocking (it sleeps)."""
-        backend = self.service.backends.get(session.backend)
-        deadline = time.monotonic() + self.service.resume_check
+        backend = self.backends.get(session.backend)
+        deadline = time.monotonic() + self.resume_check
         status_deadline: float | None = None
         while True:
             held = {s.session_id: s for s in backend.list_live()}.get(session.id)
             now = time.monotonic()
             if held is None:  # already released by a reconcile elsewhere
-                exit_code = self.service.store.get(session.id).exit_code
+                exit_code = self.store.get(session.id).exit_code
                 break
             if held.dead:
                 # the exit status can lag behind the death (or never come): wait a little
@@ -220,20 +271,20 @@ class Restorer:
                     exit_code = held.exit_code
                     break
             elif now >= deadline:
-                return self.service.store.get(session.id)
+                return self.store.get(session.id)
             time.sleep(0.1)
         reason = (
             f"resume failed: {session.kind} exited at once (code {exit_code}); "
             f"conversation id {session.conversation_id or 'unknown'} kept. "
             f"Launched: {' '.join(session.argv)}"
         )
-        with state_lock(self.service.state_dir):
-            self.service.set_status(
+        with state_lock(self.state_dir):
+            self.changes.set_status(
                 session.id, "exited", ("running", "exited"), exit_code=exit_code, reason=reason
             )
             backend.remove(session.id)
-        self.service.log.warning("jupyter_agents: session %s: %s", session.id, reason)
-        return self.service.store.get(session.id)
+        self.log.warning("jupyter_agents: session %s: %s", session.id, reason)
+        return self.store.get(session.id)
 
     def restore_many(
         self, session_ids: Sequence[str], progress: Progress | None = None

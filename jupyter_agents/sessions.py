@@ -77,16 +77,16 @@ class SessionService:
         self.state_dir = state_dir
         self.kinds = kinds
         self.env = env
-        self.restore_tail_bytes = restore_tail_bytes
-        self.resume_check = resume_check
         self.log = log or logging.getLogger("jupyter_agents")
         self.last_report = Report()
         #: the reconcile at server start (clients report re-adoptions from it)
         self.boot_report = Report()
-        self.restorer = Restorer(self)
         #: its changes are published here, and other processes' (``publish_external``)
         self.events = EventHub(self.log)
         self.publish = self.events.publish
+        self.restorer = Restorer(
+            store, backends, kinds, env, self, state_dir, restore_tail_bytes, resume_check, self.log
+        )
         self.attention = AttentionTracker(state_dir, store, kinds, self.publish, self.log)
         self._gaps = GapLog(self.log)
 
