@@ -4,8 +4,9 @@ We launch the agent CLIs, so each process gets its own hooks (Claude Code:
 ``--settings`` with a private file; Codex: ``-c notify=[...]``). They run
 :mod:`jupyter_agents.hook`, which appends a digest of each event to the session's spool
 file; the session service applies spooled events (:func:`state_after`) to the store.
-The user's own settings files are never edited. Pure functions here, except the two
-that write the per-session hook files.
+The user's own settings files are never edited. :func:`digest` and :func:`state_after`
+are pure; the rest touches files: the per-session hook files, the spool
+(:func:`read_spool`, :class:`AttentionTracker`) and its wake socket.
 
 States: ``working``; ``waiting`` (turn finished, wants input); ``permission`` (approval
 asked); ``error`` (with the reason); ``unknown`` (the CLI ended its session). Claude

@@ -1,6 +1,7 @@
 """What a new process gets: its terminal name, its working directory, its environment.
 
-Pure policy over plain data; the session service applies it.
+Policy the session service applies: it reads this process's environment and which
+directories exist, and changes nothing.
 """
 
 from __future__ import annotations

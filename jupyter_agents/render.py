@@ -1,6 +1,7 @@
 r"""Raw terminal output (a transcript) as people read it: plain text lines, HTML with
-colours, and asciicast v2 with the transcript's timing. Pure and streaming: the
-functions take chunks of bytes and give chunks back, never a whole transcript at once.
+colours, and asciicast v2 with the transcript's timing. The renderers are pure and
+streaming: they take chunks of bytes and give chunks back, never a whole transcript at
+once; :func:`export` feeds them a transcript as it reads it.
 
 Lines are rendered the way a terminal draws a line: ``\r`` goes back to its start and
 what follows overwrites, ``\b`` steps back, tabs go to the next multiple of 8, ``ESC[K``

@@ -1,7 +1,9 @@
-"""The on-disk layout of a transcript, pure: file names, what a directory listing
-holds, how a capped transcript is cut into segments, and the timing index format.
+"""The on-disk layout of a transcript: file names, what a directory listing holds, how a
+capped transcript is cut into segments and the timing index format (functions over
+plain data), and the move of a transcript of the older one-file layout
+(:func:`migrate_legacy`, the one function here that touches the disk).
 :class:`~jupyter_agents.transcripts.Transcript` reads by these rules; the writers
-(tmux's perl writer, the broker's recorder) write by them.
+(tmux's :mod:`~jupyter_agents.backends.tmux.writer`, the broker's recorder) write by them.
 
 Layout of one session's transcript, ``<state dir>/transcripts/<session id>/`` (0700)::
 

@@ -1,8 +1,9 @@
 """The AgentKind contract: what runs in a session, how it resumes, where its id comes from.
 
-A kind is pure policy over plain data. It never starts a process itself: the
-TerminalManager spawns the argv a kind returns, in the session's cwd, through the
-backend (no shell ever parses it), and asks the kind again on restore.
+A kind is policy: it reads the agent CLI's own files (where its conversations are) and
+never writes a file or starts a process itself: the TerminalManager spawns the argv a
+kind returns, in the session's cwd, through the backend (no shell ever parses it), and
+asks the kind again on restore.
 """
 
 from __future__ import annotations
