@@ -18,7 +18,8 @@ from .formats import Commands, Replies, format_of, parse_reply
 @dataclasses.dataclass(frozen=True)
 class PaneState:
     """The pane's state a replay needs besides its text, each field the tmux format
-    variable of its name (:func:`~.formats.format_of`)."""
+    variable of its name (:func:`~.formats.format_of`); a field whose value may hold
+    spaces (a title) goes last (:func:`~.formats.parse_format`)."""
 
     history_size: int = 0
     alternate_on: bool = False
@@ -100,7 +101,7 @@ class Snapshot:
         """The replies to ``request``'s commands; None without the pane's state (the
         session vanished meanwhile).
 
-        >>> state = " ".join(["9"] + ["0"] * 14)
+        >>> state = " ".join(["9"] + ["0"] * (len(dataclasses.fields(PaneState)) - 1))
         >>> replies = Replies()
         >>> for name, lines in ("state", [state]), ("old", ["old"]), ("recent", ["new"]):
         ...     replies.add(name, True, [line.encode() for line in lines])
