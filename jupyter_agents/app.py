@@ -194,12 +194,14 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
 
     async def _refresh(self, service: SessionService) -> None:
         """Every ``refresh_interval`` s, off the loop: conversation ids of running agents,
-        the changes other processes made to the store (both publish events), and new
-        gaps in running sessions' transcripts (logged)."""
+        what their programs set (modes, titles), the changes other processes made to the
+        store (all publish events), and new gaps in running sessions' transcripts
+        (logged)."""
         while True:
             await asyncio.sleep(self.refresh_interval)
             try:
                 await asyncio.to_thread(service.follow_conversations)
+                await asyncio.to_thread(service.follow_modes)
                 await asyncio.to_thread(service.apply_attention)  # in case a wake was lost
                 await asyncio.to_thread(service.events.publish_external, service.store)
                 await asyncio.to_thread(service.log_transcript_gaps)

@@ -140,6 +140,13 @@ def cmd_kill(service: SessionService, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rename(service: SessionService, args: argparse.Namespace) -> int:
+    session = service.rename(service.lookup(args.id).id, args.title)
+    title = session.title or session.program_title
+    print(f"{session.id} is now titled {title!r}" if title else f"{session.id} has no title")
+    return 0
+
+
 def cmd_adopt(service: SessionService, args: argparse.Namespace) -> int:
     session = service.adopt(service.lookup(args.id).id)
     print(f"adopted {session.id} as terminal {session.name!r}")
@@ -247,6 +254,7 @@ COMMANDS = {
     "grep": cmd_grep,
     "export": cmd_export,
     "kill": cmd_kill,
+    "rename": cmd_rename,
     "adopt": cmd_adopt,
     "restore": cmd_restore,
     "reconcile": cmd_reconcile,
@@ -326,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", default=None, help="file (default: kind-name-id.FORMAT; - for stdout)"
     )
     add("kill", "end a session's process tree").add_argument("id")
+    p = add("rename", "give a session a title (an empty one: the program's title again)")
+    p.add_argument("id")
+    p.add_argument("title", help="plain text, at most 256 characters")
     add("adopt", "make an orphaned session a normal terminal").add_argument("id")
     p = add("restore", "relaunch an ended session (agents resume their conversation)")
     p.add_argument("id", nargs="?")

@@ -14,6 +14,7 @@ from .store import Session
 COLUMNS = (
     "id",
     "name",
+    "title",
     "kind",
     "status",
     "attention",
@@ -38,9 +39,11 @@ def row(session: Session) -> tuple[str, ...]:
     attention: str = session.attention or ""
     if session.attention_reason:
         attention += f" ({session.attention_reason})"
+    title = session.title or session.program_title or ""
     return (
         session.id,
         session.name,
+        title if len(title) <= 40 else title[:39] + "…",
         session.kind,
         status,
         attention,

@@ -21,7 +21,7 @@ SCHEMA_ID = "https://events.jupyter.org/jupyter_agents/session/v1"
 SCHEMA_PATH = Path(__file__).parent / "event_schemas" / "session" / "v1.yaml"
 
 EventAction = Literal[
-    "created", "status", "conversation", "attention", "activity", "updated", "shared"
+    "created", "status", "conversation", "attention", "activity", "title", "updated", "shared"
 ]
 
 
@@ -29,7 +29,8 @@ EventAction = Literal[
 class SessionEvent:
     """Something happened to a session: ``created``, ``status`` (``previous`` holds the
     old status), ``conversation`` (its id changed), ``activity`` (output or input),
-    ``attention`` (what the agent needs changed), ``updated`` (other fields)."""
+    ``attention`` (what the agent needs changed), ``title`` (a person or its program
+    retitled it), ``updated`` (other fields)."""
 
     action: EventAction
     session: Session
@@ -50,6 +51,8 @@ class SessionEvent:
             "attention": s.attention,
             "attention_since": s.attention_since,
             "attention_reason": s.attention_reason,
+            "title": s.title or s.program_title,
+            "title_source": "user" if s.title else "program" if s.program_title else None,
         }
 
 
@@ -61,8 +64,8 @@ class EventHub:
         self.log = log
         self._subscribers: list[Callable[[SessionEvent], None]] = []
         self._lock = threading.Lock()
-        #: (status, conversation id) of each session as last published
-        self._seen: dict[str, tuple[Status, str | None]] | None = None
+        #: (status, conversation id, title) of each session as last published
+        self._seen: dict[str, tuple[Status, str | None, str | None]] | None = None
         self._data_version = -1
 
     def subscribe(self, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
@@ -86,7 +89,7 @@ class EventHub:
         with self._lock:
             listeners = list(self._subscribers)
             if self._seen is not None:
-                self._seen[session.id] = (session.status, session.conversation_id)
+                self._seen[session.id] = _seen(session)
         for listener in listeners:
             try:
                 listener(event)
@@ -95,7 +98,7 @@ class EventHub:
 
     def publish_external(self, store: SessionStore) -> int:
         """Publish what other processes (the CLI, kernels, another server) changed in the
-        store since the last call: new records, status and conversation changes. The
+        store since the last call: new records, status, conversation and title changes. The
         first call only takes note; later calls cost one query while nothing changed."""
         version = store.data_version()
         if version == self._data_version:
@@ -114,10 +117,17 @@ class EventHub:
                 self.publish("status", session, was[0])
             elif was[1] != session.conversation_id:
                 self.publish("conversation", session)
+            elif was[2] != _seen(session)[2]:
+                self.publish("title", session)
             else:
                 continue
             published += 1
         with self._lock:
             for session in current:
-                seen.setdefault(session.id, (session.status, session.conversation_id))
+                seen.setdefault(session.id, _seen(session))
         return published
+
+
+def _seen(session: Session) -> tuple[Status, str | None, str | None]:
+    """What :meth:`EventHub.publish_external` compares of a session."""
+    return session.status, session.conversation_id, session.title or session.program_title

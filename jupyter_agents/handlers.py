@@ -23,7 +23,7 @@ from tornado import web
 
 from . import params
 from .auth import is_owner
-from .errors import AgentsError, http_error
+from .errors import AgentsError, InvalidRequest, http_error
 from .query import parse_query
 from .render import FORMATS, export, export_name
 from .search import search_sessions
@@ -156,13 +156,23 @@ class SessionsHandler(ApiHandler):
 
 class SessionHandler(ApiHandler):
     """``GET /api/agents/sessions/<id>``: one record, with what its transcript keeps.
-    ``DELETE``: end its process tree (running or orphaned sessions; 204)."""
+    ``PATCH`` ``{title}``: a person's title (null clears it; 400 for control characters
+    or more than 256). ``DELETE``: end its process tree (running or orphaned; 204)."""
 
-    SUPPORTED_METHODS = ("GET", "DELETE", "OPTIONS")  # type: ignore[assignment]
+    SUPPORTED_METHODS = ("GET", "PATCH", "DELETE", "OPTIONS")  # type: ignore[assignment]
 
     @web.authenticated
     @authorized
     async def get(self, session_id: str) -> None:
+        self.reply(await self.call(self.service.model, session_id))
+
+    @web.authenticated
+    @authorized
+    async def patch(self, session_id: str) -> None:
+        data = self.body({"title"})
+        if "title" not in data:
+            raise http_error(InvalidRequest("nothing to change: give title (null clears it)"))
+        await self.call(self.service.rename, session_id, data["title"])
         self.reply(await self.call(self.service.model, session_id))
 
     @web.authenticated

@@ -38,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("id", nargs="?")
     p.add_argument("--all", action="store_true")
     sub.add_parser("kill", add_help=False).add_argument("id")
+    p = sub.add_parser("rename", add_help=False)
+    p.add_argument("id")
+    p.add_argument("title", nargs="*")
     p = sub.add_parser("log", add_help=False)
     p.add_argument("id")
     p.add_argument("-n", type=int, default=40)
@@ -71,6 +74,8 @@ class AgentMagics(Magics):
             restore one ended session, or every interrupted one
         %agent kill ID
             end a session's process tree
+        %agent rename ID TITLE...
+            give a session a title (none: the title its program set shows again)
         %agent log ID [-n LINES]
             the last LINES lines of a session's transcript (default 40)
         %agent dashboard
@@ -113,6 +118,9 @@ class AgentMagics(Magics):
             return SessionTable(result.restored)
         if args.command == "kill":
             return SessionTable([service.terminate(service.lookup(args.id).id)])
+        if args.command == "rename":
+            title = " ".join(args.title)
+            return SessionTable([service.rename(service.lookup(args.id).id, title)])
         if args.command == "log":
             data = service.transcript(service.lookup(args.id).id).tail(1 << 20)
             print("\n".join(plain_text(data).splitlines()[-args.n :]))

@@ -45,7 +45,9 @@ from .procs import (
 from .reconcile import Action, apply_plan
 from .restore import TAIL_BYTES, Restorer
 from .store import Session, SessionStore, Status, new_session_id, utcnow_iso
+from .terminal_state import Followed, ModeFollower
 from .transcripts import GapLog, Transcript
+from .vt import check_title
 
 ENDED: tuple[Status, ...] = ("exited", "interrupted", "killed")
 
@@ -88,6 +90,8 @@ class SessionService:
             store, backends, kinds, env, self, state_dir, restore_tail_bytes, resume_check, self.log
         )
         self.attention = AttentionTracker(state_dir, store, kinds, self.publish, self.log)
+        #: what each running session's program has set, followed from its transcript
+        self.modes = ModeFollower()
         self._gaps = GapLog(self.log)
 
     def close(self) -> None:
@@ -219,6 +223,35 @@ class SessionService:
         for session in self.store.get_many(c.session_id for c in changes):
             self.publish("conversation", session)
         return len(changes)
+
+    def follow_modes(self) -> int:
+        """Follow what running sessions' programs set since the last call (their modes,
+        :mod:`jupyter_agents.terminal_state`, kept in the store, and their titles: each
+        new title is published); how many titles changed."""
+        changed = 0
+        for session in self.store.list(["running"]):
+            point = self.modes.at(session.id, self._transcript(session), session.modes)
+            fields: dict[str, Any] = {}
+            kept = Followed.load(session.modes)
+            if kept is None or kept.modes != point.modes or point.offset - kept.offset > 1 << 20:
+                fields["modes"] = point.dump()
+            if point.modes.title is not None and point.modes.title != session.program_title:
+                fields["program_title"] = point.modes.title
+            if fields:
+                self.store.update(session.id, **fields)
+            if "program_title" in fields:
+                changed += 1
+                self.publish("title", self.store.get(session.id))
+        return changed
+
+    def rename(self, session_id: str, title: object) -> Session:
+        """Give a session a person's title (:func:`~jupyter_agents.vt.check_title`;
+        None or empty: clear it, so the program's shows again); published."""
+        title = check_title(title)
+        self.store.update(session_id, title=title)
+        session = self.store.get(session_id)
+        self.publish("title", session)
+        return session
 
     def apply_attention(self) -> int:
         """Bring attention states up to date (:class:`attention.AttentionTracker`): the

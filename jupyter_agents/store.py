@@ -92,6 +92,13 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (share_id, user)
     );
     """,
+    # titles: the one a person gave the session, and the last one its program set; the
+    # modes its program set, as followed from its transcript (terminal_state.Followed)
+    """
+    ALTER TABLE sessions ADD COLUMN title TEXT;
+    ALTER TABLE sessions ADD COLUMN program_title TEXT;
+    ALTER TABLE sessions ADD COLUMN modes TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -136,11 +143,21 @@ class Session:
     attention_reason: str | None = None
     #: how we know: ``hooks`` (exact, per-process hooks), ``notify`` (exact, at turn ends)
     attention_source: str | None = None
+    #: the title a person gave it (None: none)
+    title: str | None = None
+    #: the last title its program set (OSC 0 or 2), plain text
+    program_title: str | None = None
+    #: the modes its program set at a transcript offset (terminal_state.Followed.dump)
+    modes: str | None = None
 
     def to_model(self) -> dict[str, Any]:
-        """The session model of the REST API (everything but process identity and env)."""
+        """The session model of the REST API (everything but process identity and env):
+        ``title`` is the person's title, else the program's (``title_source`` says
+        which: ``user``, ``program`` or None)."""
         model = dataclasses.asdict(self)
-        del model["pid_created"], model["env"]
+        del model["pid_created"], model["env"], model["program_title"], model["modes"]
+        model["title"] = self.title or self.program_title
+        model["title_source"] = "user" if self.title else "program" if self.program_title else None
         return model
 
     @classmethod

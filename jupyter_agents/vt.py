@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from .errors import InvalidRequest
+
 QUERIES = re.compile(
     rb"\x1b\[[?>=]?[0-9;]*[nc]"  # device status, cursor position, device attributes
     rb"|\x1b\[[0-9;]*t"  # window ops (some report back)
@@ -77,6 +79,30 @@ def clean_title(title: str) -> str:
     'build [31mred ok'
     """
     return _TITLE_CONTROLS.sub("", title)[:MAX_TITLE]
+
+
+def check_title(title: object) -> str | None:
+    """A person's title for a session: text of 1 to :data:`MAX_TITLE` characters, no
+    control characters (surrounding blanks dropped); None or empty clears it.
+    :class:`~jupyter_agents.errors.InvalidRequest` otherwise.
+
+    >>> check_title("  Fix the flaky test "), check_title(""), check_title(None)
+    ('Fix the flaky test', None, None)
+    >>> check_title("a\x1b[31mb")
+    Traceback (most recent call last):
+    ...
+    jupyter_agents.errors.InvalidRequest: a title is plain text: no control characters
+    """
+    if title is None:
+        return None
+    if not isinstance(title, str):
+        raise InvalidRequest("title must be a string or null")
+    if _TITLE_CONTROLS.search(title):
+        raise InvalidRequest("a title is plain text: no control characters")
+    title = title.strip()
+    if len(title) > MAX_TITLE:
+        raise InvalidRequest(f"a title has at most {MAX_TITLE} characters, got {len(title)}")
+    return title or None
 
 
 @dataclasses.dataclass

@@ -63,7 +63,7 @@ def test_cli_round_trip_with_a_live_server(agents_server, agents_state_dir, tmp_
     assert status == 200 and rest[0]["status"] == "killed"
     assert json.loads(cli("list", "--json", *state).stdout)[0]["status"] == "killed"
     table = cli("list", *state).stdout
-    assert table.splitlines()[0].split()[:4] == ["ID", "NAME", "KIND", "STATUS"]
+    assert table.splitlines()[0].split()[:5] == ["ID", "NAME", "TITLE", "KIND", "STATUS"]
     assert model["id"] in table and "killed" in table
 
 

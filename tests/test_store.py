@@ -44,8 +44,16 @@ def test_round_trip_and_model(tmp_path):
         "attention_since",
         "attention_reason",
         "attention_source",
+        "title",
+        "title_source",
     }
     assert "env" not in model and "pid_created" not in model
+    assert (model["title"], model["title_source"]) == (None, None)
+    store.update("a", program_title="vim: notes.md")
+    assert store.get("a").to_model()["title_source"] == "program"
+    store.update("a", title="Fix the tests")
+    model = store.get("a").to_model()
+    assert (model["title"], model["title_source"]) == ("Fix the tests", "user")
     with pytest.raises(NotFound):
         store.get("nope")
     assert sqlite3.connect(tmp_path / "s.db").execute("PRAGMA journal_mode").fetchone() == ("wal",)
