@@ -29,20 +29,14 @@ import {
   TranslationBundle
 } from '@jupyterlab/translation';
 
-import { reconcileReport } from './api';
 import { AttentionWatcher } from './attention';
 import { addCommands } from './commands';
-import {
-  InterruptedBanner,
-  interruptedFor,
-  RestoredBanner,
-  restoredFor,
-  TerminalWidget
-} from './interrupted';
+import { EventConnection } from './events';
+import { InterruptedTabs, TerminalWidget } from './interrupted';
 import { DEFAULT_POLL_INTERVAL, SessionsModel } from './model';
 import { AgentsPanel, commandActions } from './panel';
 import { addReplayCommand } from './replay';
-import { notifyRestart } from './restart';
+import { followRestarts } from './restart';
 import { runningManager } from './running';
 import { addShareCommands } from './sharing';
 import { AgentsStatus } from './status';
@@ -87,10 +81,13 @@ const sessions: JupyterFrontEndPlugin<IAgentSessions> = {
     translator: ITranslator | null,
     browser: IDefaultFileBrowser | null
   ): IAgentSessions => {
+    const serverSettings = app.serviceManager.serverSettings;
+    const standby = () =>
+      (connection && !connection.isConnected) || 'when-hidden';
     const model = new SessionsModel({
-      serverSettings: app.serviceManager.serverSettings,
-      events: app.serviceManager.events,
-      standby: () => (connection && !connection.isConnected) || 'when-hidden'
+      serverSettings,
+      events: new EventConnection({ serverSettings, standby }),
+      standby
     });
     void watchSettings(registry, settings => {
       const seconds = settings.composite.pollInterval;
@@ -228,101 +225,9 @@ const interrupted: JupyterFrontEndPlugin<void> = {
     terminals: ITerminalTracker | null,
     translator: ITranslator | null
   ) => {
-    if (!terminals) {
-      return;
+    if (terminals) {
+      new InterruptedTabs({ app, model, terminals, trans: load(translator) });
     }
-    const trans = load(translator);
-    // sessions restored by a command of ours (panel, banner, notification): their tab
-    // needs no banner
-    const ourRestores = new Set<string>();
-    app.commands.commandExecuted.connect((_, { id, args }) => {
-      if (id === CommandIDs.restore && args.id) {
-        ourRestores.add(String(args.id));
-      } else if (id === CommandIDs.restoreAll) {
-        (model.sessions ?? [])
-          .filter(s => s.status === 'interrupted')
-          .forEach(s => ourRestores.add(s.id));
-      }
-    });
-    // the ids the server found interrupted when it started, per server start
-    let boot: { started: string; ids: Promise<Set<string>> } | undefined;
-    const interruptedAtBoot = (): Promise<Set<string>> => {
-      const started = model.started ?? '';
-      if (!boot || boot.started !== started) {
-        boot = {
-          started,
-          ids: reconcileReport(model.serverSettings).then(
-            report =>
-              new Set(
-                (report.boot?.actions ?? [])
-                  .filter(a => a.kind === 'interrupt')
-                  .map(a => a.session_id)
-              ),
-            () => new Set<string>()
-          )
-        };
-      }
-      return boot.ids;
-    };
-
-    terminals.widgetAdded.connect(async (_, widget: TerminalWidget) => {
-      const name = widget.content.session.name;
-      await model.ready;
-      const known = (model.sessions ?? []).some(
-        s => s.name === name && s.status === 'running'
-      );
-      if (!known) {
-        // a terminal made (or restored) for this tab after our snapshot
-        await model.refresh();
-      }
-      const sessions = model.sessions ?? [];
-      const restored = restoredFor(sessions, name, await interruptedAtBoot());
-      if (restored && !ourRestores.has(restored.id) && !widget.isDisposed) {
-        const banner: RestoredBanner = new RestoredBanner(
-          restored,
-          trans,
-          async () => {
-            // a new plain shell where the restored one runs; this tab goes (the
-            // restored session keeps running, listed in the Agents panel)
-            await app.commands.execute(CommandIDs.create, {
-              kind: 'shell',
-              cwd: restored.cwd ?? ''
-            });
-            widget.dispose();
-          },
-          () => banner.dispose()
-        );
-        widget.contentHeader.addWidget(banner);
-        return;
-      }
-      const lost = interruptedFor(sessions, name, model.started);
-      if (!lost || widget.isDisposed) {
-        return;
-      }
-      const banner = new InterruptedBanner(
-        lost,
-        trans,
-        async () => {
-          // the fresh shell made in its place goes; the session takes its name back
-          widget.dispose();
-          await app.serviceManager.terminals
-            .shutdown(name)
-            .catch(() => undefined);
-          await app.commands.execute(CommandIDs.restore, { id: lost.id });
-        },
-        () => banner.dispose()
-      );
-      // gone once the session is no longer interrupted (restored from elsewhere)
-      const follow = () => {
-        const now = model.sessions?.find(s => s.id === lost.id);
-        if (now && now.status !== 'interrupted') {
-          banner.dispose();
-        }
-      };
-      model.changed.connect(follow);
-      banner.disposed.connect(() => model.changed.disconnect(follow));
-      widget.contentHeader.addWidget(banner);
-    });
   }
 };
 
@@ -340,26 +245,18 @@ const restartNotification: JupyterFrontEndPlugin<void> = {
     state: IStateDB | null,
     translator: ITranslator | null
   ) => {
-    const trans = load(translator);
     let enabled = true;
-    const settings = watchSettings(registry, s => {
+    const ready = watchSettings(registry, s => {
       enabled = s.composite.notifications !== false;
     });
-    let handled: string | undefined;
-    const onStart = async (started: string) => {
-      if (started === handled) {
-        return;
-      }
-      handled = started;
-      await settings;
-      if (enabled) {
-        await notifyRestart({ app, model, state, trans, started });
-      }
-    };
-    model.serverStarted.connect((_, started) => void onStart(started));
-    if (model.started) {
-      void onStart(model.started);
-    }
+    followRestarts({
+      app,
+      model,
+      state,
+      trans: load(translator),
+      ready,
+      enabled: () => enabled
+    });
   }
 };
 

@@ -10,13 +10,15 @@
  *   `InterruptedBanner` says why and offers to restore the recorded session in its
  *   place.
  */
+import { JupyterFrontEnd } from '@jupyterlab/application';
 import { MainAreaWidget } from '@jupyterlab/apputils';
-import { ITerminal } from '@jupyterlab/terminal';
+import { ITerminal, ITerminalTracker } from '@jupyterlab/terminal';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
-import { ISession } from './api';
+import { ISession, reconcileReport } from './api';
 import { kindLabel } from './icons';
+import { CommandIDs, IAgentSessions } from './tokens';
 
 /** The interrupted session that a tab named like `fresh` stands in for, if any. */
 export function interruptedFor(
@@ -196,3 +198,138 @@ export class RestoredBanner extends Banner {
 }
 
 export type TerminalWidget = MainAreaWidget<ITerminal.ITerminal>;
+
+/**
+ * Puts the right banner on each terminal tab as it opens: `RestoredBanner` on the tab
+ * of a session the server restored in place when the tab reopened it (unless one of
+ * our commands restored it: then the user asked for it), `InterruptedBanner` on a tab
+ * that got a fresh shell in place of an interrupted session (gone once that session
+ * is restored from elsewhere).
+ */
+export class InterruptedTabs {
+  constructor(private _options: InterruptedTabs.IOptions) {
+    const { app, model, terminals } = _options;
+    app.commands.commandExecuted.connect((_, { id, args }) => {
+      if (id === CommandIDs.restore && args.id) {
+        this._ourRestores.add(String(args.id));
+      } else if (id === CommandIDs.restoreAll) {
+        (model.sessions ?? [])
+          .filter(s => s.status === 'interrupted')
+          .forEach(s => this._ourRestores.add(s.id));
+      }
+    });
+    terminals.widgetAdded.connect((_, widget) => void this._onTab(widget));
+  }
+
+  /** The ids the server found interrupted when it started (once per server start). */
+  private _interruptedAtBoot(): Promise<Set<string>> {
+    const { model } = this._options;
+    const started = model.started ?? '';
+    if (!this._boot || this._boot.started !== started) {
+      this._boot = {
+        started,
+        ids: reconcileReport(model.serverSettings).then(
+          report =>
+            new Set(
+              (report.boot?.actions ?? [])
+                .filter(a => a.kind === 'interrupt')
+                .map(a => a.session_id)
+            ),
+          () => new Set<string>()
+        )
+      };
+    }
+    return this._boot.ids;
+  }
+
+  private async _onTab(widget: TerminalWidget): Promise<void> {
+    const { model } = this._options;
+    const name = widget.content.session.name;
+    await model.ready;
+    const known = (model.sessions ?? []).some(
+      s => s.name === name && s.status === 'running'
+    );
+    if (!known) {
+      // a terminal made (or restored) for this tab after our snapshot
+      await model.refresh();
+    }
+    const sessions = model.sessions ?? [];
+    const restored = restoredFor(
+      sessions,
+      name,
+      await this._interruptedAtBoot()
+    );
+    if (restored && !this._ourRestores.has(restored.id)) {
+      if (!widget.isDisposed) {
+        this._offerFresh(widget, restored);
+      }
+      return;
+    }
+    const lost = interruptedFor(sessions, name, model.started);
+    if (lost && !widget.isDisposed) {
+      this._offerRestore(widget, lost);
+    }
+  }
+
+  /** The session was restored in place: say so, offer a fresh shell instead. */
+  private _offerFresh(widget: TerminalWidget, restored: ISession): void {
+    const { app, trans } = this._options;
+    const banner: RestoredBanner = new RestoredBanner(
+      restored,
+      trans,
+      async () => {
+        // a new plain shell where the restored one runs; this tab goes (the
+        // restored session keeps running, listed in the Agents panel)
+        await app.commands.execute(CommandIDs.create, {
+          kind: 'shell',
+          cwd: restored.cwd ?? ''
+        });
+        widget.dispose();
+      },
+      () => banner.dispose()
+    );
+    widget.contentHeader.addWidget(banner);
+  }
+
+  /** The tab shows a fresh shell in place of an interrupted session: restore it? */
+  private _offerRestore(widget: TerminalWidget, lost: ISession): void {
+    const { app, model, trans } = this._options;
+    const name = widget.content.session.name;
+    const banner = new InterruptedBanner(
+      lost,
+      trans,
+      async () => {
+        // the fresh shell made in its place goes; the session takes its name back
+        widget.dispose();
+        await app.serviceManager.terminals
+          .shutdown(name)
+          .catch(() => undefined);
+        await app.commands.execute(CommandIDs.restore, { id: lost.id });
+      },
+      () => banner.dispose()
+    );
+    // gone once the session is no longer interrupted (restored from elsewhere)
+    const follow = () => {
+      const now = model.sessions?.find(s => s.id === lost.id);
+      if (now && now.status !== 'interrupted') {
+        banner.dispose();
+      }
+    };
+    model.changed.connect(follow);
+    banner.disposed.connect(() => model.changed.disconnect(follow));
+    widget.contentHeader.addWidget(banner);
+  }
+
+  /** Sessions restored by a command of ours (panel, banner, notification). */
+  private _ourRestores = new Set<string>();
+  private _boot: { started: string; ids: Promise<Set<string>> } | undefined;
+}
+
+export namespace InterruptedTabs {
+  export interface IOptions {
+    app: JupyterFrontEnd;
+    model: IAgentSessions;
+    terminals: ITerminalTracker;
+    trans: TranslationBundle;
+  }
+}

@@ -4,25 +4,18 @@
  *
  * How it stays current:
  * - One REST snapshot (`GET /api/agents/sessions` and `GET /api/agents/shares`, plus
- *   `GET /api/status` for the server's start time) when the event stream is seen
- *   open, then a new snapshot
- *   after each session event on `serviceManager.events.stream` (debounced 100 ms, so
- *   a burst costs one request). `activity` events only move `last_activity` here.
- *   The attention fields every event carries are applied at once (a badge should not
- *   wait for a request); the snapshot follows as for any event. A `shared` event (a
- *   share made, revoked or expired, a viewer came or went) is one of them.
- *   Nothing is requested while nothing happens.
- * - Stream health: JupyterLab's `EventManager` reconnects its websocket by itself
- *   but exposes no connection state, and the server replays nothing that was missed.
- *   So every half second we look at its socket's `readyState` (the private
- *   `_socket` of `EventManager` in @jupyterlab/services 7, read defensively; a look
- *   at a local object, not a request):
- *   - open: no poll. Each socket seen open (a new one is a reconnect, after which
- *     events may have been missed and the server has often restarted) gets one
- *     snapshot, start time included.
- *   - not open (after a short grace while the first socket connects), or no socket
- *     we can see (an events manager of another shape): the fallback poll, one
- *     snapshot every `pollInterval` seconds, until a socket is seen open.
+ *   `GET /api/status` for the server's start time) each time the event stream opens
+ *   (a reopened stream is a reconnect, after which events may have been missed and
+ *   the server has often restarted), then a new snapshot after each session event
+ *   (debounced 100 ms, so a burst costs one request). `activity` events only move
+ *   `last_activity` here. The attention fields every event carries are applied at
+ *   once (a badge should not wait for a request); the snapshot follows as for any
+ *   event. A `shared` event (a share made, revoked or expired, a viewer came or went)
+ *   is one of them. Nothing is requested while nothing happens.
+ * - The stream is the extension's own connection (`events.ts`), which says when its
+ *   state changes. While it is not open (after a short grace while the first socket
+ *   connects) the fallback poll takes one snapshot every `pollInterval` seconds, until
+ *   the stream opens again.
  */
 import { Event, ServerConnection } from '@jupyterlab/services';
 import { Debouncer, Poll, Throttler } from '@lumino/polling';
@@ -39,14 +32,13 @@ import {
   SESSION_EVENT
 } from './api';
 import { needsYou } from './attention';
+import { IEventStream, StreamState } from './events';
 import { IAgentSessions, ICounts } from './tokens';
 
 /** Default seconds between snapshots while the event stream is down. */
 export const DEFAULT_POLL_INTERVAL = 10;
 /** A burst of events within this many ms costs one snapshot. */
 const EVENT_DEBOUNCE = 100;
-/** How often the events socket's state is looked at (ms, no request). */
-const WATCH_INTERVAL = 500;
 /** How long a first socket may take to connect before the fallback poll starts (ms). */
 const CONNECT_GRACE = 3000;
 /** Re-render for `activity` events at most this often (ms). */
@@ -54,36 +46,12 @@ const ACTIVITY_THROTTLE = 1000;
 
 const DEFAULT_KINDS = ['shell', 'claude', 'codex'];
 
-type StreamState = 'open' | 'connecting' | 'down' | 'unknown';
-
-/** The state of the events manager's websocket, as far as it can be seen. */
-function streamState(events: Event.IManager): {
-  state: StreamState;
-  socket: WebSocket | null;
-} {
-  const holder = events as unknown as { _socket?: WebSocket | null };
-  if (!('_socket' in holder)) {
-    return { state: 'unknown', socket: null };
-  }
-  const socket = holder._socket;
-  if (!socket || typeof socket.readyState !== 'number') {
-    return { state: 'down', socket: null };
-  }
-  switch (socket.readyState) {
-    case 1: // OPEN
-      return { state: 'open', socket };
-    case 0: // CONNECTING
-      return { state: 'connecting', socket };
-    default:
-      return { state: 'down', socket };
-  }
-}
-
 export class SessionsModel implements IAgentSessions {
   constructor(options: SessionsModel.IOptions) {
     this.serverSettings = options.serverSettings;
     this._events = options.events;
-    this._events.stream.connect(this._onEvent, this);
+    this._events.received.connect(this._onEvent, this);
+    this._events.stateChanged.connect(this._onState, this);
     this._snapshotSoon = new Debouncer(
       () => this._fetch(false),
       EVENT_DEBOUNCE
@@ -103,8 +71,14 @@ export class SessionsModel implements IAgentSessions {
       standby: options.standby ?? 'when-hidden'
     });
     this._ready = new Promise(resolve => (this._resolveReady = resolve));
-    this._watch();
-    this._watcher = window.setInterval(() => this._watch(), WATCH_INTERVAL);
+    // the first socket may take a moment to open: poll only if it has not by then
+    this._grace = window.setTimeout(() => {
+      this._graceOver = true;
+      if (this._events.state !== 'open') {
+        this._onState(this._events, this._events.state);
+      }
+    }, CONNECT_GRACE);
+    this._onState(this._events, this._events.state);
     this._kindsReady = listKinds(this.serverSettings).then(
       found => (this._kinds = found.map(k => k.name)),
       () => this._kinds
@@ -207,8 +181,9 @@ export class SessionsModel implements IAgentSessions {
       return;
     }
     this._isDisposed = true;
-    window.clearInterval(this._watcher);
-    this._events.stream.disconnect(this._onEvent, this);
+    window.clearTimeout(this._grace);
+    this._events.received.disconnect(this._onEvent, this);
+    this._events.stateChanged.disconnect(this._onState, this);
     this._fallback.dispose();
     this._snapshotSoon.dispose();
     this._activity.dispose();
@@ -220,28 +195,23 @@ export class SessionsModel implements IAgentSessions {
     return Math.round(Math.min(Math.max(s, 1), 86400) * 1000);
   }
 
-  /** Follow the events socket: snapshot when one opens, fall back when down. */
-  private _watch(): void {
+  /**
+   * Follow the event stream: a snapshot each time it opens, no poll while it is
+   * open; the fallback poll while it is not (except while the first socket connects,
+   * within the grace).
+   */
+  private _onState(_: IEventStream, state: StreamState): void {
     if (this._isDisposed) {
       return;
     }
-    const { state, socket } = streamState(this._events);
     if (state === 'open') {
-      this._downSince = null;
-      if (socket !== this._socket) {
-        this._socket = socket;
-        this._setPolling(false);
-        void this._fetch(true).catch(() => undefined);
-      }
+      this._seenOpen = true;
+      this._setPolling(false);
+      void this._fetch(true).catch(() => undefined);
       return;
     }
-    if (this._downSince === null) {
-      this._downSince = Date.now();
-    }
     const waiting =
-      state === 'connecting' &&
-      this._socket === null &&
-      Date.now() - this._downSince < CONNECT_GRACE;
+      state === 'connecting' && !this._seenOpen && !this._graceOver;
     if (!waiting) {
       this._setPolling(true);
     }
@@ -259,7 +229,7 @@ export class SessionsModel implements IAgentSessions {
     }
   }
 
-  private _onEvent(_: Event.IManager, emission: Event.Emission): void {
+  private _onEvent(_: IEventStream, emission: Event.Emission): void {
     if (emission.schema_id !== SESSION_EVENT) {
       return;
     }
@@ -345,14 +315,14 @@ export class SessionsModel implements IAgentSessions {
     }
   }
 
-  private _events: Event.IManager;
+  private _events: IEventStream;
   private _fallback: Poll;
   private _snapshotSoon: Debouncer;
   private _activity: Throttler;
-  private _watcher: number;
+  private _grace: number;
+  private _graceOver = false;
+  private _seenOpen = false;
   private _polling = false;
-  private _socket: WebSocket | null = null;
-  private _downSince: number | null = null;
   private _requested = 0;
   private _applied = 0;
   private _sessions: ISession[] | undefined;
@@ -374,8 +344,8 @@ export namespace SessionsModel {
   export interface IOptions {
     /** The application's `serviceManager.serverSettings`. */
     serverSettings: ServerConnection.ISettings;
-    /** The application's `serviceManager.events`. */
-    events: Event.IManager;
+    /** The server's event stream (an `EventConnection`). */
+    events: IEventStream;
     /** Seconds between snapshots while the event stream is down. */
     pollInterval?: number;
     /** When the fallback poll stands by (as JupyterLab's own managers do). */

@@ -122,3 +122,33 @@ export async function notifyRestart(options: {
     ]
   });
 }
+
+/**
+ * Notify each server start the model sees, once: the current one and every later
+ * one, each after `ready` (the settings loaded) and only while `enabled()`.
+ */
+export function followRestarts(options: {
+  app: JupyterFrontEnd;
+  model: IAgentSessions;
+  state: IStateDB | null;
+  trans: TranslationBundle;
+  ready: Promise<void>;
+  enabled: () => boolean;
+}): void {
+  const { model, ready, enabled } = options;
+  let handled: string | undefined;
+  const onStart = async (started: string) => {
+    if (started === handled) {
+      return;
+    }
+    handled = started;
+    await ready;
+    if (enabled()) {
+      await notifyRestart({ ...options, started });
+    }
+  };
+  model.serverStarted.connect((_, started) => void onStart(started));
+  if (model.started) {
+    void onStart(model.started);
+  }
+}
