@@ -56,10 +56,12 @@ TERMINAL_TEXT = """() => {
 
 
 class Lab:
-    """The shared server, its state dir, fake agents and a browser."""
+    """The shared server, its state dir, fake agents and a browser; ``backend``: the
+    ``AgentsApp.backend`` (default: the server's own choice, tmux here)."""
 
-    def __init__(self, root: Path, browser: Any) -> None:
+    def __init__(self, root: Path, browser: Any, backend: str | None = None) -> None:
         self.root = root
+        self.backend = backend
         self.state_dir = root / "state"
         self.browser = browser
         self.settings = settings = root / "lab-settings"
@@ -89,6 +91,8 @@ class Lab:
 
         package = Path(jupyter_agents.__file__).parent
         self.args = ["--LabApp.expose_app_in_browser=True"]  # window.jupyterapp
+        if backend:
+            self.args.append(f"--AgentsApp.backend={backend}")
         if (package / "labextension" / "package.json").exists():
             extensions = root / "labextensions"
             extensions.mkdir()

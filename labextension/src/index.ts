@@ -7,7 +7,9 @@
  *   (a section of the Running sidebar), `status` (status bar), `interrupted` (the
  *   banner on restored tabs of interrupted terminals), `restart-notification` and
  *   `attention` (notifications and tab markers when an agent needs its user) and
- *   `replay` (a session's transcript played in a tab) each require it.
+ *   `replay` (a session's transcript played in a tab) each require it;
+ * - `clipboard` (OSC 52 copies from programs in terminal tabs) needs only the
+ *   terminal tracker.
  */
 import {
   ILayoutRestorer,
@@ -30,6 +32,7 @@ import {
 } from '@jupyterlab/translation';
 
 import { AttentionWatcher } from './attention';
+import { ClipboardBridge } from './clipboard';
 import { addCommands } from './commands';
 import { EventConnection } from './events';
 import { InterruptedTabs, TerminalWidget } from './interrupted';
@@ -311,6 +314,28 @@ const replay: JupyterFrontEndPlugin<void> = {
   }
 };
 
+const clipboard: JupyterFrontEndPlugin<void> = {
+  id: PluginIDs.clipboard,
+  description:
+    'Programs in terminal tabs copy to the clipboard with OSC 52 (setting clipboardFromPrograms).',
+  autoStart: true,
+  requires: [ITerminalTracker],
+  optional: [ISettingRegistry],
+  activate: (
+    app: JupyterFrontEnd,
+    terminals: ITerminalTracker,
+    registry: ISettingRegistry | null
+  ) => {
+    const bridge = new ClipboardBridge(terminals);
+    if (registry) {
+      bridge.enabled = false; // until the setting is read
+      void watchSettings(registry, settings => {
+        bridge.enabled = settings.composite.clipboardFromPrograms !== false;
+      });
+    }
+  }
+};
+
 const plugins: JupyterFrontEndPlugin<any>[] = [
   sessions,
   launcher,
@@ -320,7 +345,8 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   interrupted,
   restartNotification,
   attention,
-  replay
+  replay,
+  clipboard
 ];
 
 export default plugins;

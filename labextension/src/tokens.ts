@@ -78,6 +78,7 @@ export namespace PluginIDs {
   export const restartNotification = 'jupyter-agents:restart-notification';
   export const attention = 'jupyter-agents:attention';
   export const replay = 'jupyter-agents:replay';
+  export const clipboard = 'jupyter-agents:clipboard';
 }
 
 export namespace CommandIDs {

@@ -1,0 +1,76 @@
+/**
+ * OSC 52 in JupyterLab's terminal tabs: a program copies to the browser's clipboard.
+ *
+ * A program (an agent CLI, vim, tmux inside the terminal) copies by writing
+ * `ESC ] 52 ; Pc ; Pd` ended by BEL or ST (`ESC \`), where `Pd` is the text in base64;
+ * JupyterLab's terminal (xterm.js without its clipboard addon) ignores it. Here every
+ * terminal tab's stdout frames are read as they arrive, from the public
+ * `messageReceived` signal of its `TerminalConnection`, by an `Osc52Parser`
+ * (`osc52.ts`: a sequence may be split across frames; one longer than `MAX_OSC52`
+ * base64 characters is dropped), and each write goes to
+ * `navigator.clipboard.writeText`.
+ *
+ * - Reads (`Pd` = `?`) are never answered: nothing here writes to the program.
+ * - Every selection (`Pc`: empty, `c`, `p`, `s`, `0`-`7`) is the one clipboard a
+ *   browser has; an empty `Pd` (clear) writes nothing.
+ * - The setting `clipboardFromPrograms` (default on) turns it off.
+ * - The browser decides: it writes only while the page has the focus (and, in some
+ *   browsers, only after a click); a refused write is logged, not shown.
+ */
+import { ITerminalTracker } from '@jupyterlab/terminal';
+import { Terminal as TerminalNS } from '@jupyterlab/services';
+
+import { TerminalWidget } from './interrupted';
+import { Osc52Parser } from './osc52';
+
+/**
+ * Copies what the programs in terminal tabs write with OSC 52 to the clipboard, for
+ * every terminal tab (open now or later), while `enabled`.
+ */
+export class ClipboardBridge {
+  constructor(terminals: ITerminalTracker) {
+    terminals.forEach(widget => this._follow(widget));
+    terminals.widgetAdded.connect((_, widget) => this._follow(widget));
+  }
+
+  /** Whether writes reach the clipboard (the `clipboardFromPrograms` setting). */
+  enabled = true;
+
+  private _follow(widget: TerminalWidget): void {
+    const session = widget.content.session;
+    if (this._followed.has(session)) {
+      return;
+    }
+    this._followed.add(session);
+    const parser = new Osc52Parser();
+    const onMessage = (
+      _: TerminalNS.ITerminalConnection,
+      message: TerminalNS.IMessage
+    ) => {
+      if (message.type !== 'stdout' || !message.content) {
+        return;
+      }
+      const copied = parser.feed(String(message.content[0] ?? ''));
+      if (copied.length && this.enabled) {
+        write(copied[copied.length - 1]); // the last one wins anyway
+      }
+    };
+    session.messageReceived.connect(onMessage);
+    widget.disposed.connect(() => {
+      session.messageReceived.disconnect(onMessage);
+      this._followed.delete(session);
+    });
+  }
+
+  private _followed = new Set<TerminalNS.ITerminalConnection>();
+}
+
+function write(text: string): void {
+  if (!navigator.clipboard?.writeText) {
+    console.warn('jupyter-agents: no clipboard here for an OSC 52 copy');
+    return;
+  }
+  navigator.clipboard.writeText(text).catch(reason => {
+    console.warn('jupyter-agents: the browser refused an OSC 52 copy', reason);
+  });
+}

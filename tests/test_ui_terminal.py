@@ -1,0 +1,325 @@
+"""JupyterLab's terminal tab as agents use it (real server, real headless Chromium with
+clipboard permission), on both backends: keys reach the program, a paste into a
+program that asked for bracketed paste arrives bracketed (in a fresh tab, after a
+reload, after a server SIGKILL and start), a program's OSC 52 copy lands in the
+browser clipboard (and not with the setting off; a read is never answered), and a
+session's title labels its tab and heads its panel row, after a restart too.
+
+The program under test is ``rawread.py`` (written by the fixture): it puts its
+terminal in raw mode and appends every byte it reads to a file the test reads, so
+what a key or a paste sent is known exactly, not read off the screen.
+
+The server, browser and helpers are tests/test_ui.py's (this module gets a server
+per backend). Screenshots go to ``tests/artifacts/ui/``; the docs embed copies kept in
+``docs/ui/``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import test_ui
+from test_ui import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    Lab,
+    dismiss_dialogs,
+    new_terminal,
+    open_lab,
+    shot,
+    type_in_terminal,
+    typed_until,
+    wait_text,
+)
+
+from jupyter_agents.pytest_plugin import kill_backends, poll
+
+jp_asyncio_loop = test_ui.jp_asyncio_loop
+jp_server_cleanup = test_ui.jp_server_cleanup
+
+pytestmark = [pytest.mark.ui, pytest.mark.timeout(240)]
+
+#: raw mode; ``paste``: ask for bracketed paste; ``query``: ask for the clipboard
+#: (OSC 52 read). Every byte read is appended to the file argv[1].
+RAWREAD = r"""
+import os, sys, termios, tty
+out, modes = sys.argv[1], sys.argv[2:]
+saved = termios.tcgetattr(0)
+tty.setraw(0)
+try:
+    if "paste" in modes:
+        os.write(1, b"\x1b[?2004h")
+    if "query" in modes:
+        os.write(1, b"\x1b]52;c;?\x07")
+    os.write(1, b"RAW-READY\r\n")
+    with open(out, "ab", buffering=0) as log:
+        while True:
+            data = os.read(0, 4096)
+            log.write(data)
+            os.write(1, b"GOT " + data.hex().encode() + b"\r\n")
+finally:
+    termios.tcsetattr(0, termios.TCSADRAIN, saved)
+"""
+
+#: an OSC 52 copy of "SPLIT-✓-7" in two output frames 0.5 s apart, ended by ST
+SPLIT52 = r"""
+import base64, sys, time
+data = base64.b64encode("SPLIT-\u2713-7".encode()).decode()
+sys.stdout.write("\x1b]52;c;" + data[:3])
+sys.stdout.flush()
+time.sleep(0.5)
+sys.stdout.write(data[3:] + "\x1b\\")
+sys.stdout.flush()
+print("SENT-" + "OK")
+"""
+
+CLIPBOARD = "() => navigator.clipboard.readText()"
+SET_CLIPBOARD = "(text) => navigator.clipboard.writeText(text)"
+
+#: what a real paste does: a paste event on xterm's textarea with the text
+PASTE = """(text) => {
+  const term = [...document.querySelectorAll('.jp-Terminal')]
+    .find(t => t.offsetParent !== null);
+  const area = term.querySelector('.xterm-helper-textarea');
+  area.focus();
+  const data = new DataTransfer();
+  data.setData('text/plain', text);
+  area.dispatchEvent(new ClipboardEvent('paste',
+    {clipboardData: data, bubbles: true, cancelable: true}));
+}"""
+
+
+@pytest.fixture(scope="module", params=["tmux", "broker"])
+def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    sync_api = test_ui.playwright()
+    root = tmp_path_factory.mktemp(f"ui-terminal-{request.param}")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        lab = Lab(root, browser, backend=request.param)
+        (root / "rawread.py").write_text(RAWREAD)
+        (root / "split52.py").write_text(SPLIT52)
+        try:
+            lab.server.start()
+            yield lab
+        finally:
+            lab.server.stop(signal.SIGKILL)
+            kill_backends(lab.state_dir)
+            browser.close()
+
+
+@pytest.fixture
+def page(lab: Lab, request: pytest.FixtureRequest) -> Iterator[Any]:
+    context = lab.browser.new_context(viewport={"width": 1400, "height": 850})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=lab.server.base)
+    page = context.new_page()
+    page.set_default_timeout(20000)
+    try:
+        yield page
+    finally:
+        for n, open_page in enumerate(context.pages):
+            shot(open_page, f"{request.node.name}-end{n or ''}")
+        context.close()
+
+
+def settings(lab: Lab, values: dict[str, Any] | None) -> None:
+    """Write (None: remove) the extension's settings file; read when Lab loads."""
+    path = lab.settings / "jupyter-agents" / "sessions.jupyterlab-settings"
+    if values is None:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(values))
+
+
+def current_session(lab: Lab, page: Any) -> dict[str, Any]:
+    """The running session of the terminal tab shown."""
+    name = poll(
+        lambda: page.evaluate(
+            "() => { const w = window.jupyterapp.shell.currentWidget;"
+            " return w && w.content && w.content.session && w.content.session.name; }"
+        ),
+        what="a terminal tab shown",
+    )
+    return poll(
+        lambda: next(
+            (s for s in lab.sessions().values() if s["name"] == name and s["status"] == "running"),
+            None,
+        ),
+        what=f"the session of terminal {name}",
+    )
+
+
+def start_rawread(lab: Lab, page: Any, out: Path, *modes: str) -> dict[str, Any]:
+    """A new terminal tab whose shell runs rawread.py (``modes``), logging to ``out``."""
+    new_terminal(page)
+    page.wait_for_selector(".jp-Terminal .xterm-accessibility-tree")
+    session = current_session(lab, page)
+    typed_until(page, "echo SHELL-$((2*21))", r"SHELL-42")
+    type_in_terminal(page, f"{sys.executable} {lab.root / 'rawread.py'} {out} {' '.join(modes)}\n")
+    wait_text(page, r"RAW-READY")
+    return session
+
+
+def received(out: Path) -> bytes:
+    return out.read_bytes() if out.exists() else b""
+
+
+def wait_received(out: Path, expect: bytes, since: int, timeout: float = 10) -> bytes:
+    """The bytes the program read after offset ``since``, once they end with ``expect``."""
+
+    def got() -> bytes | None:
+        data = received(out)[since:]
+        return data if data.endswith(expect) else None
+
+    try:
+        return poll(got, timeout, f"{expect!r} read by the program")  # type: ignore[no-any-return]
+    except AssertionError:
+        raise AssertionError(
+            f"the program read {received(out)[since:]!r}, not ending with {expect!r}"
+        ) from None
+
+
+def kill(lab: Lab, session: dict[str, Any]) -> None:
+    lab.server.request("DELETE", f"/api/agents/sessions/{session['id']}")
+
+
+# -- keys --------------------------------------------------------------------------------
+
+
+def test_keys_reach_the_program(lab: Lab, page: Any, tmp_path: Path) -> None:
+    """What JupyterLab 4.6 sends for the keys agents use (DESIGN.md section 15), read by
+    the program itself: Enter CR, Shift+Enter LF, Alt+Enter ESC CR, Escape ESC,
+    Ctrl-B/R/L/C their control bytes."""
+    out = tmp_path / "keys.bin"
+    open_lab(page, lab, reset=True)
+    session = start_rawread(lab, page, out)
+    area = page.locator(".jp-Terminal:visible .xterm-helper-textarea").first
+    for key, expect in [
+        ("Enter", b"\r"),
+        ("Shift+Enter", b"\n"),
+        ("Alt+Enter", b"\x1b\r"),
+        ("Escape", b"\x1b"),
+        ("Control+b", b"\x02"),
+        ("Control+r", b"\x12"),
+        ("Control+l", b"\x0c"),
+        ("Control+c", b"\x03"),
+    ]:
+        since = len(received(out))
+        area.focus()
+        page.keyboard.press(key)
+        assert wait_received(out, expect, since) == expect, key
+    shot(page, f"keys-{lab.backend}")
+    kill(lab, session)
+
+
+# -- bracketed paste ---------------------------------------------------------------------
+
+
+def test_bracketed_paste_survives_reload_and_restart(lab: Lab, page: Any, tmp_path: Path) -> None:
+    """A program that asked for bracketed paste (``CSI ? 2004 h``) gets a two-line paste
+    as ``ESC[200~L1 CR L2 ESC[201~``: in a fresh tab, after a page reload, and after the
+    server is SIGKILLed and started again (the tab reconnects by itself, then a reload
+    too). Without the bracket an agent would submit the first line on its own."""
+    out = tmp_path / "paste.bin"
+    bracketed = b"\x1b[200~L1\rL2\x1b[201~"
+    open_lab(page, lab, reset=True)
+    session = start_rawread(lab, page, out, "paste")
+
+    def paste_arrives_bracketed(when: str) -> None:
+        since = len(received(out))
+        page.evaluate(PASTE, "L1\nL2")
+        try:
+            got = wait_received(out, b"L2\x1b[201~", since)
+        except AssertionError:
+            raise AssertionError(
+                f"{when}: the paste arrived as {received(out)[since:]!r}, not bracketed"
+            ) from None
+        assert got == bracketed, when
+
+    paste_arrives_bracketed("in a fresh tab")
+
+    page.reload()
+    open_lab(page, lab)
+    wait_text(page, r"RAW-READY")
+    paste_arrives_bracketed("after a reload")
+
+    lab.restart(signal.SIGKILL)  # the backend keeps the program running
+    # the tab reconnects by itself: a key reaches the program again
+    deadline = time.monotonic() + 60
+    while True:
+        dismiss_dialogs(page)
+        since = len(received(out))
+        page.locator(".jp-Terminal:visible .xterm-helper-textarea").first.focus()
+        page.keyboard.type("k")
+        try:
+            wait_received(out, b"k", since, timeout=3)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+    assert lab.sessions()[session["id"]]["status"] == "running"
+    paste_arrives_bracketed("after a server restart (the tab reconnected)")
+
+    page.reload()
+    open_lab(page, lab)
+    wait_text(page, r"RAW-READY")
+    paste_arrives_bracketed("after a server restart and a reload")
+    kill(lab, session)
+
+
+# -- clipboard (OSC 52) ------------------------------------------------------------------
+
+
+def test_osc52_copy_lands_in_the_clipboard_unless_turned_off(
+    lab: Lab, page: Any, tmp_path: Path
+) -> None:
+    """A program's OSC 52 write (BEL- or ST-ended, also split across output frames)
+    reaches the browser clipboard; an OSC 52 read is never answered; with the setting
+    ``clipboardFromPrograms`` off a write leaves the clipboard as it was."""
+    open_lab(page, lab, reset=True)
+    new_terminal(page)
+    page.wait_for_selector(".jp-Terminal .xterm-accessibility-tree")
+    session = current_session(lab, page)
+    page.evaluate(SET_CLIPBOARD, "BEFORE")
+    typed_until(
+        page,
+        "printf '\\033]52;c;%s\\a' \"$(printf COPIED-%s 42 | base64)\"; echo DONE-$((1+1))",
+        r"DONE-2",
+    )
+    poll(lambda: page.evaluate(CLIPBOARD) == "COPIED-42", what="the copy in the clipboard")
+    # split across frames (0.5 s apart), ended by ST
+    typed_until(page, f"{sys.executable} {lab.root / 'split52.py'}", r"SENT-OK")
+    poll(lambda: page.evaluate(CLIPBOARD) == "SPLIT-✓-7", what="the split copy")
+    kill(lab, session)
+
+    # a read is not answered: nothing reaches the program
+    out = tmp_path / "query.bin"
+    session = start_rawread(lab, page, out, "query")
+    page.wait_for_timeout(1500)
+    assert received(out) == b""
+    assert page.evaluate(CLIPBOARD) == "SPLIT-✓-7"
+    kill(lab, session)
+
+    settings(lab, {"clipboardFromPrograms": False})
+    try:
+        open_lab(page, lab, reset=True)
+        new_terminal(page)
+        page.wait_for_selector(".jp-Terminal .xterm-accessibility-tree")
+        session = current_session(lab, page)
+        typed_until(
+            page,
+            "printf '\\033]52;c;%s\\a' \"$(printf IGNORED | base64)\"; echo DONE-$((2+2))",
+            r"DONE-4",
+        )
+        page.wait_for_timeout(1500)
+        assert page.evaluate(CLIPBOARD) == "SPLIT-✓-7"
+        kill(lab, session)
+    finally:
+        settings(lab, None)
