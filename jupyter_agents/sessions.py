@@ -26,6 +26,7 @@ from typing import Any
 
 from . import conversations
 from .agents import AgentKind, Launch
+from .archive import ConversationArchive, ConversationFile
 from .attention import AttentionTracker
 from .backends import Backends
 from .backends.base import SpawnRequest
@@ -73,6 +74,7 @@ class SessionService:
         restore_tail_bytes: int = TAIL_BYTES,
         resume_check: float = 3.0,
         log: logging.Logger | None = None,
+        archive: ConversationArchive | None = None,
     ) -> None:
         self.store = store
         self.backends = backends
@@ -86,12 +88,24 @@ class SessionService:
         #: its changes are published here, and other processes' (``publish_external``)
         self.events = EventHub(self.log)
         self.publish = self.events.publish
+        #: copies of the agents' conversation files (:mod:`jupyter_agents.archive`)
+        self.archive = archive or ConversationArchive(state_dir, log=self.log)
         self.restorer = Restorer(
-            store, backends, kinds, env, self, state_dir, restore_tail_bytes, resume_check, self.log
+            store,
+            backends,
+            kinds,
+            env,
+            self,
+            state_dir,
+            restore_tail_bytes,
+            resume_check,
+            self.log,
+            archive=self.archive,
         )
         self.attention = AttentionTracker(state_dir, store, kinds, self.publish, self.log)
         #: what each running session's program has set, followed from its transcript
         self.modes = ModeFollower()
+        backends.follow_modes(self.modes_at)
         self._gaps = GapLog(self.log)
 
     def close(self) -> None:
@@ -218,11 +232,29 @@ class SessionService:
         return self._gaps.log_new(self._transcript(s) for s in self.store.list(["running"]))
 
     def follow_conversations(self) -> int:
-        """Record the conversation ids running agents hold now; how many changed."""
+        """Record the conversation ids running agents hold now; how many changed (the
+        ids they held before are noted in the archive, which keeps their files too)."""
         changes = conversations.follow(self.store, self.kinds, self.log)
+        for change in changes:
+            if change.old:
+                self.archive.note(change.session_id, change.old)
         for session in self.store.get_many(c.session_id for c in changes):
             self.publish("conversation", session)
         return len(changes)
+
+    def archive_conversations(self) -> int:
+        """Copy what agents added to their conversation files into the archive
+        (:meth:`ConversationArchive.sync`); the bytes copied. Blocking."""
+        kinds = [name for name, kind in self.kinds.items() if kind.keeps_conversations]
+        return self.archive.sync(self.store.list(kinds=kinds), self.kinds)
+
+    def conversation_files(self, session: Session) -> builtins.list[ConversationFile]:
+        """The files to read ``session``'s conversations from, oldest first: the CLI's
+        own, or their archived copies where those hold more (e.g. the CLI deleted its
+        file)."""
+        kind = self.kinds.get(session.kind)
+        live = [] if kind is None else kind.conversation_files(session)
+        return self.archive.files(session, live)
 
     def follow_modes(self) -> int:
         """Follow what running sessions' programs set since the last call (their modes,
@@ -243,6 +275,12 @@ class SessionService:
                 changed += 1
                 self.publish("title", self.store.get(session.id))
         return changed
+
+    def modes_at(self, session_id: str, offset: int) -> Followed:
+        """What session ``session_id``'s program set, at transcript ``offset`` (or the
+        point followed past it: :meth:`~jupyter_agents.terminal_state.ModeFollower.at`)."""
+        session = self.store.get(session_id)
+        return self.modes.at(session_id, self._transcript(session), session.modes, offset)
 
     def rename(self, session_id: str, title: object) -> Session:
         """Give a session a person's title (:func:`~jupyter_agents.vt.check_title`;

@@ -14,6 +14,7 @@ Blocking (reads files): call it from a worker thread.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import threading
@@ -32,20 +33,23 @@ _CARRY = 512
 
 @dataclasses.dataclass
 class Followed:
-    """The modes in force at transcript offset ``offset`` of a session."""
+    """The modes in force at transcript offset ``offset`` of a session; ``exact``: every
+    byte before it was followed (none was dropped or skipped unread), so ``modes`` is
+    what a terminal that showed all of it has."""
 
     offset: int
     modes: TerminalModes
+    exact: bool = True
 
     def dump(self) -> str:
         """As kept in the store (JSON).
 
         >>> Followed.load(Followed(7, TerminalModes(private={2004: True})).dump())
-        Followed(offset=7, modes=TerminalModes(private={2004: True}, ...))
+        Followed(offset=7, modes=TerminalModes(private={2004: True}, ...), exact=True)
         """
         state = dataclasses.asdict(self.modes)
         state["private"] = {str(k): v for k, v in self.modes.private.items()}
-        return json.dumps({"offset": self.offset, "modes": state})
+        return json.dumps({"offset": self.offset, "modes": state, "exact": self.exact})
 
     @classmethod
     def load(cls, text: str | None) -> Followed | None:
@@ -58,7 +62,7 @@ class Followed:
             state["private"] = {int(k): bool(v) for k, v in state["private"].items()}
             if isinstance(state.get("scroll_region"), list):
                 state["scroll_region"] = tuple(state["scroll_region"])
-            return cls(int(data["offset"]), TerminalModes(**state))
+            return cls(int(data["offset"]), TerminalModes(**state), bool(data.get("exact")))
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -73,41 +77,42 @@ class ModeFollower:
     def at(
         self, session_id: str, transcript: Transcript, kept: str | None, end: int | None = None
     ) -> Followed:
-        """The modes at offset ``end`` (None: the transcript's end; an offset before the
-        point already reached gives that point's modes), from the point reached so far
-        (else ``kept``, the store's :meth:`Followed.dump`, else the first kept byte)."""
+        """The modes at offset ``end`` (None: the transcript's end), from the point reached
+        so far (else ``kept``, the store's :meth:`Followed.dump`, else the first kept
+        byte). An ``end`` before the point reached gives that point: a replay taken at
+        ``end`` is followed by every byte after it, which sets anything that changed
+        since again, so the state the terminal ends in is the same. One call at a time."""
         with self._lock:
-            point = self._points.get(session_id) or Followed.load(kept)
-        if point is None:
-            point = Followed(0, TerminalModes())
-        try:
-            stop = transcript.size() if end is None else end
-            start = max(point.offset, transcript.start(), stop - MAX_FOLLOW)
-            pos = start
-            while pos < stop:
-                try:
-                    data, _ = transcript.read(pos, min(MAX_CHUNK, stop - pos))
-                except OutOfRange:  # dropped meanwhile
-                    pos = max(pos, transcript.start())
-                    continue
-                if not data:
-                    break
-                # a sequence the end of a read may split is read again next time, whole
-                # (feeding a complete one twice sets the same state)
-                cut = data.rfind(b"\x1b", max(0, len(data) - _CARRY))
-                data = data[:cut] if cut > 0 else data
-                point.modes.feed(data)
-                pos += len(data)
-            if pos > point.offset:
-                point = Followed(pos, point.modes)
-        except NotFound:
-            pass
-        with self._lock:
-            known = self._points.get(session_id)
-            if known is None or known.offset <= point.offset:
-                self._points[session_id] = point
-        modes = dataclasses.replace(point.modes, private=dict(point.modes.private))
-        return Followed(point.offset, modes)
+            point = (
+                self._points.get(session_id) or Followed.load(kept) or Followed(0, TerminalModes())
+            )
+            with contextlib.suppress(NotFound):  # no transcript (yet): nothing set
+                point = self._advance(point, transcript, end)
+            self._points[session_id] = point
+            modes = dataclasses.replace(point.modes, private=dict(point.modes.private))
+            return Followed(point.offset, modes, point.exact)
+
+    @staticmethod
+    def _advance(point: Followed, transcript: Transcript, end: int | None) -> Followed:
+        stop = transcript.size() if end is None else end
+        start = max(point.offset, transcript.start(), stop - MAX_FOLLOW)
+        exact = point.exact and start == point.offset
+        pos = start
+        while pos < stop:
+            try:
+                data, _ = transcript.read(pos, min(MAX_CHUNK, stop - pos))
+            except OutOfRange:  # dropped meanwhile
+                pos, exact = max(pos, transcript.start()), False
+                continue
+            if not data:
+                break
+            # a sequence the end of a read may split is read again next time, whole
+            # (feeding a complete one twice sets the same state)
+            cut = data.rfind(b"\x1b", max(0, len(data) - _CARRY))
+            data = data[:cut] if cut > 0 else data
+            point.modes.feed(data)
+            pos += len(data)
+        return Followed(max(pos, point.offset), point.modes, exact and point.exact)
 
     def forget(self, session_id: str) -> None:
         """Drop a session's point (it ended, or was restored into a new process)."""

@@ -29,12 +29,14 @@ printf '\033[?2004h\033[?1004h\033[?1002h\033[?1006h'
 printf '\033[?1h\033=\033[4h\033[?7l\033[5 q\033[?25l'
 printf '\033[3;20r\033[3;1H\033[32mgreen\033[0m in the region\r\n'
 printf 'MODES SET\r\n'
+sleep 1.5
 FLOOD
 printf 'ALL DONE\r\n'
 exec sleep 600
 """
 #: output enough to push the bytes that set the modes out of every replay buffer
-#: (the broker keeps 0.5-1 MB; the test server's transcripts keep 1 MB in 4 segments)
+#: (the broker keeps 0.5-1 MB; the test server's transcripts keep 1 MB in 4 segments),
+#: a refresh of the server after the modes were set (as a TUI sets them at its start)
 FLOOD = "head -c 3000000 /dev/zero | tr '\\0' x | fold -w 70 | sed 's/$/\\r/'"
 
 
@@ -69,15 +71,17 @@ def start_program(server: ServerProcess, tmp_path: Path, script: str) -> tuple[s
     name = model["name"]
     watcher = server.ws(name)
     watcher.send("set_size", ROWS, COLS, 600, 800)
-    watcher.wait_for("# ")
+    watcher.wait_for("bash-5.2#")
     watcher.stdin("sh prog.sh\r")
     return name, watcher
 
 
-@pytest.mark.parametrize("agents_backend", ["broker"], indirect=True)
+@both_backends
 @pytest.mark.parametrize("flood", [False, True], ids=["modes", "modes-then-3MB"])
 def test_a_reconnected_tab_has_every_mode_of_the_program(agents_server, tmp_path, flood):
-    server = agents_server(args=["--AgentsApp.transcript_max_bytes=1048576"])
+    server = agents_server(
+        args=["--AgentsApp.transcript_max_bytes=1048576", "--AgentsApp.refresh_interval=0.5"]
+    )
     script = EVERY_MODE.replace("FLOOD", FLOOD if flood else "")
     name, watcher = start_program(server, tmp_path, script)
     watcher.wait_for("ALL DONE", timeout=60)

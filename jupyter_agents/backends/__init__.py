@@ -8,13 +8,17 @@ state dir used with tmux one day and the broker the next keeps both working.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traitlets.utils.importstring import import_item
 
 from ..errors import BackendUnavailable
 from .base import Backend, LiveSession, SpawnRequest, Stream, StreamListener, check_session_id
+
+if TYPE_CHECKING:
+    from ..terminal_state import Followed
 
 __all__ = [
     "Backend",
@@ -51,6 +55,14 @@ class Backends:
         self._open: dict[str, Backend] = {}
         self._default: Backend | None = None
         self._lock = threading.Lock()
+        self._modes_at: Callable[[str, int], Followed] | None = None
+
+    def follow_modes(self, modes_at: Callable[[str, int], Followed]) -> None:
+        """Give every backend, opened or to be, its :attr:`Backend.modes_at`."""
+        with self._lock:
+            self._modes_at = modes_at
+            for backend in self._open.values():
+                backend.modes_at = modes_at
 
     def names(self) -> list[str]:
         """Every backend name known here (built-ins and the configured class)."""
@@ -67,6 +79,7 @@ class Backends:
                         raise BackendUnavailable(f"no backend called {name!r} is configured")
                     cls = import_item(BUILTIN[name])
                 self._open[name] = cls(self.state_dir, **self._traits)
+                self._open[name].modes_at = self._modes_at
             return self._open[name]
 
     def opened(self) -> list[Backend]:

@@ -17,13 +17,16 @@ from abc import ABC, ABCMeta, abstractmethod
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from traitlets import Int
 from traitlets.config import LoggingConfigurable
 
 from ..errors import InvalidRequest
 from ..segments import DEFAULT_MAX_BYTES
+
+if TYPE_CHECKING:
+    from ..terminal_state import Followed
 
 #: what a session id looks like everywhere (store, tmux session names, broker frames)
 SESSION_ID = re.compile(r"\w{1,128}", re.ASCII)
@@ -238,6 +241,12 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
         help="The most bytes a session's transcript keeps (``AgentsApp.transcript_max_bytes``"
         " hands it over): the oldest of its segments are dropped beyond it.",
     )
+
+    #: what a session's program set (its modes), at a transcript offset, as the session
+    #: service follows it (:class:`~jupyter_agents.terminal_state.ModeFollower`): for a
+    #: replay that cannot ask its terminal for all of it (tmux keeps no bracketed paste,
+    #: focus reporting or cursor shape). Blocking. None: not followed (no service).
+    modes_at: Callable[[str, int], Followed] | None = None
 
     def __init__(self, state_dir: Path, **kwargs: object) -> None:
         super().__init__(**kwargs)

@@ -51,7 +51,9 @@ set -g update-environment ""
 set -g exit-empty on
 set -g detach-on-destroy off
 set -g escape-time 0
-set -g focus-events on
+# a viewer's own focus reports reach the pane as typed bytes; tmux's (a control client
+# attaching) would be keys nobody pressed
+set -g focus-events off
 set -g set-clipboard off
 set -gw aggressive-resize off
 """

@@ -11,7 +11,11 @@ no other change; :func:`compose_replay` decides what it restores.
 from __future__ import annotations
 
 import dataclasses
+import re
 
+from ...render import PLAIN, sgr
+from ...terminal_state import Followed
+from ...vt import TerminalModes
 from .formats import Commands, Replies, format_of, parse_reply
 
 
@@ -30,8 +34,11 @@ class PaneState:
     keypad_flag: bool = False
     mouse_standard_flag: bool = False
     mouse_button_flag: bool = False
-    mouse_any_flag: bool = False
+    mouse_all_flag: bool = False
     mouse_sgr_flag: bool = False
+    insert_flag: bool = False
+    wrap_flag: bool = False
+    origin_flag: bool = False
     scroll_region_upper: int = 0
     scroll_region_lower: int = 0
     pane_height: int = 0
@@ -129,11 +136,11 @@ class Snapshot:
         old = self.old_history if self.state.history_size > self.recent else []
         return old + self.recent_history
 
-    def replay(self, with_history: bool = True) -> str:
+    def replay(self, with_history: bool = True, followed: Followed | None = None) -> str:
         """The replay text (:func:`compose_replay`); ``with_history=False``: the
-        screen only."""
+        screen only; ``followed``: the modes the program set, as far as followed."""
         history = self.history if with_history else []
-        return compose_replay(self.state, history, self.screen, self.saved_screen)
+        return compose_replay(self.state, history, self.screen, self.saved_screen, followed)
 
 
 def decode_lines(lines: list[bytes] | None) -> list[str] | None:
@@ -147,19 +154,91 @@ def decode_lines(lines: list[bytes] | None) -> list[str] | None:
     return b"\n".join(lines).decode("utf-8", "replace").split("\n") if lines else []
 
 
+def pane_modes(state: PaneState, followed: Followed | None) -> TerminalModes:
+    """The modes a replay sets. What the program's output set, followed from its
+    transcript, is what a tab that showed all of it has (our viewers get the raw bytes,
+    and xterm.js reads them, not tmux): when every byte was followed (``exact``) that is
+    the answer. Otherwise tmux's own flags say what they can (cursor keys, keypad, mouse
+    tracking and SGR encoding, insert, wraparound, origin, cursor visibility) and the
+    followed modes the rest: bracketed paste, focus reporting, the cursor's shape, the
+    title, which tmux keeps no format for. The scroll region is always tmux's (the
+    cursor is placed within it).
+
+    >>> state = PaneState(cursor_flag=True, wrap_flag=True, mouse_standard_flag=True)
+    >>> pane_modes(state, None).mouse, pane_modes(state, None).private[2004]
+    (1000, False)
+    """
+    followed_modes = followed.modes if followed is not None else TerminalModes()
+    region = (state.scroll_region_upper + 1, state.scroll_region_lower + 1)
+    whole = region == (1, state.pane_height) or region[1] <= region[0]
+    if followed is not None and followed.exact:
+        return dataclasses.replace(
+            followed_modes,
+            private=dict(followed_modes.private),
+            scroll_region=None if whole else region,
+        )
+    private = dict(followed_modes.private)
+    private |= {1: state.keypad_cursor_flag, 6: state.origin_flag, 7: state.wrap_flag}
+    private |= {25: state.cursor_flag}
+    private.setdefault(2004, False)
+    mouse = (
+        1003
+        if state.mouse_all_flag
+        else 1002
+        if state.mouse_button_flag
+        else 1000
+        if state.mouse_standard_flag
+        else None
+    )
+    return dataclasses.replace(
+        followed_modes,
+        private=private,
+        mouse=mouse,
+        mouse_encoding=1006 if state.mouse_sgr_flag else None,
+        insert=state.insert_flag,
+        keypad=state.keypad_flag,
+        scroll_region=None if whole else region,
+    )
+
+
+_SGR = re.compile(r"\x1b\[([0-9;:]*)m")
+
+
+def unpadded(line: str) -> str:
+    r"""A captured line without the blanks tmux pads it with (``capture-pane -J`` keeps
+    trailing spaces), where they are plain: cells a terminal shows as empty, not spaces
+    with a colour.
+
+    >>> unpadded("ok   "), unpadded("\x1b[41mred   "), unpadded("\x1b[41mred\x1b[49m   ")
+    ('ok', '\x1b[41mred   ', '\x1b[41mred\x1b[49m')
+    """
+    stripped = line.rstrip(" ")
+    if len(stripped) == len(line):
+        return line
+    style = PLAIN
+    for m in _SGR.finditer(stripped):
+        style = sgr(style, m[1])
+    return stripped if style == PLAIN else line
+
+
 def compose_replay(
-    state: PaneState, history: list[str], screen: list[str], saved_screen: list[str] | None
+    state: PaneState,
+    history: list[str],
+    screen: list[str],
+    saved_screen: list[str] | None,
+    followed: Followed | None = None,
 ) -> str:
     """Build the replay text from a snapshot's pieces (see :meth:`Stream.snapshot`).
 
     ``history`` and ``screen`` are captured lines (with escapes); ``saved_screen`` is
     the normal screen when a full-screen program has the alternate screen active
-    (``history`` empty: the screen only). The result starts with a full reset, so it can
-    be written onto a terminal that already shows an older copy.
+    (``history`` empty: the screen only); then every mode (:func:`pane_modes`) and the
+    cursor. The result starts with a full reset, so it can be written onto a terminal
+    that already shows an older copy.
     """
 
     def lines(block: list[str]) -> str:
-        return "\x1b[0m\r\n".join(block) + "\x1b[0m"
+        return "\x1b[0m\r\n".join(map(unpadded, block)) + "\x1b[0m"
 
     s = state
     out = ["\x1bc\x1b[3J"]
@@ -169,22 +248,7 @@ def compose_replay(
         out.append(lines(saved_screen))
         out.append("\x1b[?1049h\x1b[H\x1b[2J")
     out.append(lines(screen))
-    if not s.cursor_flag:
-        out.append("\x1b[?25l")
-    if s.keypad_cursor_flag:
-        out.append("\x1b[?1h")
-    if s.keypad_flag:
-        out.append("\x1b=")
-    for flag, mode in (
-        (s.mouse_standard_flag, 1000),
-        (s.mouse_button_flag, 1002),
-        (s.mouse_any_flag, 1003),
-        (s.mouse_sgr_flag, 1006),
-    ):
-        if flag:
-            out.append(f"\x1b[?{mode}h")
-    upper, lower = s.scroll_region_upper, s.scroll_region_lower
-    if (upper, lower) != (0, s.pane_height - 1) and lower > upper:
-        out.append(f"\x1b[{upper + 1};{lower + 1}r")
-    out.append(f"\x1b[{s.cursor_y + 1};{s.cursor_x + 1}H")
+    modes = pane_modes(state, followed)
+    out.append(modes.sequences().decode("utf-8", "replace"))
+    out.append(modes.layout((s.cursor_x, s.cursor_y)).decode())
     return "".join(out)

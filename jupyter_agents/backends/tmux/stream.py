@@ -25,11 +25,12 @@ replies, which tmux orders exactly against that output.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Coroutine
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
-from ...errors import OutOfRange
+from ...errors import AgentsError, OutOfRange
 from ...procs import watch_exit
 from ...transcripts import Follower, Transcript
 from ..base import ListenedStream, StreamListener
@@ -40,6 +41,7 @@ from .formats import SEND_CHUNK, PaneInfo, PaneStatus, format_of, parse_reply
 from .snapshot import Snapshot, SnapshotRequest
 
 if TYPE_CHECKING:
+    from ...terminal_state import Followed
     from .backend import TmuxBackend
 
 #: the most transcript bytes delivered in one turn of the IO loop
@@ -219,14 +221,24 @@ class TmuxStream(ListenedStream):
                 self._offset = outcome.offset
                 self._unwatch = tail.watch(self._transcript.path, self._wake)
             self._pump(outcome.offset)
-            self._replay(outcome.snapshot, callback, rows)
+            followed = None
+            if outcome.snapshot is not None and self._backend.modes_at is not None:
+                with contextlib.suppress(AgentsError):  # not followed: tmux's flags alone
+                    followed = await asyncio.to_thread(
+                        self._backend.modes_at, self._session_id, outcome.offset
+                    )
+            self._replay(outcome.snapshot, callback, rows, followed)
         self._wake()  # what came during the cut (and whether the transcript is stuck)
 
     def _replay(
-        self, snapshot: Snapshot | None, callback: Callable[[str], None], rows: int | None
+        self,
+        snapshot: Snapshot | None,
+        callback: Callable[[str], None],
+        rows: int | None,
+        followed: Followed | None = None,
     ) -> None:
         if snapshot is not None:  # else the session vanished meanwhile: on_exit follows
-            callback(snapshot.replay(rows is None))
+            callback(snapshot.replay(rows is None, followed))
 
     # -- output from the transcript --------------------------------------------------
 
