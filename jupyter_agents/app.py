@@ -193,14 +193,16 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         self.serverapp.web_app.settings.setdefault("last_activity_times", {})[self.name] = utcnow()
 
     async def _refresh(self, service: SessionService) -> None:
-        """Every ``refresh_interval`` s, off the loop: conversation ids of running agents,
-        what their programs set (modes, titles), the changes other processes made to the
+        """Every ``refresh_interval`` s, off the loop: conversation ids of running agents
+        (and what they added to their conversation files, into the archive), what their
+        programs set (modes, titles), the changes other processes made to the
         store (all publish events), and new gaps in running sessions' transcripts
         (logged)."""
         while True:
             await asyncio.sleep(self.refresh_interval)
             try:
                 await asyncio.to_thread(service.follow_conversations)
+                await asyncio.to_thread(service.archive_conversations)
                 await asyncio.to_thread(service.follow_modes)
                 await asyncio.to_thread(service.apply_attention)  # in case a wake was lost
                 await asyncio.to_thread(service.events.publish_external, service.store)

@@ -17,8 +17,10 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import TextIO
 
+from . import conversation_export, prune
 from .attention import NEEDS_YOU
 from .config import open_sessions
 from .display import text_table
@@ -131,6 +133,52 @@ def cmd_export(service: SessionService, args: argparse.Namespace) -> int:
         for chunk in chunks:
             f.write(chunk)
     print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_conversation(service: SessionService, args: argparse.Namespace) -> int:
+    session = service.lookup(args.id)
+    try:
+        _, chunks = conversation_export.open_export(service, session.id, args.format)
+    except InvalidRequest as e:  # not an agent's session
+        return _usage_error(str(e))
+    out = sys.stdout.buffer
+    if args.output not in (None, "-"):
+        with open(args.output, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+        print(f"wrote {args.output}", file=sys.stderr)
+        return 0
+    for chunk in chunks:
+        out.write(chunk)
+    out.flush()
+    return 0
+
+
+def cmd_prune(service: SessionService, args: argparse.Namespace) -> int:
+    try:
+        before = prune.cutoff(args.older_than)
+    except InvalidRequest as e:
+        return _usage_error(str(e))
+    now = datetime.now(timezone.utc)
+    chosen = prune.describe(service, prune.plan(service.list(), before))
+    for item in chosen:
+        s = item.session
+        idle = prune.age(now - datetime.fromisoformat(s.last_activity.replace("Z", "+00:00")))
+        print(
+            f"{s.id}  {s.kind:<7} {s.status:<11} idle {idle:>5}  "
+            f"transcript {item.transcript_bytes} B, conversations {item.archive_bytes} B"
+            f"  {s.cwd or ''}"
+        )
+    freed = sum(i.transcript_bytes + i.archive_bytes for i in chosen)
+    if not args.yes:
+        print(
+            f"{len(chosen)} ended sessions older than {args.older_than} ({freed} bytes); "
+            "nothing removed (dry run: add --yes to remove them)"
+        )
+        return 0
+    removed = prune.remove(service, [i.session for i in chosen])
+    print(f"removed {len(removed)} sessions ({freed} bytes)")
     return 0
 
 
@@ -253,6 +301,8 @@ COMMANDS = {
     "log": cmd_log,
     "grep": cmd_grep,
     "export": cmd_export,
+    "conversation": cmd_conversation,
+    "prune": cmd_prune,
     "kill": cmd_kill,
     "rename": cmd_rename,
     "adopt": cmd_adopt,
@@ -333,6 +383,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-o", "--output", default=None, help="file (default: kind-name-id.FORMAT; - for stdout)"
     )
+    p = add(
+        "conversation",
+        "print an agent session's conversations: Markdown (turns, tool calls, times) or "
+        "the raw records (from the CLI's files, or the archive when the CLI lost them)",
+    )
+    p.add_argument("id")
+    p.add_argument("--format", choices=list(conversation_export.FORMATS), default="md")
+    p.add_argument("-o", "--output", default=None, help="file (default: stdout)")
+    p = add(
+        "prune",
+        "remove ended sessions older than an age with their transcripts and archived "
+        "conversations (a dry run unless --yes)",
+    )
+    p.add_argument(
+        "--older-than",
+        required=True,
+        metavar="AGE",
+        help="a duration (90d, 12h, 30m) or an ISO 8601 time: sessions last active before it",
+    )
+    p.add_argument("--yes", action="store_true", help="remove them (default: only list them)")
     add("kill", "end a session's process tree").add_argument("id")
     p = add("rename", "give a session a title (an empty one: the program's title again)")
     p.add_argument("id")

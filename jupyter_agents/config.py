@@ -20,7 +20,7 @@ from typing import Any
 from traitlets import Bool, Dict, Enum, Float, Int, List, Type, Unicode, Union, default
 from traitlets.config import Config, LoggingConfigurable
 
-from . import restore, segments
+from . import archive, restore, segments
 from .agents import make_kinds
 from .backends import Backends
 from .backends.base import Backend
@@ -118,8 +118,10 @@ class AgentsSettings(LoggingConfigurable):
         5.0,
         config=True,
         help="Seconds between checks of running agents' conversation ids (e.g. after "
-        "/clear) and of changes other processes made to the store; 0 turns the periodic "
-        "check off (conversations are still checked on every listing).",
+        "/clear), copies of what they added to their conversation files into the "
+        "conversation archive, and checks of changes other processes made to the store; "
+        "0 turns the periodic check off (conversation ids are still checked on every "
+        "listing; nothing is archived).",
     )
     restore_tail_bytes = Int(
         restore.TAIL_BYTES,
@@ -140,6 +142,21 @@ class AgentsSettings(LoggingConfigurable):
         "kept), and the oldest segment is dropped when a new one starts. The REST log "
         "and the CLI read what is kept. Sessions started before a change keep the old "
         "cap until restored.",
+    )
+    conversation_archive_max_bytes = Int(
+        archive.DEFAULT_MAX_BYTES,
+        config=True,
+        help="The most bytes of agents' conversation files kept in the state dir's "
+        "conversation archive (copies that survive the CLI deleting its own files, used "
+        "to resume them). When a copy needs room, the copies of sessions that are not "
+        "running are dropped, the least recently written first; a running session's "
+        "copies are never dropped.",
+    )
+    conversation_archive_session_max_bytes = Int(
+        archive.DEFAULT_SESSION_MAX_BYTES,
+        config=True,
+        help="The most bytes of conversation files archived per session; beyond it the "
+        "session's newest bytes are not archived (logged once).",
     )
     activity_interval = Float(
         10.0,
@@ -189,6 +206,12 @@ class AgentsSettings(LoggingConfigurable):
             restore_tail_bytes=self.restore_tail_bytes,
             resume_check=self.resume_check,
             log=self.log,
+            archive=archive.ConversationArchive(
+                state_dir,
+                self.conversation_archive_max_bytes,
+                self.conversation_archive_session_max_bytes,
+                self.log,
+            ),
         )
 
 

@@ -21,7 +21,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from . import params
+from . import conversation_export, params
 from .auth import is_owner
 from .errors import AgentsError, InvalidRequest, http_error
 from .query import parse_query
@@ -246,6 +246,29 @@ class SearchHandler(ApiHandler):
         self.reply((await self.call(search_sessions, self.service, query)).to_model())
 
 
+class ConversationHandler(ApiHandler):
+    """``GET /api/agents/sessions/<id>/conversation?format=md|jsonl``: an agent's
+    conversations as Markdown or as their raw records, from the CLI's files or the
+    archive (:mod:`jupyter_agents.conversation_export`), streamed. Output: ``execute``."""
+
+    @web.authenticated
+    @authorized_to_see_output
+    async def get(self, session_id: str) -> None:
+        formats = conversation_export.FORMATS
+        fmt = self.parsed(params.choice, "format", self.get_query_argument("format", "md"), formats)
+        session, chunks = await self.call(
+            conversation_export.open_export, self.service, session_id, fmt
+        )
+        name = conversation_export.export_name(session, fmt)
+        self.set_header("Content-Disposition", params.content_disposition(name, "inline"))
+        self.set_header("Content-Security-Policy", "default-src 'none'")
+        self.set_header("Content-Type", formats[fmt][0])
+        while (chunk := await self.call(next, chunks, None)) is not None:
+            self.write(chunk)
+            await self.flush()
+        self.finish(set_content_type=formats[fmt][0])
+
+
 class SharesApiHandler(ApiHandler):
     """Base of the share routes: the owner only (a viewer never gets here with our
     identity provider; this is the second lock)."""
@@ -390,6 +413,7 @@ def handlers(
         (r"/api/agents/sessions/(\w+)", SessionHandler, rest),
         (r"/api/agents/sessions/(\w+)/log", LogHandler, rest),
         (r"/api/agents/sessions/(\w+)/export", ExportHandler, rest),
+        (r"/api/agents/sessions/(\w+)/conversation", ConversationHandler, rest),
         (r"/api/agents/search", SearchHandler, rest),
         (r"/api/agents/sessions/(\w+)/restore", RestoreHandler, rest),
         (r"/api/agents/sessions/(\w+)/adopt", AdoptHandler, rest),

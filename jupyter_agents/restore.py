@@ -32,12 +32,14 @@ from .backends import Backend
 from .errors import AgentsError, BackendUnavailable, Conflict
 from .launch import next_free_name
 from .paths import create_private_file, state_lock
+from .render import clean_text
 from .store import Session, Status
 from .transcripts import Transcript
 from .vt import QUERIES
 
 if TYPE_CHECKING:
     from .agents import AgentKind, Launch
+    from .archive import ConversationArchive
     from .backends import Backends
     from .events import EventAction
     from .launch import EnvPolicy
@@ -121,6 +123,23 @@ def write_prelude(state_dir: Path, session: Session, transcript: Transcript, lim
     return path
 
 
+def last_words(tail: bytes, marker: str, width: int = 300) -> str | None:
+    """The last line of text in ``tail`` (raw transcript bytes) after the last
+    ``marker`` (the restore's marker line), at most ``width`` characters; None when
+    nothing was printed after it.
+
+    >>> last_words(b"old\\r\\n--- m ---\\r\\n\\x1b[31mNo conversation found\\x1b[0m\\r\\n", "--- m")
+    'No conversation found'
+    """
+    cut = tail.rfind(marker.encode())
+    if cut < 0:
+        return None
+    after = tail[cut:].split(b"\n", 1)[1] if b"\n" in tail[cut:] else b""
+    lines = [line.strip() for line in clean_text(after.decode("utf-8", "replace")).splitlines()]
+    lines = [line for line in lines if line]
+    return lines[-1][:width] if lines else None
+
+
 def prelude_argv(prelude_file: Path, argv: Sequence[str]) -> list[str]:
     """``argv`` wrapped to print and delete ``prelude_file`` first (no shell parsing of
     either: both travel as arguments)."""
@@ -174,9 +193,12 @@ class Restorer:
         tail_bytes: int = TAIL_BYTES,
         resume_check: float = 3.0,
         log: logging.Logger | None = None,
+        archive: ConversationArchive | None = None,
     ) -> None:
         self.store = store
         self.backends = backends
+        #: where a conversation whose file is gone is put back from before a resume
+        self.archive = archive
         self.kinds = kinds
         self.env = env
         self.changes = changes
@@ -218,7 +240,9 @@ class Restorer:
             previous = session.status
             session.env = self.env.environment(session.env)
             kind = self.kinds[session.kind]
-            launch = kind.resume(session, session.env)
+            # a conversation file the CLI lost comes back from the archive first
+            had_file = self.archive is not None and self.archive.put_back(session)
+            launch = kind.resume(session, session.env, had_file)
             argv = kind.with_reporting(launch.argv, self.state_dir, session.id)
             if self.store.find_live(session.name) is not None:
                 session.name = next_free_name(self.store.live_names())
@@ -253,8 +277,9 @@ class Restorer:
 
     def watch(self, session: Session) -> Session:
         """Watch a just-restored session for ``resume_check`` seconds; if it exits in that
-        time, record why (exit code; the conversation id is kept). Returns the record.
-        Blocking (it sleeps)."""
+        time, it is ``interrupted`` again with why (the last line it printed, e.g. the
+        CLI's "No conversation found with session ID", and its exit code; the
+        conversation id is kept). Returns the record. Blocking (it sleeps)."""
         backend = self.backends.get(session.backend)
         deadline = time.monotonic() + self.resume_check
         status_deadline: float | None = None
@@ -273,18 +298,40 @@ class Restorer:
             elif now >= deadline:
                 return self.store.get(session.id)
             time.sleep(0.1)
+        words = self._last_words(session, backend)
         reason = (
-            f"resume failed: {session.kind} exited at once (code {exit_code}); "
+            f"resume failed: {words + ' (' if words else ''}{session.kind} exited at once, "
+            f"code {exit_code}{')' if words else ''}; "
             f"conversation id {session.conversation_id or 'unknown'} kept. "
             f"Launched: {' '.join(session.argv)}"
         )
+        # interrupted again, not ended: nothing of the old conversation was lost or
+        # replaced, and it can be restored once the cause is fixed
         with state_lock(self.state_dir):
             self.changes.set_status(
-                session.id, "exited", ("running", "exited"), exit_code=exit_code, reason=reason
+                session.id,
+                "interrupted",
+                ("running", "exited"),
+                exit_code=exit_code,
+                reason=reason,
             )
             backend.remove(session.id)
         self.log.warning("jupyter_agents: session %s: %s", session.id, reason)
         return self.store.get(session.id)
+
+    def _last_words(self, session: Session, backend: Backend, wait: float = 1.0) -> str | None:
+        """What the resumed process said last (e.g. ``No conversation found with session
+        ID: ...``), from its transcript after the restore's marker line; the output can
+        reach the transcript a moment after the process ended, so it waits up to
+        ``wait`` seconds for some."""
+        transcript = Transcript(session.id, backend.transcript_path(session.id))
+        marker = banner(session.kind, session.conversation_id, session.id, None).split(" (")[0]
+        deadline = time.monotonic() + wait
+        while True:
+            words = last_words(transcript.tail(16 * 1024), marker)
+            if words is not None or time.monotonic() >= deadline:
+                return words
+            time.sleep(0.1)
 
     def restore_many(
         self, session_ids: Sequence[str], progress: Progress | None = None

@@ -1,6 +1,7 @@
 """Search across sessions: their transcripts as text (escapes stripped, overwrites
 resolved: :func:`~jupyter_agents.render.clean_text`) and the agents' own conversation
-files of the sessions' recorded ids.
+files of the sessions' recorded ids (or their copies in the conversation archive, so a
+conversation the CLI deleted is still found: :mod:`jupyter_agents.archive`).
 
 One request does bounded work: it returns at most ``limit`` hits and scans at most
 :data:`SCAN_BUDGET` bytes; when it stops early its page carries a cursor to go on from.
@@ -270,7 +271,7 @@ def search_sessions(service: SessionService, query: Query) -> Page:
     ]
 
     def files(session: Session) -> list[Path]:
-        kind = service.kinds.get(session.kind)
-        return [] if kind is None else kind.conversation_files(session)
+        # the CLI's files, or their archived copies when the CLI lost them
+        return [f.path for f in service.conversation_files(session)]
 
     return search(sessions, service.transcript, files, query)

@@ -383,6 +383,20 @@ class SessionStore:
                 f"session {session_id!r}: its name or conversation id belongs to another session"
             ) from e
 
+    def forget(self, session_id: str, expect: Sequence[Status]) -> Session | None:
+        """Delete one record, only while its status is one of ``expect``; the record
+        deleted, or None (unknown, or in another status)."""
+        marks = ",".join("?" * len(expect))
+        with self._transaction() as db:
+            rows = db.execute(
+                f"SELECT * FROM sessions WHERE id = ? AND status IN ({marks})",  # noqa: S608
+                [session_id, *expect],
+            ).fetchall()
+            if not rows:
+                return None
+            db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        return Session.from_row(rows[0])
+
     # -- shares ----------------------------------------------------------------------
 
     def add_share(self, share: Share) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import threading
 from datetime import datetime, timezone
 from typing import Any
 
@@ -96,11 +97,20 @@ class TerminalManager(LoggingConfigurable):
             if self.restore_on_open and isinstance(name, str):
                 lost = self.service.interrupted_terminal(name)
                 if lost is not None:
-                    return terminal_model(self.service.restorer.restore(lost.id))
+                    restored = self.service.restorer.restore(lost.id)
+                    # a resume that fails at once is recorded (interrupted, with why)
+                    threading.Thread(target=self._watch, args=(restored,), daemon=True).start()
+                    return terminal_model(restored)
             session, _ = self.service.create(name=name, cwd=kwargs.get("cwd"))
         except AgentsError as e:
             raise http_error(e) from e
         return terminal_model(session)
+
+    def _watch(self, session: Session) -> None:
+        try:
+            self.service.restorer.watch(session)
+        except AgentsError as e:
+            self.log.warning("jupyter_agents: watching restored session %s: %s", session.id, e)
 
     def get(self, name: str) -> MODEL:
         """The model of terminal ``name``."""

@@ -218,9 +218,10 @@ def test_failed_resume_keeps_the_id_and_says_why(agents_server, fake_agents, pro
         rollout.unlink()  # its conversation is gone
     status, model = server.request("POST", f"/api/agents/sessions/{coder['id']}/restore")
     assert status == 200
-    assert model["status"] == "exited"
+    assert model["status"] == "interrupted"  # it can be restored again once fixed
     assert model["exit_code"] == 1
     assert "resume failed" in model["reason"] and cid in model["reason"]
+    assert f"No saved session found with ID {cid}" in model["reason"]  # the CLI's words
     assert model["conversation_id"] == cid
     assert fake_agents.records("error")[-1]["message"] == f"No saved session found with ID {cid}"
 

@@ -108,6 +108,8 @@ READ_ONLY = {
     "/api/agents/sessions/{id}/export?format=txt": 403,
     "/api/agents/sessions/{id}/export?format=html": 403,
     "/api/agents/search?q=secret-output": 403,
+    "/api/agents/sessions/{id}/conversation": 403,
+    "/api/agents/sessions/{id}/conversation?format=jsonl": 403,
 }
 
 

@@ -112,10 +112,14 @@ class AgentKind(ABC):
         """The launch of a new session with ``args`` (already checked)."""
 
     @abstractmethod
-    def resume(self, session: Session, env: Mapping[str, str]) -> Launch:
+    def resume(self, session: Session, env: Mapping[str, str], had_file: bool = False) -> Launch:
         """The launch that continues ``session``'s conversation (its process is gone).
 
         ``env`` is the environment the new process gets (to find the CLI's files).
+        ``had_file``: the conversation is known to have had a file (the conversation
+        archive saw it, :mod:`jupyter_agents.archive`), so it is resumed by its id even
+        when that file is gone: the CLI then says why it cannot, instead of a new
+        conversation starting under the old id.
         """
 
     #: how sessions of this kind report attention (``attention_source``): ``hooks``,
@@ -144,10 +148,22 @@ class AgentKind(ABC):
         can never be this session's. Only called when :attr:`follows_conversation`."""
         raise NotImplementedError(f"kind {self.name!r} does not follow conversation ids")
 
+    #: whether the CLI keeps each conversation in a file of its own (then
+    #: :meth:`conversation_file` finds it; the archive copies it, search reads it)
+    keeps_conversations: bool = False
+
+    def conversation_file(self, session: Session, conversation_id: str) -> Path | None:
+        """The CLI's own file of conversation ``conversation_id`` (one ``session`` had),
+        where the CLI reads it on resume, if that file exists now; None for kinds that
+        keep none."""
+        return None
+
     def conversation_files(self, session: Session) -> list[Path]:
-        """The agent's own files of ``session``'s conversation (the CLI's transcript of
-        it), for search; [] for kinds that keep none."""
-        return []
+        """The CLI's file of ``session``'s current conversation, if it exists (the
+        :meth:`conversation_file` of its ``conversation_id``)."""
+        cid = session.conversation_id
+        path = None if cid is None else self.conversation_file(session, cid)
+        return [] if path is None else [path]
 
     def describe(self) -> dict[str, Any]:
         """A JSON description for clients (name and command)."""

@@ -116,6 +116,7 @@ class ClaudeKind(AgentKind):
     name = "claude"
     follows_conversation = True
     reports = "hooks"
+    keeps_conversations = True
 
     def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
         return [*argv, "--settings", str(claude_settings(state_dir, session_id))]
@@ -135,20 +136,19 @@ class ClaudeKind(AgentKind):
         cid = str(uuid.uuid4())
         return Launch([*self.command, "--session-id", cid, *args], cid)
 
-    def resume(self, session: Session, env: Mapping[str, str]) -> Launch:
+    def resume(self, session: Session, env: Mapping[str, str], had_file: bool = False) -> Launch:
         cid = session.conversation_id
         if not is_uuid(cid):
             return Launch([*self.command, "--continue", *session.args], None, ambiguous=True)
         assert cid is not None
-        flag = "--resume" if conversation_file(env, session.cwd, cid) else "--session-id"
+        exists = had_file or conversation_file(env, session.cwd, cid) is not None
+        flag = "--resume" if exists else "--session-id"
         return Launch([*self.command, flag, cid, *session.args], cid)
 
-    def conversation_files(self, session: Session) -> list[Path]:
-        cid = session.conversation_id
-        if cid is None or not is_uuid(cid):
-            return []
-        path = conversation_file(session.env or {}, session.cwd, cid)
-        return [] if path is None else [path]
+    def conversation_file(self, session: Session, conversation_id: str) -> Path | None:
+        if not is_uuid(conversation_id):
+            return None
+        return conversation_file(session.env or {}, session.cwd, conversation_id)
 
     def discover(
         self,

@@ -94,6 +94,7 @@ class CodexKind(AgentKind):
     name = "codex"
     follows_conversation = True
     reports = "notify"
+    keeps_conversations = True
 
     def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
         """Our options go right after ``codex`` (or ``codex resume``): ``notify`` runs
@@ -117,19 +118,26 @@ class CodexKind(AgentKind):
     def launch(self, args: list[str]) -> Launch:
         return Launch([*self.command, *args])
 
-    def resume(self, session: Session, env: Mapping[str, str]) -> Launch:
+    def resume(self, session: Session, env: Mapping[str, str], had_file: bool = False) -> Launch:
         cid = session.conversation_id
         if cid:
             return Launch([*self.command, "resume", cid, *session.args], cid)
         return Launch([*self.command, "resume", "--last", *session.args], None, ambiguous=True)
 
-    def conversation_files(self, session: Session) -> list[Path]:
-        """The rollout of its thread: ``sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``."""
-        cid = session.conversation_id
-        if not is_uuid(cid):
-            return []
+    def conversation_file(self, session: Session, conversation_id: str) -> Path | None:
+        """The rollout of the thread: ``sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``.
+
+        That file is all ``codex resume <id>`` needs: it looks the id up in the
+        ``state_*.sqlite`` thread index first and, when the index has no row or a stale
+        path, searches ``sessions/`` for the id and repairs the index (openai/codex
+        ``codex-rs/rollout/src/list.rs``, ``find_thread_path_by_id_str_in_subdir``)."""
+        if not is_uuid(conversation_id):
+            return None
         home = codex_home(session.env or {})
-        return sorted(home.glob(f"sessions/[0-9]*/[0-9]*/[0-9]*/rollout-*-{cid}.jsonl"))[-1:]
+        found = sorted(
+            home.glob(f"sessions/[0-9]*/[0-9]*/[0-9]*/rollout-*-{conversation_id}.jsonl")
+        )
+        return found[-1] if found else None
 
     def discover(
         self,

@@ -21,7 +21,7 @@ class ShellKind(AgentKind):
     def launch(self, args: list[str]) -> Launch:
         return Launch([*self.command, *args])
 
-    def resume(self, session: Session, env: Mapping[str, str]) -> Launch:
+    def resume(self, session: Session, env: Mapping[str, str], had_file: bool = False) -> Launch:
         return Launch([*self.command, *session.args])
 
 
@@ -81,6 +81,6 @@ class CustomKind(AgentKind):
         cid = str(uuid.uuid4()) if self.id_strategy == "assign" else None
         return Launch([*self._fill(self.command, cid), *args], cid)
 
-    def resume(self, session: Session, env: Mapping[str, str]) -> Launch:
+    def resume(self, session: Session, env: Mapping[str, str], had_file: bool = False) -> Launch:
         cid = session.conversation_id
         return Launch([*self._fill(self.resume_template, cid), *session.args], cid)

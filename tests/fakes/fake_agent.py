@@ -4,10 +4,18 @@ They honour the flags jupyter_agents uses and keep their files where the real CL
 (DESIGN.md section 10), so the product code under test cannot tell the difference:
 
 claude: ``--session-id <uuid>`` (refused if not a UUID or already used), ``--resume
-<id>`` / ``-r`` (refused without a transcript), ``--continue`` / ``-c`` (newest
-transcript of the cwd); ``$CLAUDE_CONFIG_DIR`` (else ``~/.claude``)
+<id>`` / ``-r`` (refused without a transcript: "No conversation found with session ID:
+<id>"; a resumed one prints ``resumed prompt: <text>`` for each old prompt, as the real
+CLI draws the old conversation, and refreshes the file's mtime), ``--continue`` / ``-c``
+(newest transcript of the cwd); ``$CLAUDE_CONFIG_DIR`` (else ``~/.claude``)
 ``/sessions/<pid>.json`` while running; ``projects/<slug>/<id>.jsonl`` from the first
-message; ``/clear`` rotates the id. Hooks: those of ``--settings <file or JSON>`` and of
+message, with records of the real CLI's shape (``user`` and ``assistant`` records whose
+``message.content`` is text or ``tool_use``/``tool_result`` blocks, ``timestamp``,
+``sessionId``, ``cwd``); at its first prompt Claude's retention clean-up: other
+conversation files not written for ``cleanupPeriodDays`` (``settings.json``, default 30)
+are deleted (logged as ``cleanup``; the real CLI does it in the background of an
+interactive session, at least ten minutes after that prompt); ``/clear`` rotates the
+id. Hooks: those of ``--settings <file or JSON>`` and of
 the user's own ``settings.json`` (both fire, as with the real CLI) run through
 ``/bin/sh -c`` with the payload JSON on stdin, waited for, with the real CLI's payload
 shapes (``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``, ...):
@@ -28,11 +36,15 @@ Lines typed into the fake claude (a "turn" runs ``UserPromptSubmit`` first):
   it (reply, ``Stop``). So ``/hold`` then ``/perm`` then ``/hold`` then ``/fail`` walks
   working -> permission -> working -> error with every state held until the next line;
 - ``/idle``: ``Notification`` (``idle_prompt``), no turn;
+- ``/bulk N``: N assistant records of about 1 KiB each appended to the conversation;
 - ``/clear``: see above; ``/exit``: ``SessionEnd`` (``prompt_input_exit``), exit.
 
-codex: a new thread per run, ``resume <id>`` / ``resume --last``; ``$CODEX_HOME``
-(else ``~/.codex``) ``/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`` with a
-``session_meta`` first record; ``thread-writer-locks/<id>.lock`` held open while running
+codex: a new thread per run, ``resume <id>`` / ``resume --last`` (a resumed one prints
+``resumed prompt: <text>`` for each old user message); ``$CODEX_HOME`` (else
+``~/.codex``) ``/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`` of real rollout lines
+(``{timestamp, type, payload}``: ``session_meta`` first, then per message ``response_item``
+payloads ``message`` (user), ``function_call`` (shell) and ``function_call_output``,
+``message`` (assistant)); ``thread-writer-locks/<id>.lock`` held open while running
 (not with ``FAKE_CODEX_NO_LOCK=1``); ``/new`` starts a new thread. ``-c key=value`` /
 ``--config key=value`` and ``--no-daemon`` (before or after ``resume``): ``notify`` (a
 TOML array) is run directly (no shell) at the end of every turn with one more argument,
@@ -128,6 +140,41 @@ def lines() -> Iterator[str]:
 CLAUDE_MODEL = "claude-fake-4"
 
 
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def user_prompts(path: Path) -> list[str]:
+    """The prompts typed in a conversation file (user records with text content)."""
+    prompts = []
+    for line in path.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        message = entry.get("message") if isinstance(entry, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if entry.get("type") == "user" and isinstance(content, str):
+            prompts.append(content)
+    return prompts
+
+
+def clean_up(home: Path, keep: Path) -> None:
+    """Claude's retention clean-up: conversation files not written for
+    ``cleanupPeriodDays`` (settings.json; default 30) are deleted (the real CLI does it
+    in the background of an interactive session; this one at its first prompt)."""
+    try:
+        days = json.loads((home / "settings.json").read_text()).get("cleanupPeriodDays", 30)
+    except (OSError, ValueError, AttributeError):
+        days = 30
+    cutoff = time.time() - float(days) * 86400
+    for path in home.glob("projects/*/*.jsonl"):
+        with contextlib.suppress(OSError):
+            if path != keep and path.stat().st_mtime < cutoff:
+                path.unlink()
+                log("cleanup", path=str(path))
+
+
 class ClaudeHooks:
     """The hook commands of one claude process: ``--settings`` plus the user's own
     ``settings.json`` (both fire)."""
@@ -217,6 +264,8 @@ def claude(args: list[str]) -> None:
     source = "startup"
     settings: list[str] = []
     model = CLAUDE_MODEL
+    resumed: Path | None = None
+    cleaned = False
     i = 0
     while i < len(args):
         arg = args[i]
@@ -229,8 +278,10 @@ def claude(args: list[str]) -> None:
             i += 1
         elif arg in ("--resume", "-r"):
             cid = args[i + 1]
-            if not list(home.glob(f"projects/*/{cid}.jsonl")):
+            found = list(home.glob(f"projects/*/{cid}.jsonl"))
+            if not found:
                 fail(f"No conversation found with session ID: {cid}")
+            resumed = found[0]
             source = "resume"
             i += 1
         elif arg in ("--continue", "-c"):
@@ -238,6 +289,7 @@ def claude(args: list[str]) -> None:
             if not found:
                 fail("No conversation found to continue")
             cid = found[-1].stem
+            resumed = found[-1]
             source = "resume"
         elif arg == "--settings":
             settings.append(args[i + 1])
@@ -263,14 +315,37 @@ def claude(args: list[str]) -> None:
         tool_input = {"command": "echo fake", "description": "a fake tool call"}
         fire(event, tool_name="Bash", tool_input=tool_input, **fields)
 
+    def record(kind: str, message: dict[str, Any], **extra: Any) -> None:
+        """Append one record of the real CLI's shape to the conversation's file."""
+        project.mkdir(parents=True, exist_ok=True)
+        entry = {
+            "parentUuid": None,
+            "isSidechain": False,
+            "type": kind,
+            "message": message,
+            "uuid": str(uuid.uuid4()),
+            "timestamp": now_iso(),
+            "cwd": cwd,
+            "sessionId": cid,
+            "version": "2.1.197-fake",
+            **extra,
+        }
+        with (project / f"{cid}.jsonl").open("a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def assistant(content: list[dict[str, Any]]) -> None:
+        message = {"role": "assistant", "model": model, "type": "message", "content": content}
+        record("assistant", message)
+
     def turn(text: str) -> None:
         """One prompt, until Stop or StopFailure (see the module docstring)."""
+        nonlocal cleaned
         prompt_id = str(uuid.uuid4())
         fire("UserPromptSubmit", prompt=text, prompt_id=prompt_id, permission_mode="default")
-        project.mkdir(parents=True, exist_ok=True)
-        with (project / f"{cid}.jsonl").open("a") as f:
-            record = {"type": "user", "sessionId": cid, "cwd": cwd, "message": text}
-            f.write(json.dumps(record) + "\n")
+        record("user", {"role": "user", "content": text}, promptId=prompt_id)
+        if not cleaned:  # Claude's housekeeping starts with the first prompt
+            cleaned = True
+            clean_up(home, project / f"{cid}.jsonl")
         step: str | None = text
         while True:
             if step == "/fail":
@@ -296,6 +371,12 @@ def claude(args: list[str]) -> None:
             tool("PostToolUse", tool_response={"stdout": "fake", "stderr": ""})
             if step not in ("/hold", "/perm", "/fail"):
                 break
+        use = f"toolu_{uuid.uuid4().hex[:20]}"
+        tool_input = {"command": "echo fake", "description": "a fake tool call"}
+        assistant([{"type": "tool_use", "id": use, "name": "Bash", "input": tool_input}])
+        result = {"type": "tool_result", "tool_use_id": use, "content": "fake", "is_error": False}
+        record("user", {"role": "user", "content": [result]})
+        assistant([{"type": "text", "text": f"claude heard: {text}"}])
         print(f"claude heard: {text}", flush=True)
         fire("Stop", stop_hook_active=False)
 
@@ -304,6 +385,10 @@ def claude(args: list[str]) -> None:
     try:
         fire("SessionStart", source=source, model=model)
         print(f"FAKE CLAUDE conversation {cid}", flush=True)
+        if resumed is not None:  # the real one draws the old conversation
+            for prompt in user_prompts(resumed):
+                print(f"resumed prompt: {prompt}", flush=True)
+            os.utime(resumed)
         while True:
             text = read_line()
             if text is None or text == "/exit":
@@ -318,6 +403,12 @@ def claude(args: list[str]) -> None:
                 log("clear", id=cid)
                 fire("SessionStart", source="clear")
                 print(f"cleared; conversation {cid}", flush=True)
+            elif text.startswith("/bulk "):
+                kib = int(text.split()[1])
+                chunk = "x" * 900
+                for n in range(kib):
+                    assistant([{"type": "text", "text": f"bulk {n} {chunk}"}])
+                print(f"bulk wrote {kib} records", flush=True)
             elif text == "/idle":
                 fire(
                     "Notification",
@@ -338,9 +429,35 @@ def new_rollout(home: Path, cwd: str, cid: str) -> Path:
     folder = home / "sessions" / now.strftime("%Y/%m/%d")
     folder.mkdir(parents=True, exist_ok=True)
     rollout = folder / f"rollout-{now.strftime('%Y-%m-%dT%H-%M-%S')}-{cid}.jsonl"
-    meta = {"id": cid, "timestamp": now.isoformat().replace("+00:00", "Z"), "cwd": cwd}
-    rollout.write_text(json.dumps({"type": "session_meta", "payload": meta}) + "\n")
+    stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    meta = {
+        "id": cid,
+        "timestamp": stamp,
+        "cwd": cwd,
+        "originator": "codex_cli_rs",
+        "cli_version": "0.171.0-fake",
+    }
+    rollout.write_text(
+        json.dumps({"timestamp": stamp, "type": "session_meta", "payload": meta}) + "\n"
+    )
     return rollout
+
+
+def rollout_prompts(path: Path) -> list[str]:
+    """The user messages of a rollout (``response_item`` messages of role user)."""
+    prompts = []
+    for line in path.read_text().splitlines():
+        try:
+            item = json.loads(line).get("payload") or {}
+        except (ValueError, AttributeError):
+            continue
+        if item.get("type") == "message" and item.get("role") == "user":
+            prompts += [c["text"] for c in item.get("content", []) if c.get("type") == "input_text"]
+    return prompts
+
+
+def _text(direction: str, text: str) -> dict[str, str]:
+    return {"type": f"{direction}_text", "text": text}
 
 
 def take_lock(home: Path, cid: str) -> int:
@@ -377,11 +494,30 @@ class Thread:
         elif not os.environ.get("FAKE_CODEX_NO_LOCK"):
             self.lock_fd = take_lock(home, self.id)
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, payload: dict[str, Any], kind: str = "response_item") -> None:
+        """One rollout line of the real shape: ``{timestamp, type, payload}``."""
         if self.rollout is None:
             self.rollout = new_rollout(self.home, self.cwd, self.id)
+        line = {"timestamp": now_iso(), "type": kind, "payload": payload}
         with self.rollout.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+            f.write(json.dumps(line) + "\n")
+
+    def turn(self, text: str, reply: str) -> None:
+        """A user message, a shell call and its output, the assistant's answer."""
+        self.append({"type": "message", "role": "user", "content": [_text("input", text)]})
+        call = f"call_{uuid.uuid4().hex[:20]}"
+        command = {"command": ["bash", "-lc", "echo fake"], "workdir": self.cwd}
+        self.append(
+            {
+                "type": "function_call",
+                "name": "shell",
+                "arguments": json.dumps(command),
+                "call_id": call,
+            }
+        )
+        output = json.dumps({"output": "fake\n", "metadata": {"exit_code": 0}})
+        self.append({"type": "function_call_output", "call_id": call, "output": output})
+        self.append({"type": "message", "role": "assistant", "content": [_text("output", reply)]})
 
     def close(self) -> None:
         if self.daemon is not None:
@@ -486,6 +622,9 @@ def codex(args: list[str]) -> None:
     thread = Thread(home, cwd, cid, daemon)
     log("start", id=thread.id)
     print(f"FAKE CODEX thread {thread.id}", flush=True)
+    if cid is not None and thread.rollout is not None:  # the real one draws the old thread
+        for prompt in rollout_prompts(thread.rollout):
+            print(f"resumed prompt: {prompt}", flush=True)
     try:
         for text in lines():
             if text == "/new":
@@ -494,8 +633,8 @@ def codex(args: list[str]) -> None:
                 log("new", id=thread.id)
                 print(f"new thread {thread.id}", flush=True)
             elif text:
-                thread.append({"type": "response_item", "text": text})
                 reply = f"codex heard: {text}"
+                thread.turn(text, reply)
                 print(reply, flush=True)
                 notify(config.get("notify"), thread, text, reply)
     finally:
