@@ -198,13 +198,13 @@ class LogHandler(ApiHandler):
             self.get_query_argument("length", None),
             self.request.headers.get("Range"),
         )
-        self.set_header("Content-Type", "application/octet-stream")
         self.set_header("X-Transcript-Size", str(size))
         self.set_header("Accept-Ranges", "bytes")
-        if partial:
+        if partial and data:  # (a Range of an empty transcript is all of it: 200)
             self.set_status(206)
             self.set_header("Content-Range", f"bytes {start}-{start + len(data) - 1}/{size}")
-        self.finish(data)
+        # APIHandler.finish sets application/json unless told otherwise
+        self.finish(data, set_content_type="application/octet-stream")
 
 
 class ExportHandler(ApiHandler):
@@ -221,16 +221,16 @@ class ExportHandler(ApiHandler):
         session = await self.call(self.service.get, session_id)
         transcript = await self.call(self.service.transcript, session_id)
         chunks = await self.call(export, session, transcript, fmt)
-        self.set_header("Content-Type", FORMATS[fmt][0])
         self.set_header(
             "Content-Disposition", params.content_disposition(export_name(session, fmt))
         )
         # the HTML export is inert: no script, no resource from anywhere
         self.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+        self.set_header("Content-Type", FORMATS[fmt][0])
         while (chunk := await self.call(next, chunks, None)) is not None:
             self.write(chunk)
             await self.flush()
-        self.finish()
+        self.finish(set_content_type=FORMATS[fmt][0])  # (an empty export has sent nothing yet)
 
 
 class SearchHandler(ApiHandler):
