@@ -334,6 +334,19 @@ class RestoreHandler(ApiHandler):
         self.reply((await self.call(self.service.restorer.watch, session)).to_model())
 
 
+class FreshHandler(ApiHandler):
+    """``POST /api/agents/sessions/<id>/fresh``: a new session of an ended session's kind
+    in its folder, showing the end of its transcript first (e.g. when its conversation
+    cannot be resumed); 201 with the new model. The old record stays."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, session_id: str) -> None:
+        session = await self.call(self.service.start_fresh, session_id)
+        self.set_header("Location", url_path_join(self.base_url, "api/agents/sessions", session.id))
+        self.reply(session.to_model(), 201)
+
+
 class AdoptHandler(ApiHandler):
     """``POST /api/agents/sessions/<id>/adopt``: an orphaned session becomes a running
     terminal (listed in ``/api/terminals``); its model."""
@@ -417,6 +430,7 @@ def handlers(
         (r"/api/agents/search", SearchHandler, rest),
         (r"/api/agents/sessions/(\w+)/restore", RestoreHandler, rest),
         (r"/api/agents/sessions/(\w+)/adopt", AdoptHandler, rest),
+        (r"/api/agents/sessions/(\w+)/fresh", FreshHandler, rest),
         (r"/api/agents/restore", RestoreAllHandler, rest),
         (r"/api/agents/kinds", KindsHandler, rest),
         (r"/api/agents/reconcile", ReconcileHandler, rest),

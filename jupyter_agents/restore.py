@@ -113,10 +113,27 @@ def prelude(tail: bytes, marker: str, limit: int = TAIL_BYTES) -> bytes:
     return sanitize_tail(tail, limit) + b"\x1b[1m" + marker.encode() + b"\x1b[0m\r\n"
 
 
-def write_prelude(state_dir: Path, session: Session, transcript: Transcript, limit: int) -> Path:
-    """Write a restored session's prelude (old tail and marker) to a private file in
-    ``state_dir``; :func:`prelude_argv` prints and deletes it."""
-    marker = banner(session.kind, session.conversation_id, session.id, transcript.ended_at())
+def fresh_banner(kind: str, earlier: Session) -> str:
+    """The marker line between an earlier session's transcript and a fresh session
+    started after it (its conversation could not be resumed).
+
+    >>> fresh_banner("claude", Session("s1", "1", "interrupted", "tmux", conversation_id="c0"))
+    '--- new claude session; above: the end of session s1 (conversation c0, not resumed) ---'
+    """
+    about = (
+        f" (conversation {earlier.conversation_id}, not resumed)" if earlier.conversation_id else ""
+    )
+    return f"--- new {kind} session; above: the end of session {earlier.id}{about} ---"
+
+
+def write_prelude(
+    state_dir: Path, session: Session, transcript: Transcript, limit: int, marker: str | None = None
+) -> Path:
+    """Write a restored session's prelude (old tail and marker: :func:`banner` unless
+    ``marker`` is given) to a private file in ``state_dir``; :func:`prelude_argv` prints
+    and deletes it."""
+    if marker is None:
+        marker = banner(session.kind, session.conversation_id, session.id, transcript.ended_at())
     path = state_dir / f"prelude-{session.id}"
     create_private_file(path)
     path.write_bytes(prelude(transcript.tail(limit + 1), marker, limit))

@@ -44,7 +44,7 @@ from .procs import (
     terminate_tree,
 )
 from .reconcile import Action, apply_plan
-from .restore import TAIL_BYTES, Restorer
+from .restore import TAIL_BYTES, Restorer, fresh_banner, prelude_argv, write_prelude
 from .store import Session, SessionStore, Status, new_session_id, utcnow_iso
 from .terminal_state import Followed, ModeFollower
 from .transcripts import GapLog, Transcript
@@ -310,10 +310,14 @@ class SessionService:
         kind: str = "shell",
         args: object = None,
         strict: bool = False,
+        after: Session | None = None,
     ) -> tuple[Session, bool]:
         """Start a session of ``kind`` (a shell by default), or return the running one
         already called ``name`` (``strict``: refuse with :class:`Conflict`; a ``cwd``
         that is not a directory is refused too instead of falling back to the root).
+
+        ``after``: an earlier session whose transcript's tail the new terminal shows
+        first, with a marker line (:meth:`start_fresh`).
 
         Returns ``(session, created)``. Everything is validated before anything runs;
         the process is started and recorded under the state lock, so a concurrent
@@ -350,9 +354,34 @@ class SessionService:
             )
             session.attention_source = agent.reports
             argv = agent.with_reporting(launch.argv, self.state_dir, session.id)
+            if after is not None:
+                shown = write_prelude(
+                    self.state_dir,
+                    session,
+                    self._transcript(after),
+                    self.restorer.tail_bytes,
+                    fresh_banner(agent.name, after),
+                )
+                argv = prelude_argv(shown, argv)
             self.launch(session, launch, argv, was=None)
         self.publish("created", session)
         return session, True
+
+    def start_fresh(self, session_id: str) -> Session:
+        """A new session of an ended session's kind, in its folder, with its launch
+        args, whose terminal first shows the end of the old one's transcript: a fresh
+        start where a conversation cannot be resumed. The old record stays as it is
+        (its id, conversation id and reason); :class:`Conflict` while it still runs."""
+        earlier = self.store.get(session_id)
+        if earlier.status not in ENDED:
+            raise Conflict(f"session {session_id} is {earlier.status}; it has not ended")
+        session, _ = self.create(
+            cwd=earlier.cwd, kind=earlier.kind, args=earlier.args, strict=True, after=earlier
+        )
+        self.log.info(
+            "jupyter_agents: session %s started fresh after session %s", session.id, session_id
+        )
+        return session
 
     def launch(
         self, session: Session, launch: Launch, argv: builtins.list[str], was: Status | None

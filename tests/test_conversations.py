@@ -189,6 +189,22 @@ def test_a_resume_that_cannot_work_keeps_the_id_and_says_why(
     assert not source.exists()
     assert model(server, first["id"])["status"] == "interrupted"
 
+    # what the user is offered: a fresh session in the same folder, the old tail first
+    status, fresh = server.request("POST", f"/api/agents/sessions/{first['id']}/fresh")
+    assert status == 201, fresh
+    assert (fresh["kind"], fresh["cwd"], fresh["status"]) == ("claude", str(project), "running")
+    assert fresh["id"] != first["id"] and fresh["conversation_id"] not in (None, cid)
+    client = server.ws(fresh["name"])
+    marker = f"--- new claude session; above: the end of session {first['id']}"
+    client.wait_for(f"FAKE CLAUDE conversation {fresh['conversation_id']}")
+    assert client.text.index("lost-forever") < client.text.index(marker)
+    client.close()
+    old = model(server, first["id"])  # the old record is as it was
+    assert (old["status"], old["conversation_id"]) == ("interrupted", cid)
+    assert "No conversation found" in old["reason"]
+    assert server.request("POST", f"/api/agents/sessions/{fresh['id']}/fresh")[0] == 409
+    assert server.request("POST", "/api/agents/sessions/nope/fresh")[0] == 404
+
 
 def test_markdown_and_raw_records_of_a_conversation(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env, args=FAST)
