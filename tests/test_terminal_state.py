@@ -7,8 +7,11 @@ scroll region and title, on both backends."""
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -46,11 +49,17 @@ def stdout(client: TermClient, since: int = 0) -> list[bytes]:
 
 
 def settle(*clients: TermClient) -> None:
-    for client in clients:
-        client.drain(quiet=1.0)
+    """Receive until none of ``clients`` gets anything for a second (output that comes
+    while one is drained reaches the others too: they are drained again)."""
+    while True:
+        before = [len(c.messages) for c in clients]
+        for client in clients:
+            client.drain(quiet=1.0)
+        if [len(c.messages) for c in clients] == before:
+            return
 
 
-def same(original: dict, replayed: dict, flood: bool = False) -> None:
+def same(original: dict, replayed: dict, flood: bool = False, what: str = "") -> None:
     """``replayed`` shows what ``original`` does. After a flood, the broker's raw replay
     cannot redraw rows outside the scroll region that nothing repainted since the kept
     bytes began (broker/replay.py): those two rows are left out there."""
@@ -60,7 +69,19 @@ def same(original: dict, replayed: dict, flood: bool = False) -> None:
         for key in ("lines", "styles"):
             if key in diff and diff[key][0][region] == diff[key][1][region]:
                 del diff[key]
-    assert diff == {}, "\n".join(f"{k}: {v}" for k, v in diff.items())
+    if "lines" in diff:  # say which rows, compactly
+        rows = [
+            (i, a, b)
+            for i, (a, b) in enumerate(zip(diff["lines"][0], diff["lines"][1], strict=False))
+            if a != b
+        ]
+        diff["lines"] = (len(diff["lines"][0]), len(diff["lines"][1]), rows[:6])  # type: ignore[assignment]
+    if "styles" in diff:
+        a, b = diff["styles"]
+        diff["styles"] = [(i, x, y) for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y][
+            :4
+        ]  # type: ignore[assignment]
+    assert diff == {}, what + "\n" + "\n".join(f"{k}: {v}" for k, v in diff.items())
 
 
 def start_program(server: ServerProcess, tmp_path: Path, script: str) -> tuple[str, TermClient]:
@@ -76,6 +97,39 @@ def start_program(server: ServerProcess, tmp_path: Path, script: str) -> tuple[s
     return name, watcher
 
 
+def reconnects_the_same(
+    server: ServerProcess,
+    name: str,
+    watcher: TermClient,
+    shown: str,
+    flood: bool = False,
+    still: bool = True,
+) -> dict:
+    """A tab opened now (a page reload) and a tab reconnecting after a SIGKILL restart
+    (the replay written onto the screen it had) show what ``watcher``, which watched
+    from the start, shows (``shown``: text on the screen by then); its state. A program
+    that is not ``still`` may redraw while no server runs (the restart resizes its
+    terminal): the reconnected tab must then show what a tab opened after the restart
+    shows."""
+    settle(watcher)
+    reload = server.ws(name)  # a page reload: a fresh terminal gets the replay
+    reload.wait_for(shown)
+    settle(reload, watcher)
+    original, reloaded = render([stdout(watcher), stdout(reload)], COLS, ROWS)
+    same(original, reloaded, flood, "after a reload")
+
+    server.stop(signal.SIGKILL)
+    server.start()
+    again = server.ws(name)  # Lab reconnects: the replay lands on the screen it had
+    again.wait_for(shown)
+    fresh = server.ws(name)
+    fresh.wait_for(shown)
+    settle(again, fresh)
+    restarted, opened = render([stdout(watcher) + stdout(again), stdout(fresh)], COLS, ROWS)
+    same(original if still else opened, restarted, flood, "after a restart")
+    return original
+
+
 @both_backends
 @pytest.mark.parametrize("flood", [False, True], ids=["modes", "modes-then-3MB"])
 def test_a_reconnected_tab_has_every_mode_of_the_program(agents_server, tmp_path, flood):
@@ -85,22 +139,22 @@ def test_a_reconnected_tab_has_every_mode_of_the_program(agents_server, tmp_path
     script = EVERY_MODE.replace("FLOOD", FLOOD if flood else "")
     name, watcher = start_program(server, tmp_path, script)
     watcher.wait_for("ALL DONE", timeout=60)
-    settle(watcher)
-
-    reload = server.ws(name)  # a page reload: a fresh terminal gets the replay
-    reload.wait_for("ALL DONE")
-    settle(reload, watcher)
-    original, reloaded = render([stdout(watcher), stdout(reload)], COLS, ROWS)
+    original = reconnects_the_same(server, name, watcher, "ALL DONE", flood)
     assert original["modes"]["bracketedPasteMode"] and original["title"]  # the program's
-    same(original, reloaded, flood)
 
-    server.stop(signal.SIGKILL)
-    server.start()
-    again = server.ws(name)  # Lab reconnects: the replay lands on the screen it had
-    again.wait_for("ALL DONE")
-    settle(again)
-    (restarted,) = render([stdout(watcher) + stdout(again)], COLS, ROWS)
-    same(original, restarted, flood)
+
+@both_backends
+def test_a_reconnected_tab_has_vim_as_it_was(agents_server, tmp_path):
+    # vim: the alternate screen, mouse (mouse=a), bracketed paste, cursor keys, a scroll
+    # region while it scrolls, and a file scrolled to its middle
+    server = agents_server()
+    (tmp_path / "notes.txt").write_text("".join(f"line {i} of the notes\n" for i in range(200)))
+    script = "exec vim -u NONE -N -i NONE -c 'set mouse=a nu' -c 'normal 120Gzz' notes.txt\n"
+    name, watcher = start_program(server, tmp_path, script)
+    watcher.wait_for("line 120 of the notes", timeout=30)
+    original = reconnects_the_same(server, name, watcher, "line 120 of the notes")
+    assert original["buffer"]["type"] == "alternate"
+    assert original["modes"]["mouseTrackingMode"] != "none"
 
 
 #: every sequence that sets something TerminalModes follows, and some that reset it
@@ -152,3 +206,48 @@ def test_terminal_modes_set_what_the_program_set_as_xterm_sees_it():
     for i, original in enumerate(states[:300]):
         assert seen(states[300 + i]) == seen(original), (streams[i], replays[i])
         assert seen(states[600 + i]) == seen(original), (streams[i], replays[i])
+
+
+REAL_CLAUDE = Path(
+    os.environ.get("JUPYTER_AGENTS_REAL_CLAUDE", "/opt/jupyter-agents-cli/bin/claude")
+)
+
+
+@pytest.mark.realcli
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not os.access(REAL_CLAUDE, os.X_OK), reason="real Claude Code not installed")
+@both_backends
+def test_a_reconnected_tab_has_the_real_claude_code_tui_as_it_was(
+    agents_server, tmp_path, monkeypatch
+):
+    # the real CLI offline (DESIGN.md section 10): its TUI at the prompt, after a turn
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CONFIG_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    home, project = tmp_path / "home", tmp_path / "proj"
+    (home / ".claude").mkdir(parents=True)
+    project.mkdir()
+    trusted = {os.path.realpath(project): {"hasTrustDialogAccepted": True}}
+    (home / ".claude.json").write_text(
+        json.dumps({"hasCompletedOnboarding": True, "projects": trusted})
+    )
+    env = {
+        "HOME": str(home),
+        "PATH": f"{REAL_CLAUDE.parent}{os.pathsep}{os.environ['PATH']}",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    server = agents_server(env=env)
+    status, agent = server.request(
+        "POST", "/api/agents/sessions", {"kind": "claude", "cwd": str(project)}
+    )
+    assert status == 201, agent
+    watcher = server.ws(agent["name"])
+    watcher.send("set_size", ROWS, COLS, 600, 800)
+    watcher.wait_for("\u276f", timeout=90)  # its prompt sign
+    watcher.stdin("say hello")
+    time.sleep(1)
+    watcher.stdin("\r")
+    watcher.wait_for("say hello", timeout=60)
+    time.sleep(3)  # the failed turn (no key) settles
+    original = reconnects_the_same(server, agent["name"], watcher, "\u276f", still=False)
+    assert original["modes"]["bracketedPasteMode"]  # Claude Code asks for it

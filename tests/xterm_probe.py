@@ -70,7 +70,8 @@ def screen(state: dict[str, Any]) -> dict[str, Any]:
     return {
         **{k: state[k] for k in COMPARED if k not in ("lines", "styles", "buffer")},
         "buffer": state["buffer"]["type"],
-        "lines": state["lines"][top:],
+        # trailing blanks are invisible (and tmux pads its captures with them)
+        "lines": [line.rstrip(" ") for line in state["lines"][top:]],
         "styles": state["styles"][top:],
     }
 

@@ -221,6 +221,19 @@ def unpadded(line: str) -> str:
     return stripped if style == PLAIN else line
 
 
+def carried(carry: str, line: str) -> str:
+    r"""The colour sequences in force after ``line`` (those of ``carry`` and the line's,
+    from its last full reset on): what the next captured line starts in.
+
+    >>> carried("", "\x1b[31mred \x1b[1mbold"), carried("\x1b[31m", "x\x1b[0;32my\x1b[4mz")
+    ('\x1b[31m\x1b[1m', '\x1b[0;32m\x1b[4m')
+    """
+    for m in _SGR.finditer(line):
+        params = m[1]
+        carry = m[0] if params in ("", "0") or params.startswith("0;") else carry + m[0]
+    return "" if carry in ("\x1b[m", "\x1b[0m") else carry
+
+
 def compose_replay(
     state: PaneState,
     history: list[str],
@@ -238,7 +251,13 @@ def compose_replay(
     """
 
     def lines(block: list[str]) -> str:
-        return "\x1b[0m\r\n".join(map(unpadded, block)) + "\x1b[0m"
+        # tmux writes a line's colours where they change from the cell before, which may
+        # be on the line above: each line starts with the colours the one above ended in
+        out, carry = [], ""
+        for line in block:
+            out.append(carry + unpadded(line))
+            carry = carried(carry, line)
+        return "\x1b[0m\r\n".join(out) + "\x1b[0m"
 
     s = state
     out = ["\x1bc\x1b[3J"]
