@@ -25,6 +25,7 @@ from . import (
     latency,
     load,
     reconcile,
+    redraw,
     replay,
     restart,
     throughput,
@@ -127,6 +128,7 @@ GROUPS: dict[str, Callable[[list[Flavor], Mode], list[Row]]] = {
     "load": load.run,
     "events": events.run,
     "transcripts": transcripts.run,
+    "redraw": redraw.run,
 }
 
 

@@ -32,10 +32,10 @@ def make_seq_file(path: Path, lines: int) -> Path:
 
 
 def expected_chars(path: Path) -> int:
-    """Characters a client must receive for ``path``: the pty turns each ``\\n`` into
-    ``\\r\\n``."""
-    data = path.read_bytes()
-    return len(data) + data.count(b"\n")
+    """Characters a client must receive for ``path`` (UTF-8): the pty turns each ``\\n``
+    into ``\\r\\n``."""
+    text = path.read_text(encoding="utf-8")
+    return len(text) + text.count("\n")
 
 
 def ws_seconds(srv: BenchServer, name: str, path: Path, timeout: float = 600) -> tuple[float, int]:
