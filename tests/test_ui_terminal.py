@@ -33,7 +33,9 @@ from test_ui import (
     dismiss_dialogs,
     new_terminal,
     open_lab,
+    row,
     shot,
+    show_panel,
     type_in_terminal,
     typed_until,
     wait_text,
@@ -323,3 +325,143 @@ def test_osc52_copy_lands_in_the_clipboard_unless_turned_off(
         kill(lab, session)
     finally:
         settings(lab, None)
+
+
+# -- titles ------------------------------------------------------------------------------
+
+TAB = """(name) => {
+  const w = [...window.jupyterapp.shell.widgets('main')]
+    .find(w => w.content && w.content.session && w.content.session.name === name);
+  if (!w) { return null; }
+  const tab = document.querySelector(`.lm-TabBar-tab[data-id='${w.id}'] .lm-TabBar-tabLabel`);
+  return {id: w.id, label: w.title.label, shown: tab ? tab.textContent : null};
+}"""
+
+
+def tab_label(page: Any, name: str) -> str | None:
+    """What the terminal tab of ``name`` shows (checked against its widget's title)."""
+    tab = page.evaluate(TAB, name)
+    if not tab:
+        return None
+    assert tab["shown"] in (None, tab["label"])
+    return tab["label"]  # type: ignore[no-any-return]
+
+
+def wait_label(page: Any, name: str, label: str, timeout: float = 20) -> None:
+    try:
+        poll(lambda: tab_label(page, name) == label, timeout, f"tab label {label!r}")
+    except AssertionError:
+        raise AssertionError(
+            f"the tab of {name} says {tab_label(page, name)!r}, not {label!r}"
+        ) from None
+
+
+def heading(page: Any, session_id: str) -> str:
+    return str(row(page, session_id).locator(".jp-AgentsPanel-name").inner_text())
+
+
+def answer_rename(page: Any, title: str) -> None:
+    dialog = page.locator(".jp-Dialog")
+    dialog.locator("input").fill(title)
+    dialog.locator("button.jp-mod-accept").click()
+    dialog.wait_for(state="detached")
+
+
+def rename_from_tab(page: Any, name: str, title: str) -> None:
+    tab_id = page.evaluate(TAB, name)["id"]
+    page.locator(f".lm-DockPanel-tabBar .lm-TabBar-tab[data-id='{tab_id}']").click(button="right")
+    page.locator(".lm-Menu-item", has_text="Rename Session…").click()
+    answer_rename(page, title)
+
+
+def test_renamed_session_keeps_tab_label_and_panel_title_after_restart(lab: Lab, page: Any) -> None:
+    """The program's title (OSC 0) heads the panel row; a person's title, given from the
+    panel row, labels the tab and heads the row, wins over the program's next title, is
+    matched by the filter and the search, and is still both after a server SIGKILL,
+    restart and reload (stock Lab shows "Terminal N" then); renamed again from the tab's
+    context menu, and cleared there: the program's title comes back."""
+    open_lab(page, lab, reset=True)
+    panel = show_panel(page)
+    new_terminal(page)
+    page.wait_for_selector(".jp-Terminal .xterm-accessibility-tree")
+    session = current_session(lab, page)
+    sid, name = session["id"], session["name"]
+    typed_until(page, "printf '\\033]0;%s\\a' PROGRAM-$((6*7)); echo T1-OK", r"T1-OK")
+    wait_label(page, name, "PROGRAM-42")
+    poll(lambda: heading(page, sid) == "PROGRAM-42", 30, "the program's title in the panel")
+    assert lab.sessions()[sid]["title_source"] == "program"
+
+    # a person's title, from the panel row
+    row(page, sid).hover()
+    row(page, sid).locator("button[data-action='rename']").click()
+    answer_rename(page, "Fix the upload bug")
+    poll(
+        lambda: (
+            (s := lab.sessions()[sid])["title"] == "Fix the upload bug"
+            and s["title_source"] == "user"
+        ),
+        what="the title in the store",
+    )
+    wait_label(page, name, "Fix the upload bug")
+    poll(lambda: heading(page, sid) == "Fix the upload bug", what="the title heading the row")
+    # the program's next title does not replace it (the server sees it: an event)
+    typed_until(page, "printf '\\033]0;%s\\a' LATER-$((1+1)); echo T2-OK", r"T2-OK")
+    page.wait_for_timeout(2000)
+    assert tab_label(page, name) == "Fix the upload bug"
+    assert heading(page, sid) == "Fix the upload bug"
+
+    # the filter and the search match it
+    live = panel.locator(".jp-AgentsPanel-group[open] .jp-AgentsPanel-row")
+    panel.locator(".jp-AgentsPanel-filter").fill("upload bug")
+    poll(lambda: live.count() == 1, what="one row left by the filter")
+    assert live.first.get_attribute("data-session-id") == sid
+    panel.locator(".jp-AgentsPanel-filter").fill("")
+    box = panel.locator(".jp-AgentsSearch-input")
+    box.fill("UPLOAD")
+    box.press("Enter")
+    hit = panel.locator(f".jp-AgentsSearch-hit[data-source='title'][data-session-id='{sid}']")
+    hit.wait_for()
+    assert hit.locator("mark").inner_text() == "upload"
+
+    # more titled sessions, for the screenshot: an agent named by a person, a shell
+    # named by its program
+    agent = lab.server.request("POST", "/api/agents/sessions", {"kind": "claude"})[1]
+    renamed = lab.server.request(
+        "PATCH", f"/api/agents/sessions/{agent['id']}", {"title": "Refactor the parser"}
+    )
+    assert renamed[0] == 200, renamed
+    other = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    client = lab.server.ws(other["name"])
+    try:
+        client.stdin("printf '\\033]2;%s\\a' 'pytest -x tests/'\r")
+        poll(lambda: heading(page, other["id"]) == "pytest -x tests/", 30, "a program's title")
+    finally:
+        client.close()
+    box.fill("")
+    box.press("Enter")
+    page.mouse.move(0, 0)
+    # titled rows wrap: nothing sticks out of the sidebar
+    assert panel.evaluate("(n) => n.scrollWidth <= n.clientWidth")
+    path = shot(page, f"titles-panel-{lab.backend}")
+    print(f"\nscreenshot: {path}")
+
+    # a server SIGKILL and start, a reload: the tab and the row keep the title
+    lab.restart(signal.SIGKILL)
+    page.reload()
+    open_lab(page, lab)
+    show_panel(page)
+    wait_label(page, name, "Fix the upload bug", timeout=30)
+    poll(lambda: heading(page, sid) == "Fix the upload bug", what="the title after the restart")
+
+    # renamed from the tab's context menu; then cleared: the program's title again
+    rename_from_tab(page, name, "Renamed from the tab")
+    wait_label(page, name, "Renamed from the tab")
+    assert lab.sessions()[sid]["title"] == "Renamed from the tab"
+    poll(lambda: heading(page, sid) == "Renamed from the tab", what="the row after the tab")
+    rename_from_tab(page, name, "")
+    poll(lambda: lab.sessions()[sid]["title_source"] == "program", what="the title cleared")
+    assert lab.sessions()[sid]["title"] == "LATER-2"
+    wait_label(page, name, "LATER-2")
+    poll(lambda: heading(page, sid) == "LATER-2", what="the program's title in the row")
+    for s in (session, agent, other):
+        kill(lab, s)

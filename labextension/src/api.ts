@@ -40,6 +40,18 @@ export interface ISession {
   attention_reason?: string | null;
   /** How we know: `hooks`, `notify` (exact) or `heuristic`. */
   attention_source?: string | null;
+  /**
+   * The title a person gave it, else the last one its program set (OSC 0/2), as plain
+   * text; null: none. Absent from servers older than titles.
+   */
+  title?: string | null;
+  /** Where `title` comes from: `user` (a person), `program`, or null (no title). */
+  title_source?: 'user' | 'program' | null;
+}
+
+/** What a session is called: its title, else its terminal name. */
+export function displayName(s: Pick<ISession, 'name' | 'title'>): string {
+  return s.title || s.name;
 }
 
 /** One kind of session the server can start (`GET /api/agents/kinds`). */
@@ -135,6 +147,21 @@ export const createSession = (
  */
 export const killSession = (s: Settings, id: string): Promise<void> =>
   request<void>(s, `api/agents/sessions/${id}`, { method: 'DELETE' });
+
+/**
+ * `PATCH /api/agents/sessions/<id>` `{title}`: give a session a person's title (null
+ * or empty: clear it, so the program's shows again). A title with control characters
+ * or over 256 characters is an `AgentsError` (400) with the server's message.
+ */
+export const renameSession = (
+  s: Settings,
+  id: string,
+  title: string | null
+): Promise<ISession> =>
+  request<ISession>(s, `api/agents/sessions/${id}`, {
+    method: 'PATCH',
+    body: JSON.stringify({ title })
+  });
 
 export const adoptSession = (s: Settings, id: string): Promise<ISession> =>
   request<ISession>(s, `api/agents/sessions/${id}/adopt`, { method: 'POST' });
@@ -313,7 +340,8 @@ export interface ISessionEvent {
     | 'attention'
     | 'activity'
     | 'updated'
-    | 'shared';
+    | 'shared'
+    | 'title';
   session_id: string;
   name: string;
   kind: string;

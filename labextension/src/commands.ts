@@ -4,7 +4,12 @@
  * one place for each action, its confirmation and its error message.
  */
 import { JupyterFrontEnd } from '@jupyterlab/application';
-import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
+import {
+  Dialog,
+  InputDialog,
+  Notification,
+  showDialog
+} from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
@@ -14,6 +19,7 @@ import {
   ISession,
   killSession,
   reconcile,
+  renameSession,
   restoreAll,
   restoreSession
 } from './api';
@@ -26,13 +32,20 @@ export function fail(what: string, error: unknown): void {
   Notification.error(`${what}: ${message}`, { autoClose: 10000 });
 }
 
-/** The session of a command's `{id}`, after a snapshot if it is not known yet. */
+/**
+ * The session of a command's `{id}` (or `{name}`: the running session of that
+ * terminal), after a snapshot if it is not known yet.
+ */
 export async function sessionOf(
   model: IAgentSessions,
   args: ReadonlyPartialJSONObject
 ): Promise<ISession | undefined> {
   const id = String(args.id ?? '');
-  const find = () => model.sessions?.find(s => s.id === id);
+  const name = String(args.name ?? '');
+  const find = () =>
+    model.sessions?.find(s =>
+      id ? s.id === id : s.name === name && s.status === 'running'
+    );
   if (!find()) {
     await model.refresh();
   }
@@ -49,7 +62,10 @@ export namespace Commands {
   }
 }
 
-/** Register the commands; the session ones take `{id}` (or `{name}` for open). */
+/**
+ * Register the commands; the session ones take `{id}` (or `{name}` for open and
+ * rename).
+ */
 export function addCommands(options: Commands.IOptions): void {
   const { app, model, trans } = options;
   const { commands } = app;
@@ -242,6 +258,40 @@ export function addCommands(options: Commands.IOptions): void {
       } catch (error) {
         fail(trans.__('Could not restore the interrupted sessions'), error);
       }
+    }
+  });
+
+  commands.addCommand(CommandIDs.rename, {
+    label: trans.__('Rename Session…'),
+    caption: trans.__(
+      'Give the session a title (its tab and its line in the Agents panel); empty: the title its program set'
+    ),
+    execute: async args => {
+      const session = await sessionOf(model, args);
+      if (!session) {
+        return;
+      }
+      const answer = await InputDialog.getText({
+        title: trans.__(
+          'Rename %1 session %2',
+          label(session.kind),
+          session.name
+        ),
+        label: trans.__('Title (empty: the one its program sets, if any)'),
+        text: session.title_source === 'user' ? (session.title ?? '') : '',
+        placeholder: session.title ?? trans.__('Terminal %1', session.name),
+        okLabel: trans.__('Rename')
+      });
+      if (!answer.button.accept || answer.value === null) {
+        return;
+      }
+      const title = answer.value.trim();
+      try {
+        await renameSession(settings, session.id, title || null);
+      } catch (error) {
+        fail(trans.__('Could not rename %1', session.name), error);
+      }
+      await model.refresh();
     }
   });
 

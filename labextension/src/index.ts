@@ -8,6 +8,8 @@
  *   banner on restored tabs of interrupted terminals), `restart-notification` and
  *   `attention` (notifications and tab markers when an agent needs its user) and
  *   `replay` (a session's transcript played in a tab) each require it;
+ * - `titles` (session titles on terminal tabs, "Rename Session…" in their context
+ *   menu) requires it too;
  * - `clipboard` (OSC 52 copies from programs in terminal tabs) needs only the
  *   terminal tracker.
  */
@@ -40,6 +42,7 @@ import { DEFAULT_POLL_INTERVAL, SessionsModel } from './model';
 import { AgentsPanel, commandActions } from './panel';
 import { addReplayCommand } from './replay';
 import { followRestarts } from './restart';
+import { addRenameTerminal, TabTitles } from './titles';
 import { runningManager } from './running';
 import { addShareCommands } from './sharing';
 import { AgentsStatus } from './status';
@@ -314,6 +317,27 @@ const replay: JupyterFrontEndPlugin<void> = {
   }
 };
 
+const titles: JupyterFrontEndPlugin<void> = {
+  id: PluginIDs.titles,
+  description:
+    "Terminal tabs labelled with their session's title; Rename Session… on the tab.",
+  autoStart: true,
+  requires: [IAgentSessions],
+  optional: [ITerminalTracker, ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    model: IAgentSessions,
+    terminals: ITerminalTracker | null,
+    translator: ITranslator | null
+  ) => {
+    if (terminals) {
+      const labTrans = (translator ?? nullTranslator).load('jupyterlab');
+      new TabTitles({ model, terminals, labTrans });
+      addRenameTerminal({ app, terminals, trans: load(translator) });
+    }
+  }
+};
+
 const clipboard: JupyterFrontEndPlugin<void> = {
   id: PluginIDs.clipboard,
   description:
@@ -346,6 +370,7 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   restartNotification,
   attention,
   replay,
+  titles,
   clipboard
 ];
 

@@ -1,6 +1,6 @@
 /**
  * The "Agents" sidebar, a panel to keep open: a transcript search (`search.ts`); one
- * line per session (kind icon, name, attention or status badge, folder, relative
+ * line per session (kind icon, title or name, attention or status badge, folder, relative
  * time, icon buttons; under it a badge per live read-only share, with Revoke) in
  * groups Needs you, Working, Running, Interrupted, Ended (folded); a filter box;
  * keyboard navigation (Up/Down move, Enter opens or replays, Delete kills after a
@@ -10,6 +10,7 @@
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import {
+  editIcon,
   historyIcon,
   LabIcon,
   launchIcon,
@@ -21,7 +22,7 @@ import { CommandRegistry } from '@lumino/commands';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { ISession, IShare, Status } from './api';
+import { displayName, ISession, IShare, Status } from './api';
 import {
   attentionLabel,
   attentionSentence,
@@ -52,6 +53,8 @@ export interface IPanelActions {
   /** Ask whom to let watch it read-only, and share it. */
   share(session: Pick<ISession, 'id'>): void | Promise<void>;
   revoke(share: Pick<IShare, 'id'>): void | Promise<void>;
+  /** Ask for a title, and give the session it. */
+  rename(session: Pick<ISession, 'id'>): void | Promise<void>;
   restoreAll(): void | Promise<void>;
   create(kind: string): void | Promise<void>;
   refresh(): void | Promise<void>;
@@ -72,29 +75,32 @@ export function commandActions(commands: CommandRegistry): IPanelActions {
       ),
     share: s => run(CommandIDs.share, { id: s.id }),
     revoke: share => run(CommandIDs.revokeShare, { id: share.id }),
+    rename: s => run(CommandIDs.rename, { id: s.id }),
     restoreAll: () => run(CommandIDs.restoreAll),
     create: kind => run(CommandIDs.create, { kind }),
     refresh: () => run(CommandIDs.refresh)
   };
 }
 
-type Action = 'open' | 'share' | 'kill' | 'adopt' | 'restore' | 'replay';
+type Action =
+  'open' | 'share' | 'rename' | 'kill' | 'adopt' | 'restore' | 'replay';
 
 /**
  * The action buttons of a session in each status; the first is what Enter does (an
  * ended session is replayed, never restored by accident).
  */
 const ACTIONS: Record<Status, Action[]> = {
-  running: ['open', 'share', 'kill'],
-  orphaned: ['adopt', 'kill'],
-  interrupted: ['restore', 'replay'],
-  exited: ['replay', 'restore'],
-  killed: ['replay', 'restore']
+  running: ['open', 'share', 'rename', 'kill'],
+  orphaned: ['adopt', 'rename', 'kill'],
+  interrupted: ['restore', 'replay', 'rename'],
+  exited: ['replay', 'restore', 'rename'],
+  killed: ['replay', 'restore', 'rename']
 };
 
 const ACTION_ICONS: Record<Action, LabIcon> = {
   open: launchIcon,
   share: shareIcon,
+  rename: editIcon,
   kill: stopIcon,
   adopt: launchIcon,
   restore: historyIcon,
@@ -141,7 +147,7 @@ export function cwdTail(cwd: string): string {
   return `…/${parts.slice(-2).join('/')}`;
 }
 
-/** Whether a session matches the filter text (name, kind, folder, ids). */
+/** Whether a session matches the filter text (title, name, kind, folder, ids). */
 export function matches(
   s: ISession,
   filter: string,
@@ -152,6 +158,7 @@ export function matches(
     return true;
   }
   const text = [
+    s.title ?? '',
     s.name,
     s.id,
     s.kind,
@@ -188,6 +195,7 @@ export class AgentsPanel extends Widget {
     this._actionTitles = {
       open: trans.__('Open its terminal'),
       share: trans.__('Share read-only…'),
+      rename: trans.__('Rename…'),
       kill: trans.__('Kill (asks first)'),
       adopt: trans.__('Adopt: make it a terminal and open it'),
       restore: trans.__('Restore'),
@@ -214,9 +222,11 @@ export class AgentsPanel extends Widget {
 
     this._filter = el('input', 'jp-AgentsPanel-filter jp-mod-styled');
     this._filter.type = 'search';
-    this._filter.placeholder = trans.__('Filter: name, kind, folder, id');
+    this._filter.placeholder = trans.__(
+      'Filter: title, name, kind, folder, id'
+    );
     this._filter.title = trans.__(
-      'Show the sessions whose name, kind, folder or conversation id contain these words'
+      'Show the sessions whose title, name, kind, folder or conversation id contain these words'
     );
     this._filter.oninput = () => this.render();
     this._filter.onkeydown = event => {
@@ -406,6 +416,11 @@ export class AgentsPanel extends Widget {
       row.dataset.attention = s.attention;
     }
     row.title = [
+      s.title
+        ? s.title_source === 'user'
+          ? trans.__('%1 (a title given by a person)', s.title)
+          : trans.__('%1 (the title its program set)', s.title)
+        : '',
       trans.__('terminal %1 · session %2 · %3', s.name, s.id, kind),
       s.cwd ? trans.__('in %1', s.cwd) : '',
       s.conversation_id
@@ -429,7 +444,17 @@ export class AgentsPanel extends Widget {
     const icon = el('span', 'jp-AgentsPanel-kind');
     kindIcon(s.kind).element({ container: icon, tag: 'span' });
     row.append(icon);
-    row.append(el('span', 'jp-AgentsPanel-name', s.name));
+    // headed by its title (a person's, else its program's) on a line of its own, the
+    // terminal name starting the next; else by its terminal name
+    const heading = el('span', 'jp-AgentsPanel-name', displayName(s));
+    row.append(heading);
+    if (s.title) {
+      heading.classList.add('jp-mod-titled');
+      heading.dataset.titleSource = s.title_source ?? '';
+      row.dataset.title = s.title;
+      row.classList.add('jp-mod-titled');
+      row.append(el('span', 'jp-AgentsPanel-terminal', s.name));
+    }
 
     const live = s.status === 'running' || s.status === 'orphaned';
     const attention = live && s.attention ? s.attention : null;

@@ -1,15 +1,15 @@
 /**
  * The sessions in JupyterLab's "Running Terminals and Kernels" sidebar, where users
- * already look: live and interrupted ones, with their kind and a badge (the agent's
- * attention state when it reports one, else the status); those that need the user
- * first. The Agents panel has the full picture (exited/killed, conversation ids,
- * times).
+ * already look: live and interrupted ones, by title (else terminal name), with their
+ * kind and a badge (the agent's attention state when it reports one, else the
+ * status); those that need the user first. The Agents panel has the full picture
+ * (exited/killed, conversation ids, times).
  */
 import { IRunningSessions } from '@jupyterlab/running';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 
-import { ISession } from './api';
+import { displayName, ISession } from './api';
 import { attentionLabel, attentionSentence, needsYou } from './attention';
 import { kindIcon, kindLabel, statusLabel } from './icons';
 import { commandActions } from './panel';
@@ -35,10 +35,11 @@ export function runningManager(
         (attention ? ` jp-AgentsRunning-attention-${attention}` : '') +
         (needsYou(s) ? ' jp-AgentsRunning-needsYou' : ''),
       icon: () => kindIcon(s.kind),
-      label: () => `${s.name} · ${kind}`,
+      label: () => `${displayName(s)} · ${kind}`,
       detail: () => badge,
       labelTitle: () =>
         [
+          s.title ?? '',
           trans.__('terminal %1 (session %2)', s.name, s.id),
           `${kind}, ${statusLabel(s.status, trans)}`,
           attention ? attentionSentence(s, trans) : '',

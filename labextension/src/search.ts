@@ -6,6 +6,9 @@
  * asks for the next page; a bad expression shows the server's message in place.
  * A click (or Enter) on a hit opens the session: a running one's terminal, else its
  * replay paused at the line; a running session's hit also has "Replay from here".
+ * Sessions whose title matches come first, as hits marked "title" (matched here, on
+ * the titles the model holds, with the same options), and every hit is headed by
+ * its session's title when it has one.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import {
@@ -17,9 +20,11 @@ import { Debouncer } from '@lumino/polling';
 
 import {
   AgentsError,
+  displayName,
   ISearchHit,
   ISearchQuery,
   ISearchResult,
+  ISession,
   searchTranscripts
 } from './api';
 import { el } from './dom';
@@ -48,6 +53,47 @@ export function excerpt(
   };
 }
 
+/** The longest title a regular expression is tried on (the server's bound). */
+const MAX_TITLE = 256;
+
+/**
+ * The sessions whose title matches `query` (plain text, or a regular expression;
+ * case ignored unless `case`), with where: [start, end). A bad expression matches
+ * nothing here (the server's answer says what is wrong with it).
+ */
+export function titleMatches(
+  sessions: ISession[],
+  query: ISearchQuery
+): [ISession, [number, number]][] {
+  let find: (title: string) => [number, number] | null;
+  if (query.regex) {
+    let pattern: RegExp;
+    try {
+      pattern = new RegExp(query.q, query.case ? '' : 'i');
+    } catch {
+      return [];
+    }
+    find = title => {
+      const m = pattern.exec(title.slice(0, MAX_TITLE));
+      return m && m[0] ? [m.index, m.index + m[0].length] : null;
+    };
+  } else {
+    const q = query.case ? query.q : query.q.toLowerCase();
+    find = title => {
+      const at = (query.case ? title : title.toLowerCase()).indexOf(q);
+      return at < 0 ? null : [at, at + q.length];
+    };
+  }
+  const found: [ISession, [number, number]][] = [];
+  for (const session of sessions) {
+    const match = session.title ? find(session.title) : null;
+    if (match) {
+      found.push([session, match]);
+    }
+  }
+  return found;
+}
+
 export namespace TranscriptSearch {
   export interface IOptions {
     model: IAgentSessions;
@@ -69,9 +115,9 @@ export class TranscriptSearch {
     const box = el('div', 'jp-AgentsSearch-box');
     this._input = el('input', 'jp-AgentsSearch-input jp-mod-styled');
     this._input.type = 'search';
-    this._input.placeholder = trans.__('Search transcripts');
+    this._input.placeholder = trans.__('Search titles and transcripts');
     this._input.title = trans.__(
-      'Find the lines of every session’s transcript (and agent conversation) that contain this text'
+      'Find the sessions whose title, and the lines of every session’s transcript (and agent conversation), contain this text'
     );
     this._input.oninput = () => void this._typing.invoke();
     this._input.onkeydown = event => {
@@ -126,8 +172,66 @@ export class TranscriptSearch {
     this._more.hidden = true;
     this._showMessage('');
     if (this._query) {
+      this._hits.append(
+        ...titleMatches(this._options.model.sessions ?? [], this._query).map(
+          ([session, match]) => this._titleHit(session, match)
+        )
+      );
       await this._page();
     }
+  }
+
+  /** A session whose title matches: opened as a transcript hit is, from its start. */
+  private _titleHit(session: ISession, match: [number, number]): HTMLElement {
+    const trans = this._options.trans;
+    const title = session.title ?? '';
+    const item = el('li', 'jp-AgentsSearch-hit jp-mod-title');
+    item.tabIndex = 0;
+    item.setAttribute('role', 'button');
+    item.dataset.sessionId = session.id;
+    item.dataset.source = 'title';
+    const head = el('div', 'jp-AgentsSearch-hitHead');
+    const icon = el('span', 'jp-AgentsSearch-kind');
+    kindIcon(session.kind).element({ container: icon, tag: 'span' });
+    const source = el('span', 'jp-AgentsSearch-source', trans.__('title'));
+    source.title = trans.__('The session’s title matches');
+    head.append(
+      icon,
+      el('span', 'jp-AgentsSearch-name', trans.__('terminal %1', session.name)),
+      source
+    );
+    const line = el('div', 'jp-AgentsSearch-line');
+    line.title = title;
+    line.append(
+      title.slice(0, match[0]),
+      el('mark', '', title.slice(match[0], match[1])),
+      title.slice(match[1])
+    );
+    item.append(head, line);
+    const hit: ISearchHit = {
+      session: session.id,
+      name: session.name,
+      kind: session.kind,
+      status: session.status,
+      source: 'transcript',
+      offset: null,
+      time: null,
+      at: null,
+      line: title,
+      match
+    };
+    item.title =
+      session.status === 'running'
+        ? trans.__('Open the terminal of %1', displayName(session))
+        : trans.__('Replay %1', displayName(session));
+    item.onclick = () => void this._open(hit);
+    item.onkeydown = event => {
+      if (event.key === 'Enter' && event.target === item) {
+        event.preventDefault();
+        void this._open(hit);
+      }
+    };
+    return item;
   }
 
   private _toggle(
@@ -225,7 +329,11 @@ export class TranscriptSearch {
     const head = el('div', 'jp-AgentsSearch-hitHead');
     const icon = el('span', 'jp-AgentsSearch-kind');
     kindIcon(hit.kind).element({ container: icon, tag: 'span' });
-    head.append(icon, el('span', 'jp-AgentsSearch-name', hit.name));
+    const session = this._options.model.sessions?.find(
+      s => s.id === hit.session
+    );
+    const shown = session ? displayName(session) : hit.name;
+    head.append(icon, el('span', 'jp-AgentsSearch-name', shown));
     if (hit.source === 'conversation') {
       const label = el(
         'span',
@@ -272,8 +380,8 @@ export class TranscriptSearch {
     line.append(before, el('mark', '', match), after);
     item.append(head, line);
     item.title = running
-      ? trans.__('Open the terminal of %1', hit.name)
-      : trans.__('Replay %1 from this line', hit.name);
+      ? trans.__('Open the terminal of %1', shown)
+      : trans.__('Replay %1 from this line', shown);
 
     item.onclick = () => void this._open(hit);
     item.onkeydown = event => {

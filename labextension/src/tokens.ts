@@ -79,6 +79,7 @@ export namespace PluginIDs {
   export const attention = 'jupyter-agents:attention';
   export const replay = 'jupyter-agents:replay';
   export const clipboard = 'jupyter-agents:clipboard';
+  export const titles = 'jupyter-agents:titles';
 }
 
 export namespace CommandIDs {
@@ -94,4 +95,7 @@ export namespace CommandIDs {
   export const replay = 'jupyter-agents:replay';
   export const share = 'jupyter-agents:share';
   export const revokeShare = 'jupyter-agents:revoke-share';
+  export const rename = 'jupyter-agents:rename';
+  export const renameTerminal = 'jupyter-agents:rename-terminal';
+  export const fresh = 'jupyter-agents:fresh';
 }
