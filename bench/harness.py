@@ -508,6 +508,8 @@ class Mode:
     #: run our flavors side by side where that can only make their figures worse
     #: (restart, reconcile: targets without a stock comparison); quick mode only
     parallel: bool = False
+    #: MB an agent appends to its conversation while the archive copies it (group 12)
+    archive_mb: int = 20
 
 
 FULL = Mode(
@@ -558,4 +560,5 @@ QUICK = Mode(
     search_mb=50,
     search_sessions=10,
     parallel=True,
+    archive_mb=4,
 )

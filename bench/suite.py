@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import (
+    archive,
     cli,
     events,
     idle,
@@ -129,6 +130,7 @@ GROUPS: dict[str, Callable[[list[Flavor], Mode], list[Row]]] = {
     "events": events.run,
     "transcripts": transcripts.run,
     "redraw": redraw.run,
+    "archive": archive.run,
 }
 
 
