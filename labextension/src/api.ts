@@ -353,3 +353,21 @@ export interface ISessionEvent {
   attention_since?: string | null;
   attention_reason?: string | null;
 }
+
+/**
+ * `GET /api/agents/sessions/<id>/conversation?format=md`: an agent session's
+ * conversations as Markdown (turns, tool calls summarised, timestamps). A session
+ * without a conversation file is an `AgentsError` (404) with the server's message.
+ */
+export const conversationMarkdown = (
+  s: Settings,
+  id: string
+): Promise<string> =>
+  requestText(s, `api/agents/sessions/${id}/conversation?format=md`);
+
+/**
+ * `POST /api/agents/sessions/<id>/fresh`: a new session of an ended one's kind in its
+ * folder, its terminal showing the end of the old transcript first; the new model.
+ */
+export const startFresh = (s: Settings, id: string): Promise<ISession> =>
+  request<ISession>(s, `api/agents/sessions/${id}/fresh`, { method: 'POST' });

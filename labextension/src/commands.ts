@@ -24,6 +24,7 @@ import {
   restoreSession
 } from './api';
 import { kindIcon, kindLabel } from './icons';
+import { notifyResumeFailed, resumeFailed } from './interrupted';
 import { CommandIDs, IAgentSessions } from './tokens';
 
 /** Tell the user that `what` failed, with the server's message. */
@@ -214,6 +215,8 @@ export function addCommands(options: Commands.IOptions): void {
         await model.refresh();
         if (restored.status === 'running') {
           await open(restored.name);
+        } else if (resumeFailed(restored)) {
+          notifyResumeFailed(commands, restored, trans);
         } else {
           Notification.warning(
             trans.__(

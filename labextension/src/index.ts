@@ -11,7 +11,9 @@
  * - `titles` (session titles on terminal tabs, "Rename Session…" in their context
  *   menu) requires it too;
  * - `clipboard` (OSC 52 copies from programs in terminal tabs) needs only the
- *   terminal tracker.
+ *   terminal tracker;
+ * - `conversation` (an agent's conversation as a document, a fresh session where one
+ *   cannot be resumed: `conversation.ts`) requires it and the rendermime registry.
  */
 import {
   ILayoutRestorer,
@@ -36,6 +38,7 @@ import {
 import { AttentionWatcher } from './attention';
 import { ClipboardBridge } from './clipboard';
 import { addCommands } from './commands';
+import { conversationPlugin } from './conversation';
 import { EventConnection } from './events';
 import { InterruptedTabs, TerminalWidget } from './interrupted';
 import { DEFAULT_POLL_INTERVAL, SessionsModel } from './model';
@@ -371,7 +374,8 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   attention,
   replay,
   titles,
-  clipboard
+  clipboard,
+  conversationPlugin
 ];
 
 export default plugins;

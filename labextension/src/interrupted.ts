@@ -9,14 +9,21 @@
  * - it did not (`restore_on_open=false`): the tab shows a fresh, empty shell.
  *   `InterruptedBanner` says why and offers to restore the recorded session in its
  *   place.
+ *
+ * A resume can fail at once (the agent's conversation is gone and no copy is left, or
+ * the CLI refuses it): the session is interrupted again, its reason saying why
+ * (`resumeFailed`). Then a notification (`notifyResumeFailed`) and, on a tab still
+ * open, `CannotResumeBanner` say so and offer a fresh session of its kind in the same
+ * folder (the old transcript's end shown first) and the old conversation to read.
  */
 import { JupyterFrontEnd } from '@jupyterlab/application';
-import { MainAreaWidget } from '@jupyterlab/apputils';
+import { MainAreaWidget, Notification } from '@jupyterlab/apputils';
 import { ITerminal, ITerminalTracker } from '@jupyterlab/terminal';
 import { TranslationBundle } from '@jupyterlab/translation';
+import { CommandRegistry } from '@lumino/commands';
 import { Widget } from '@lumino/widgets';
 
-import { ISession, reconcileReport } from './api';
+import { displayName, ISession, reconcileReport } from './api';
 import { kindLabel } from './icons';
 import { CommandIDs, IAgentSessions } from './tokens';
 
@@ -109,6 +116,54 @@ export function describeInterrupted(
   );
 }
 
+/** Whether a restore left the session interrupted again because its resume failed. */
+export function resumeFailed(s: Pick<ISession, 'status' | 'reason'>): boolean {
+  return s.status === 'interrupted' && !!s.reason?.startsWith('resume failed');
+}
+
+/** Why a resume failed: the session's reason without the command line it ran. */
+export function resumeFailure(s: Pick<ISession, 'reason'>): string {
+  return (s.reason ?? '').replace(/\s*Launched: [\s\S]*$/, '');
+}
+
+/** Describe a session whose resume failed in one sentence. */
+export function describeResumeFailed(
+  s: ISession,
+  trans: TranslationBundle
+): string {
+  return trans.__(
+    '%1 %2 could not be resumed (%3). Its record and conversation id are kept.',
+    kindLabel(s.kind, trans),
+    displayName(s),
+    resumeFailure(s)
+  );
+}
+
+/**
+ * Say that a session could not be resumed, and offer a fresh session in its folder
+ * (`jupyter-agents:fresh`) and its conversation to read.
+ */
+export function notifyResumeFailed(
+  commands: CommandRegistry,
+  s: ISession,
+  trans: TranslationBundle
+): void {
+  Notification.warning(describeResumeFailed(s, trans), {
+    autoClose: false,
+    actions: [
+      {
+        label: trans.__('Start fresh here'),
+        callback: () => void commands.execute(CommandIDs.fresh, { id: s.id })
+      },
+      {
+        label: trans.__('Read the conversation'),
+        callback: () =>
+          void commands.execute(CommandIDs.conversation, { id: s.id })
+      }
+    ]
+  });
+}
+
 /**
  * A banner button: `data-action` set, disabled while its (possibly async) action runs.
  */
@@ -197,6 +252,35 @@ export class RestoredBanner extends Banner {
   }
 }
 
+/** The tab's session could not be resumed: a fresh session here, or read what it was? */
+export class CannotResumeBanner extends Banner {
+  constructor(
+    session: ISession,
+    trans: TranslationBundle,
+    onFresh: () => Promise<void>,
+    onConversation: () => Promise<void>
+  ) {
+    super(session, describeResumeFailed(session, trans), [
+      bannerButton(
+        'fresh',
+        trans.__(
+          'Start a fresh %1 session here',
+          kindLabel(session.kind, trans)
+        ),
+        true,
+        onFresh
+      ),
+      bannerButton(
+        'conversation',
+        trans.__('Read the conversation'),
+        false,
+        onConversation
+      )
+    ]);
+    this.addClass('jp-AgentsCannotResume');
+  }
+}
+
 export type TerminalWidget = MainAreaWidget<ITerminal.ITerminal>;
 
 /**
@@ -273,7 +357,7 @@ export class InterruptedTabs {
 
   /** The session was restored in place: say so, offer a fresh shell instead. */
   private _offerFresh(widget: TerminalWidget, restored: ISession): void {
-    const { app, trans } = this._options;
+    const { app, model, trans } = this._options;
     const banner: RestoredBanner = new RestoredBanner(
       restored,
       trans,
@@ -287,6 +371,41 @@ export class InterruptedTabs {
         widget.dispose();
       },
       () => banner.dispose()
+    );
+    widget.contentHeader.addWidget(banner);
+    // its resume may fail at once: then say so (here while the tab lives) and offer
+    // a fresh session of its kind instead
+    const follow = () => {
+      const now = model.sessions?.find(s => s.id === restored.id);
+      if (!now || now.status === 'running') {
+        return;
+      }
+      model.changed.disconnect(follow);
+      banner.dispose();
+      if (resumeFailed(now)) {
+        notifyResumeFailed(app.commands, now, trans);
+        if (!widget.isDisposed) {
+          this._offerFreshSession(widget, now);
+        }
+      }
+    };
+    model.changed.connect(follow);
+    widget.disposed.connect(() => model.changed.disconnect(follow));
+  }
+
+  /** The tab's session could not be resumed: a fresh one of its kind here? */
+  private _offerFreshSession(widget: TerminalWidget, failed: ISession): void {
+    const { app, trans } = this._options;
+    const banner = new CannotResumeBanner(
+      failed,
+      trans,
+      async () => {
+        await app.commands.execute(CommandIDs.fresh, { id: failed.id });
+        widget.dispose();
+      },
+      async () => {
+        await app.commands.execute(CommandIDs.conversation, { id: failed.id });
+      }
     );
     widget.contentHeader.addWidget(banner);
   }

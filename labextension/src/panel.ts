@@ -14,6 +14,7 @@ import {
   historyIcon,
   LabIcon,
   launchIcon,
+  markdownIcon,
   refreshIcon,
   shareIcon,
   stopIcon
@@ -38,6 +39,7 @@ import {
   replayIcon,
   statusLabel
 } from './icons';
+import { resumeFailed, resumeFailure } from './interrupted';
 import { TranscriptSearch } from './search';
 import { shareBadge } from './sharing';
 import { CommandIDs, IAgentSessions } from './tokens';
@@ -55,6 +57,10 @@ export interface IPanelActions {
   revoke(share: Pick<IShare, 'id'>): void | Promise<void>;
   /** Ask for a title, and give the session it. */
   rename(session: Pick<ISession, 'id'>): void | Promise<void>;
+  /** Open its conversation as a document. */
+  conversation(session: Pick<ISession, 'id'>): void | Promise<void>;
+  /** Start a fresh session of its kind in its folder, its old tail shown first. */
+  fresh(session: Pick<ISession, 'id'>): void | Promise<void>;
   restoreAll(): void | Promise<void>;
   create(kind: string): void | Promise<void>;
   refresh(): void | Promise<void>;
@@ -76,6 +82,8 @@ export function commandActions(commands: CommandRegistry): IPanelActions {
     share: s => run(CommandIDs.share, { id: s.id }),
     revoke: share => run(CommandIDs.revokeShare, { id: share.id }),
     rename: s => run(CommandIDs.rename, { id: s.id }),
+    conversation: s => run(CommandIDs.conversation, { id: s.id }),
+    fresh: s => run(CommandIDs.fresh, { id: s.id }),
     restoreAll: () => run(CommandIDs.restoreAll),
     create: kind => run(CommandIDs.create, { kind }),
     refresh: () => run(CommandIDs.refresh)
@@ -83,7 +91,15 @@ export function commandActions(commands: CommandRegistry): IPanelActions {
 }
 
 type Action =
-  'open' | 'share' | 'rename' | 'kill' | 'adopt' | 'restore' | 'replay';
+  | 'open'
+  | 'share'
+  | 'rename'
+  | 'kill'
+  | 'adopt'
+  | 'restore'
+  | 'replay'
+  | 'conversation'
+  | 'fresh';
 
 /**
  * The action buttons of a session in each status; the first is what Enter does (an
@@ -104,8 +120,20 @@ const ACTION_ICONS: Record<Action, LabIcon> = {
   kill: stopIcon,
   adopt: launchIcon,
   restore: historyIcon,
-  replay: replayIcon
+  replay: replayIcon,
+  conversation: markdownIcon,
+  fresh: launchIcon
 };
+
+/** A session's action buttons: its status's, and its conversation when it has one. */
+function actionsOf(s: ISession): Action[] {
+  const actions = [...(ACTIONS[s.status] ?? [])];
+  if (s.conversation_id) {
+    const kill = actions.indexOf('kill');
+    actions.splice(kill < 0 ? actions.length : kill, 0, 'conversation');
+  }
+  return actions;
+}
 
 /** Groups folded until the user opens them. */
 const FOLDED: ReadonlySet<Group> = new Set(['ended']);
@@ -199,7 +227,13 @@ export class AgentsPanel extends Widget {
       kill: trans.__('Kill (asks first)'),
       adopt: trans.__('Adopt: make it a terminal and open it'),
       restore: trans.__('Restore'),
-      replay: trans.__('Replay its transcript')
+      replay: trans.__('Replay its transcript'),
+      conversation: trans.__(
+        'Show its conversation (turns, tool calls, times)'
+      ),
+      fresh: trans.__(
+        'Start a fresh session of this kind in its folder, the end of its transcript shown first'
+      )
     };
 
     const header = el('div', 'jp-AgentsPanel-header');
@@ -488,7 +522,7 @@ export class AgentsPanel extends Widget {
     row.append(time);
 
     const actions = el('span', 'jp-AgentsPanel-actions');
-    for (const action of ACTIONS[s.status] ?? []) {
+    for (const action of actionsOf(s)) {
       const button = el(
         'button',
         'jp-AgentsPanel-iconButton' + (action === 'kill' ? ' jp-mod-warn' : '')
@@ -505,6 +539,28 @@ export class AgentsPanel extends Widget {
       actions.append(button);
     }
     row.append(actions);
+
+    // a resume that failed: why (the CLI's words), and a way on
+    if (resumeFailed(s)) {
+      const line = el('div', 'jp-AgentsPanel-reason');
+      line.title = s.reason ?? '';
+      const why = resumeFailure(s);
+      const fresh = el(
+        'button',
+        'jp-AgentsPanel-action jp-mod-styled jp-mod-accept',
+        trans.__('Start fresh here')
+      );
+      fresh.dataset.action = 'fresh';
+      fresh.title = this._actionTitles.fresh;
+      fresh.tabIndex = -1;
+      fresh.onclick = event => {
+        event.stopPropagation();
+        void this._run('fresh', s, fresh);
+      };
+      line.append(el('span', 'jp-AgentsPanel-reasonText', why), fresh);
+      row.append(line);
+      row.classList.add('jp-mod-failed');
+    }
 
     // its live read-only shares, on a line of their own under it
     const shares = this._model.shares.filter(
@@ -571,7 +627,7 @@ export class AgentsPanel extends Widget {
 
   /** Enter, double click: open, adopt, restore (interrupted) or replay (ended). */
   private _primary(s: ISession): void {
-    const action = ACTIONS[s.status]?.[0];
+    const action = actionsOf(s)[0];
     if (action) {
       void this._run(action, s);
     }

@@ -80,6 +80,7 @@ export namespace PluginIDs {
   export const replay = 'jupyter-agents:replay';
   export const clipboard = 'jupyter-agents:clipboard';
   export const titles = 'jupyter-agents:titles';
+  export const conversation = 'jupyter-agents:conversation';
 }
 
 export namespace CommandIDs {
@@ -97,5 +98,6 @@ export namespace CommandIDs {
   export const revokeShare = 'jupyter-agents:revoke-share';
   export const rename = 'jupyter-agents:rename';
   export const renameTerminal = 'jupyter-agents:rename-terminal';
+  export const conversation = 'jupyter-agents:conversation';
   export const fresh = 'jupyter-agents:fresh';
 }
