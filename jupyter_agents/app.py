@@ -168,7 +168,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
 
         self._unsubscribe = service.events.subscribe(emit_in_loop)
         # a dead or hung backend owner is replaced; reconcile then marks its sessions
-        self._unwatch = service.backends.default().watch(
+        self._unmonitor = service.backends.default().monitor(
             lambda: loop.run_in_executor(None, service.reconcile)
         )
         manager.start_culling()
@@ -183,7 +183,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             self.log.info("jupyter_agents: %s", reason or "read-only sharing available")
             self._sharing = asyncio.ensure_future(self.shares.run())
         for session in self._restored:
-            loop.run_in_executor(None, service.restorer.watch, session)
+            loop.run_in_executor(None, service.restorer.check_resumed, session)
 
     def _emit(self, event: SessionEvent) -> None:
         """A session event, in the IO loop: to jupyter_events (browsers), and as server
@@ -220,7 +220,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
     async def stop_extension(self) -> None:
         if self._started is not None and not self._started.done():
             await asyncio.gather(self._started, return_exceptions=True)
-        for stop in ("_unsubscribe", "_unwatch"):
+        for stop in ("_unsubscribe", "_unmonitor"):
             if hasattr(self, stop):
                 getattr(self, stop)()
         for task in ("_refresher", "_sharing"):

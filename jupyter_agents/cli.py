@@ -206,7 +206,7 @@ def cmd_restore(service: SessionService, args: argparse.Namespace) -> int:
         raise SystemExit(_usage_error("restore: give a session id or --all, not both"))
     if not args.all:
         restorer = service.restorer
-        session = restorer.watch(restorer.restore(service.lookup(args.id).id))
+        session = restorer.check_resumed(restorer.restore(service.lookup(args.id).id))
         result_restored, failed = [session], 0
     else:
         ids = [s.id for s in service.interrupted()]

@@ -325,13 +325,13 @@ class ShareHandler(SharesApiHandler):
 
 class RestoreHandler(ApiHandler):
     """``POST /api/agents/sessions/<id>/restore``: relaunch one ended session; the model
-    after the resume watch (``exited`` with a ``reason`` if it failed at once)."""
+    after the resume check (``exited`` with a ``reason`` if it failed at once)."""
 
     @web.authenticated
     @authorized
     async def post(self, session_id: str) -> None:
         session = await self.call(self.service.restorer.restore, session_id)
-        self.reply((await self.call(self.service.restorer.watch, session)).to_model())
+        self.reply((await self.call(self.service.restorer.check_resumed, session)).to_model())
 
 
 class FreshHandler(ApiHandler):

@@ -64,7 +64,7 @@ class AgentMagics(Magics):
 
     @line_magic  # type: ignore[untyped-decorator]
     def agent(self, line: str) -> Any:
-        """Start, list, resume, kill and watch terminal and agent sessions.
+        """Start, list, resume, kill and follow terminal and agent sessions.
 
         %agent new KIND [--cwd DIR] [--name NAME] [-- ARGS...]
             start a session: shell, claude, codex or a configured kind
@@ -111,7 +111,7 @@ class AgentMagics(Magics):
                 raise UsageError("%agent resume: give a session id or --all")
             if not args.all:
                 session = service.restorer.restore(service.lookup(args.id).id)
-                return SessionTable([service.restorer.watch(session)])
+                return SessionTable([service.restorer.check_resumed(session)])
             result = service.restorer.restore_many([s.id for s in service.interrupted()])
             for sid, error in result.failed:
                 print(f"{sid}: {error}")

@@ -179,18 +179,18 @@ def stale_processes(
     ]
 
 
-#: how often :func:`watch_exit` checks where the kernel cannot tell (neither pidfd nor kqueue)
+#: how often :func:`on_exit` checks where the kernel cannot tell (neither pidfd nor kqueue)
 EXIT_CHECK_INTERVAL = 1.0
 
 
-def watch_exit(pid: int, callback: Callable[[], None]) -> Callable[[], None]:
+def on_exit(pid: int, callback: Callable[[], None]) -> Callable[[], None]:
     """Call ``callback`` once (on the running loop) when process ``pid`` ends, or at
     once if there is none; returns the function that stops watching.
 
     The kernel says when: a pidfd on Linux (5.3+), kqueue's ``NOTE_EXIT`` on macOS and
     the BSDs; nothing polls. Elsewhere the process is checked every
-    :data:`EXIT_CHECK_INTERVAL` seconds. A pid can be reused: callers look at what they
-    watched (a tmux pane, say) once more after the watch starts.
+    :data:`EXIT_CHECK_INTERVAL` seconds. A pid can be reused: callers look at the process
+    (a tmux pane's, say) once more after subscribing.
     """
     loop = asyncio.get_running_loop()
     done = False

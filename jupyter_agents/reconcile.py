@@ -7,7 +7,7 @@ reconciling at once take turns. Each backend judges only the records it owns (th
 ``backend`` field): a CLI configured for tmux never marks a broker session lost.
 Rules (DESIGN.md section 7):
 
-- record ``running``/``orphaned`` + live          -> keep (``adopt``: re-adopted)
+- record ``running``/``orphaned`` + live          -> keep (``reattach``: reattached)
 - record ``running``/``orphaned`` + dead in backend -> ``exit`` (code kept, pane released)
 - record ``running``/``orphaned`` + not in backend  -> ``interrupt``
 - live + no record, or a record that says it ended -> ``orphan`` (never killed here)
@@ -35,7 +35,7 @@ from .paths import state_lock
 from .procs import identify
 from .store import Session, SessionStore, Status
 
-ActionKind = Literal["adopt", "exit", "interrupt", "orphan", "release"]
+ActionKind = Literal["reattach", "exit", "interrupt", "orphan", "release"]
 
 #: seconds a ``killed`` record may still be live before it counts as an orphan
 KILL_GRACE = 60.0
@@ -56,7 +56,7 @@ class Action:
     def describe(self) -> str:
         """One log line for this decision."""
         verb = {
-            "adopt": "re-adopted",
+            "reattach": "reattached",
             "exit": f"exited (code {self.exit_code})",
             "interrupt": "interrupted (process gone; transcript kept)",
             "orphan": "orphaned (live but not recorded as running; not killed)",
@@ -98,7 +98,7 @@ def plan(
                         Action("exit", rec.id, rec.name, cur.pid, cur.exit_code, was=rec.status)
                     )
             elif rec.status == "running":
-                actions.append(Action("adopt", rec.id, rec.name, cur.pid, was=rec.status))
+                actions.append(Action("reattach", rec.id, rec.name, cur.pid, was=rec.status))
         elif cur is not None and cur.dead:
             actions.append(Action("release", rec.id, rec.name, cur.pid, was=rec.status))
         elif cur is not None and not cur.dead:

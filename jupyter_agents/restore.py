@@ -166,7 +166,7 @@ def prelude_argv(prelude_file: Path, argv: Sequence[str]) -> list[str]:
 
 @dataclasses.dataclass
 class RestoreResult:
-    """What a restore of several sessions did: the records after the resume watch, and
+    """What a restore of several sessions did: the records after the resume check, and
     ``(id, message)`` for those that could not be launched."""
 
     restored: list[Session]
@@ -292,7 +292,7 @@ class Restorer:
             )
         return backend
 
-    def watch(self, session: Session) -> Session:
+    def check_resumed(self, session: Session) -> Session:
         """Watch a just-restored session for ``resume_check`` seconds; if it exits in that
         time, it is ``interrupted`` again with why (the last line it printed, e.g. the
         CLI's "No conversation found with session ID", and its exit code; the
@@ -353,8 +353,8 @@ class Restorer:
     def restore_many(
         self, session_ids: Sequence[str], progress: Progress | None = None
     ) -> RestoreResult:
-        """Restore each of ``session_ids`` (:meth:`restore`), then watch them all at once
-        (:meth:`watch`). One failure never stops the others. ``progress(done, total,
+        """Restore each of ``session_ids`` (:meth:`restore`), then check them all at once
+        (:meth:`check_resumed`). One failure never stops the others. ``progress(done, total,
         label)`` is called after each launch."""
         started: list[Session] = []
         failed: list[tuple[str, str]] = []
@@ -370,4 +370,4 @@ class Restorer:
         if not started:
             return RestoreResult([], failed)
         with ThreadPoolExecutor(max_workers=min(8, len(started))) as pool:
-            return RestoreResult(list(pool.map(self.watch, started)), failed)
+            return RestoreResult(list(pool.map(self.check_resumed, started)), failed)

@@ -1,7 +1,7 @@
 """The session service: the one place where sessions start, end and change state.
 
 :class:`SessionService` owns the life of every terminal and agent session of a state
-dir: create, restore (its :attr:`restorer`: one or many, with the resume watch), adopt,
+dir: create, restore (its :attr:`restorer`: one or many, with the resume check), adopt,
 terminate, kill_server, the listing, conversation following and process gc. It is
 synchronous and blocking (it waits on tmux, the broker, SQLite and the state lock), never
 tornado-bound: the server calls it from worker threads, the CLI and kernels directly.
@@ -83,7 +83,7 @@ class SessionService:
         self.env = env
         self.log = log or logging.getLogger("jupyter_agents")
         self.last_report = Report()
-        #: the reconcile at server start (clients report re-adoptions from it)
+        #: the reconcile at server start (clients report reattachments from it)
         self.boot_report = Report()
         #: its changes are published here, and other processes' (``publish_external``)
         self.events = EventHub(self.log)
@@ -137,7 +137,7 @@ class SessionService:
             self.boot_report = self.last_report
             counts = {
                 k: sum(a.kind == k for a in actions)
-                for k in ("adopt", "interrupt", "orphan", "exit", "release")
+                for k in ("reattach", "interrupt", "orphan", "exit", "release")
             }
             self.log.info("jupyter_agents: reconciled at start: %s", counts)
         changed = {a.session_id: a for a in actions if a.kind in ("exit", "interrupt", "orphan")}
@@ -505,7 +505,7 @@ class SessionService:
             self.publish("activity", self.store.get(session_id))
 
     def set_size(self, session_id: str, rows: int, cols: int) -> None:
-        """Remember a session's terminal size (re-applied when it is re-adopted)."""
+        """Remember a session's terminal size (re-applied when it is reattached)."""
         self.store.update(session_id, rows=rows, cols=cols)
 
     def kill_server(self) -> builtins.list[str]:

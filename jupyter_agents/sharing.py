@@ -240,7 +240,7 @@ def hub_share_code(hub: Hub, expires_in: int, next_path: str) -> Invitation:
     )
 
 
-class Viewer(Protocol):
+class Watcher(Protocol):
     """An open viewer socket (:class:`~jupyter_agents.viewer.ViewerSocket`)."""
 
     user: str
@@ -253,7 +253,7 @@ class Viewer(Protocol):
 
 
 class Shares:
-    """The grants of one server and the viewers watching through them.
+    """The grants of one server and the watchers watching through them.
 
     :meth:`create`, :meth:`invite`, :meth:`list`, :meth:`admit`, :meth:`revoke` and
     :meth:`end_hub_access` block (the store, the hub): call them in a worker thread,
@@ -261,7 +261,7 @@ class Shares:
     :meth:`watch`, :meth:`confirm`, :meth:`schedule` (a grant's expiry),
     :meth:`revalidate` and :meth:`run` belong to the IO loop.
 
-    A viewer is listed (``watchers``) from :meth:`watch` until its socket has closed.
+    A watcher is listed (``watchers``) from :meth:`watch` until its socket has closed.
     """
 
     def __init__(
@@ -275,10 +275,10 @@ class Shares:
         self.audit = (log or logging.getLogger("jupyter_agents")).getChild("audit")
         self.refused = refused
         self.revalidate_interval = revalidate_interval
-        #: the open viewers of each grant; a grant's set goes when its last viewer closes
-        self.viewers: dict[str, set[Viewer]] = {}
-        #: viewers told to end whose sockets have not closed yet
-        self._ending: set[Viewer] = set()
+        #: the open watchers of each grant; a grant's set goes when its last watcher closes
+        self.watchers: dict[str, set[Watcher]] = {}
+        #: watchers told to end whose sockets have not closed yet
+        self._ending: set[Watcher] = set()
         #: grants whose expiry this process has scheduled
         self._scheduled: set[str] = set()
         #: grants revoked by this process (their expiry is not news)
@@ -342,13 +342,13 @@ class Shares:
     def list(self) -> list[dict[str, Any]]:
         """The active grants, each with the users watching through it now."""
         return [
-            {**s.to_model(), "watchers": sorted(v.user for v in self.viewers.get(s.id, ()))}
+            {**s.to_model(), "watchers": sorted(v.user for v in self.watchers.get(s.id, ()))}
             for s in self.service.store.shares(active_at=utcnow_iso())
         ]
 
     def revoke(self, share_id: str, owner: str) -> Callable[[], None]:
         """Revoke a grant (404 if unknown or no longer active); returns what closes its
-        viewer sockets and then ends the hub access that came with it (off the loop), to
+        watcher sockets and then ends the hub access that came with it (off the loop), to
         run on the IO loop."""
         if not self.service.store.revoke_share(share_id, utcnow_iso()):
             self.service.store.share(share_id)  # 404 when unknown
@@ -382,29 +382,29 @@ class Shares:
             raise Forbidden("no live read-only share of yours by that id")
         return share
 
-    def watch(self, share: Share, viewer: Viewer) -> Callable[[int, int], None]:
-        """Register an open viewer (and schedule its grant's expiry here, if this
+    def watch(self, share: Share, watcher: Watcher) -> Callable[[int, int], None]:
+        """Register an open watcher (and schedule its grant's expiry here, if this
         process has not); returns what to call when it closes (with the bytes it was
         sent and the input frames dropped, for the audit line). The grant was read
         before the socket opened: :meth:`confirm` reads it again."""
-        self.viewers.setdefault(share.id, set()).add(viewer)
+        self.watchers.setdefault(share.id, set()).add(watcher)
         self.schedule(share)
         self._offload(self._changed, share.session_id)
         self.audit.info(
-            "viewer %s connected to share %s (session %s)", viewer.user, share.id, share.session_id
+            "viewer %s connected to share %s (session %s)", watcher.user, share.id, share.session_id
         )
 
         def closed(sent: int, dropped: int) -> None:
-            viewers = self.viewers.get(share.id)
-            if viewers is not None:
-                viewers.discard(viewer)
-                if not viewers:
-                    del self.viewers[share.id]
-            self._ending.discard(viewer)
+            watchers = self.watchers.get(share.id)
+            if watchers is not None:
+                watchers.discard(watcher)
+                if not watchers:
+                    del self.watchers[share.id]
+            self._ending.discard(watcher)
             self._offload(self._changed, share.session_id)
             self.audit.info(
                 "viewer %s disconnected from share %s: %d bytes sent, %d input frames dropped",
-                viewer.user,
+                watcher.user,
                 share.id,
                 sent,
                 dropped,
@@ -412,34 +412,34 @@ class Shares:
 
         return closed
 
-    async def confirm(self, share: Share, viewer: Viewer) -> bool:
+    async def confirm(self, share: Share, watcher: Watcher) -> bool:
         """After :meth:`watch`: whether the grant, read again from the store, still lets
-        the viewer in; if not the viewer is ended. A revoke or an expiry that landed
+        the watcher in; if not the watcher is ended. A revoke or an expiry that landed
         between :meth:`admit` and :meth:`watch` (in any process) is seen here; one after
-        the read finds the viewer registered."""
+        the read finds the watcher registered."""
         try:
             stored: Share | None = await asyncio.to_thread(self.service.store.share, share.id)
         except NotFound:
             stored = None
-        if stored is not None and grants(stored, viewer.user, utcnow_iso()):
+        if stored is not None and grants(stored, watcher.user, utcnow_iso()):
             return True
         self.audit.info(
             "viewer %s of share %s: the grant was %s before the watch began",
-            viewer.user,
+            watcher.user,
             share.id,
             ended(stored),
         )
-        self._end_viewer(viewer, ended(stored))
+        self._end_watcher(watcher, ended(stored))
         return False
 
-    def _end_viewer(self, viewer: Viewer, reason: str) -> None:
-        if viewer not in self._ending:
-            self._ending.add(viewer)
-            viewer.end(reason)
+    def _end_watcher(self, watcher: Watcher, reason: str) -> None:
+        if watcher not in self._ending:
+            self._ending.add(watcher)
+            watcher.end(reason)
 
     def _end(self, share_id: str, reason: str) -> None:
-        for viewer in list(self.viewers.get(share_id, ())):
-            self._end_viewer(viewer, reason)
+        for watcher in list(self.watchers.get(share_id, ())):
+            self._end_watcher(watcher, reason)
 
     def schedule(self, share: Share) -> None:
         """On the IO loop: end ``share``'s watches when it expires (once per process)."""
@@ -512,46 +512,46 @@ class Shares:
                     self.audit.warning("share %s: could not delete its hub share code", share_id)
 
     async def revalidate(self) -> None:
-        """On the IO loop, once: end each viewer whose grant the store no longer has
+        """On the IO loop, once: end each watcher whose grant the store no longer has
         active (revoked or expired, by any process), then each one the hub no longer
         lets in (failing closed when it cannot be asked), then end the hub access of
         ended grants (:meth:`end_hub_access`, off the loop)."""
-        watched = [share_id for share_id, viewers in self.viewers.items() if viewers]
+        watched = [share_id for share_id, watchers in self.watchers.items() if watchers]
         if watched:
             found = await asyncio.to_thread(self.service.store.shares, None, watched)
             stored = {share.id: share for share in found}
             now = utcnow_iso()
             for share_id in watched:
                 share = stored.get(share_id)
-                for viewer in list(self.viewers.get(share_id, ())):
-                    if viewer in self._ending or (share and grants(share, viewer.user, now)):
+                for watcher in list(self.watchers.get(share_id, ())):
+                    if watcher in self._ending or (share and grants(share, watcher.user, now)):
                         continue
                     self.audit.info(
                         "viewer %s of share %s: the grant was %s",
-                        viewer.user,
+                        watcher.user,
                         share_id,
                         ended(share),
                     )
-                    self._end_viewer(viewer, ended(share))
-        for share_id, viewers in list(self.viewers.items()):
-            for viewer in list(viewers):
-                if viewer in self._ending:
+                    self._end_watcher(watcher, ended(share))
+        for share_id, watchers in list(self.watchers.items()):
+            for watcher in list(watchers):
+                if watcher in self._ending:
                     continue
                 try:
-                    valid = await viewer.revalidate()
+                    valid = await watcher.revalidate()
                 except Exception as e:  # e.g. the hub unreachable: fail closed
                     self.audit.warning(
                         "viewer %s of share %s: could not re-validate (%s)",
-                        viewer.user,
+                        watcher.user,
                         share_id,
                         type(e).__name__,
                     )
                     valid = False
-                if not valid and viewer not in self._ending:
+                if not valid and watcher not in self._ending:
                     self.audit.info(
-                        "viewer %s of share %s: no longer let in by the hub", viewer.user, share_id
+                        "viewer %s of share %s: no longer let in by the hub", watcher.user, share_id
                     )
-                    self._end_viewer(viewer, "no longer authorized")
+                    self._end_watcher(watcher, "no longer authorized")
         await asyncio.to_thread(self.end_hub_access)
 
     async def run(self) -> None:

@@ -99,16 +99,18 @@ class TerminalManager(LoggingConfigurable):
                 if lost is not None:
                     restored = self.service.restorer.restore(lost.id)
                     # a resume that fails at once is recorded (interrupted, with why)
-                    threading.Thread(target=self._watch, args=(restored,), daemon=True).start()
+                    threading.Thread(
+                        target=self._check_resumed, args=(restored,), daemon=True
+                    ).start()
                     return terminal_model(restored)
             session, _ = self.service.create(name=name, cwd=kwargs.get("cwd"))
         except AgentsError as e:
             raise http_error(e) from e
         return terminal_model(session)
 
-    def _watch(self, session: Session) -> None:
+    def _check_resumed(self, session: Session) -> None:
         try:
-            self.service.restorer.watch(session)
+            self.service.restorer.check_resumed(session)
         except AgentsError as e:
             self.log.warning("jupyter_agents: watching restored session %s: %s", session.id, e)
 

@@ -77,7 +77,7 @@ class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ign
         #: characters written and not yet flushed to the socket
         self.pending = 0
         #: output held while a write is unflushed (:meth:`send_output`), and its length
-        self._held: list[str] = []
+        self._unsent: list[str] = []
         self._held_size = 0
         #: characters of all the messages written to it
         self.sent = 0
@@ -144,19 +144,19 @@ class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ign
         few writes in flight, not one per chunk of output. (Each write is a future and
         a task; thousands of them pending made the garbage collector stop the server
         for 50-120 ms at a time under a flood.)"""
-        self._held.append(text)
+        self._unsent.append(text)
         self._held_size += len(text)
         if self.pending <= COALESCE_BYTES:
             self._release()
 
     def drop_output(self) -> None:
         """Forget the output held for it (it is about to be redrawn from a snapshot)."""
-        self._held.clear()
+        self._unsent.clear()
         self._held_size = 0
 
     def _release(self) -> None:
-        if self._held:
-            text = "".join(self._held)
+        if self._unsent:
+            text = "".join(self._unsent)
             self.drop_output()
             self._write(json.dumps(["stdout", text]))
 

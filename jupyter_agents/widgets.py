@@ -113,7 +113,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         if session.status == "orphaned":
             actions["adopt"] = self.service.adopt
         if session.status in ("interrupted", "exited", "killed"):
-            actions["restore"] = lambda sid: self.service.restorer.watch(
+            actions["restore"] = lambda sid: self.service.restorer.check_resumed(
                 self.service.restorer.restore(sid)
             )
         for name, action in actions.items():

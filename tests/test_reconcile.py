@@ -21,7 +21,7 @@ def kinds(actions):
 
 def test_live_known_adopted_gone_interrupted():
     actions = plan([rec("a"), rec("b")], [LiveSession("a", 5)], NOW)
-    assert kinds(actions) == {"a": "adopt", "b": "interrupt"}
+    assert kinds(actions) == {"a": "reattach", "b": "interrupt"}
     assert actions[0].pid == 5
 
 

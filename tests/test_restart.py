@@ -94,7 +94,7 @@ def test_fifty_terminals_survive(agents_server, agents_backend):
     assert {s["name"]: s["pid"] for s in after} == pids
     assert {s["status"] for s in after} == {"running"}
     _, report = server2.request("GET", "/api/agents/reconcile")
-    assert sorted(a["kind"] for a in report["actions"]) == ["adopt"] * 50
+    assert sorted(a["kind"] for a in report["actions"]) == ["reattach"] * 50
     live = {s.pid for s in open_backend(server2.state_dir, agents_backend).list_live()}
     assert set(pids.values()) == live  # no phantom running record
     for name in names:

@@ -333,9 +333,9 @@ def test_terminal_tab_survives_sigterm_and_sigkill_restarts(lab: Lab, page: Any)
         assert running_by_name(lab, name)["pid"] == pid
         # the server keeps its start-up reconcile; the notification counts from it
         boot = lab.server.request("GET", "/api/agents/reconcile")[1]["boot"]
-        assert [(a["kind"], a["name"]) for a in boot["actions"]] == [("adopt", name)]
-        # the restart notification counts the re-adopted terminal
-        wait_notification(page, "1 terminal re-adopted")
+        assert [(a["kind"], a["name"]) for a in boot["actions"]] == [("reattach", name)]
+        # the restart notification counts the reattached terminal
+        wait_notification(page, "1 terminal reattached")
         shot(page, f"1-terminal-after-{signal.Signals(sig).name}")
 
     # after a page reload the restored tab shows the screen and the same shell

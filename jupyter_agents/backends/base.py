@@ -308,7 +308,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
     def debug_attach_command(self, session_id: str) -> list[str]:
         """The command a user can run to look at the session directly."""
 
-    def watch(self, on_lost: Callable[[], object]) -> Callable[[], None]:
+    def monitor(self, on_lost: Callable[[], object]) -> Callable[[], None]:
         """Start checking, from the running event loop, that the owning process lives.
 
         When it was found dead or hung and a new one was started, ``on_lost`` runs in
@@ -316,8 +316,8 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
         Returns a function that stops watching. By default nothing is watched: a
         backend without a heartbeat is checked by every reconcile only.
         """
-        return _unwatched
+        return _unmonitored
 
 
-def _unwatched() -> None:
-    """Stopping a watch that watches nothing."""
+def _unmonitored() -> None:
+    """Stopping a monitor that monitors nothing."""

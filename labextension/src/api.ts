@@ -311,7 +311,7 @@ export const reconcile = (s: Settings): Promise<unknown> =>
 
 /** One reconcile decision (`GET /api/agents/reconcile`). */
 export interface IReconcileAction {
-  kind: 'adopt' | 'exit' | 'interrupt' | 'orphan';
+  kind: 'reattach' | 'exit' | 'interrupt' | 'orphan' | 'release';
   session_id: string;
   name: string;
 }

@@ -243,7 +243,7 @@ const interrupted: JupyterFrontEndPlugin<void> = {
 const restartNotification: JupyterFrontEndPlugin<void> = {
   id: PluginIDs.restartNotification,
   description:
-    'After a server restart, a notification: sessions re-adopted and interrupted.',
+    'After a server restart, a notification: sessions reattached and interrupted.',
   autoStart: true,
   requires: [IAgentSessions],
   optional: [ISettingRegistry, IStateDB, ITranslator],

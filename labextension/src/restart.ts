@@ -1,5 +1,5 @@
 /**
- * After a server restart: a notification that counts the terminals re-adopted (still
+ * After a server restart: a notification that counts the terminals reattached (still
  * running) and the sessions interrupted, and offers to restore the latter. Shown once
  * per server start; which start was last shown is kept in the workspace (`IStateDB`),
  * so a reload or a second tab does not repeat it.
@@ -17,7 +17,7 @@ const STATE_KEY = 'jupyter-agents:restart-notification';
 
 /** What changed at a server start, as counted for the notification. */
 export interface IRestartCounts {
-  readopted: number;
+  reattached: number;
   interrupted: number;
 }
 
@@ -28,17 +28,17 @@ export function restartMessage(
   counts: IRestartCounts,
   trans: TranslationBundle
 ): string | null {
-  const { readopted, interrupted } = counts;
-  if (readopted === 0 && interrupted === 0) {
+  const { reattached, interrupted } = counts;
+  if (reattached === 0 && interrupted === 0) {
     return null;
   }
   const parts = [];
-  if (readopted || !interrupted) {
+  if (reattached || !interrupted) {
     parts.push(
       trans._n(
-        '%1 terminal re-adopted (still running)',
-        '%1 terminals re-adopted (still running)',
-        readopted
+        '%1 terminal reattached (still running)',
+        '%1 terminals reattached (still running)',
+        reattached
       )
     );
   }
@@ -81,19 +81,19 @@ export async function notifyRestart(options: {
   }
   const sessions = model.sessions ?? [];
   const interrupted = sessions.filter(s => s.status === 'interrupted').length;
-  // re-adopted at start: from the server's boot report when it keeps one, else
+  // reattached at start: from the server's boot report when it keeps one, else
   // the running sessions older than this server process
   const boot = await reconcileReport(model.serverSettings).then(
     report => report.boot,
     () => undefined
   );
   const since = Date.parse(started);
-  const readopted = boot
-    ? boot.actions.filter(a => a.kind === 'adopt').length
+  const reattached = boot
+    ? boot.actions.filter(a => a.kind === 'reattach').length
     : sessions.filter(
         s => s.status === 'running' && Date.parse(s.created) < since
       ).length;
-  const message = restartMessage({ readopted, interrupted }, trans);
+  const message = restartMessage({ reattached, interrupted }, trans);
   if (message === null) {
     return;
   }

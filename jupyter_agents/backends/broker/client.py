@@ -7,7 +7,7 @@ to init: it is not a child that dies with the Jupyter server), and talks to it o
 are one short blocking connection each; each streamed session is one asyncio
 connection (:class:`BrokerStream`).
 
-Liveness (:meth:`BrokerBackend.watch`): a ping every ``heartbeat_interval`` seconds
+Liveness (:meth:`BrokerBackend.monitor`): a ping every ``heartbeat_interval`` seconds
 from a worker thread. A refused or missing socket means the broker is dead; two pings
 in a row without an answer within ``ping_timeout`` mean it is hung (it is then ended,
 sessions and all: they cannot be reached any more). Either way a new broker is started
@@ -255,10 +255,10 @@ class BrokerBackend(Backend):
 
     # -- liveness ----------------------------------------------------------------------
 
-    def watch(self, on_lost: Callable[[], object]) -> Callable[[], None]:
+    def monitor(self, on_lost: Callable[[], object]) -> Callable[[], None]:
         """Heartbeat (module docstring); call from the running event loop."""
         if self.heartbeat_interval <= 0:
-            return super().watch(on_lost)
+            return super().monitor(on_lost)
         task = asyncio.ensure_future(self._heartbeat(on_lost))
 
         def stop() -> None:

@@ -1,6 +1,6 @@
 """How the broker fans a session's output out to its clients.
 
-A :class:`Session` is one pty the broker holds, with its bounded replay and the clients
+A :class:`HeldPty` is one pty the broker holds, with its bounded replay and the clients
 attached to it. A :class:`Client` is one connection with its own send queue. Live output
 goes into the queue while it holds less than :data:`CLIENT_QUEUE_BYTES`; past that the
 client *lags* for that session from a known transcript offset, and once its queue has
@@ -36,7 +36,7 @@ CLIENT_HARD_LIMIT = 32 << 20
 CATCH_UP_CHUNK = 256 << 10
 
 
-class Session:
+class HeldPty:
     """One pty the broker holds, its transcript, replay and subscribed clients."""
 
     def __init__(self, sid: str, pty: Pty, recorder: Recorder) -> None:
@@ -71,7 +71,7 @@ class Client:
     the pump cost a turn of the event loop: 50-70 us of every keystroke's echo, measured.)
     """
 
-    def __init__(self, sessions: dict[str, Session], transport: asyncio.WriteTransport) -> None:
+    def __init__(self, sessions: dict[str, HeldPty], transport: asyncio.WriteTransport) -> None:
         self.sessions = sessions
         self.transport = transport
         self.queue: deque[bytes] = deque()

@@ -47,7 +47,7 @@ from ...paths import create_private_file, ensure_private_dir
 from ...procs import identify
 from ..base import SESSION_ID
 from . import protocol
-from .fanout import Client, Session
+from .fanout import Client, HeldPty
 from .protocol import FrameReader, ProtocolError, broker_paths, encode
 from .ptys import Pty, open_pty
 from .recorder import Recorder
@@ -68,7 +68,7 @@ class Broker:
         self.state_dir = state_dir
         self.transcript_dir = state_dir / "transcripts"
         self.socket_path, self.pid_path, _ = broker_paths(state_dir)
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, HeldPty] = {}
         self.clients: set[Client] = set()
         #: each open connection's end (waited for at stop)
         self._connections: set[asyncio.Future[None]] = set()
@@ -79,7 +79,7 @@ class Broker:
 
     # -- sessions ----------------------------------------------------------------------
 
-    def spawn(self, header: dict[str, Any]) -> Session:
+    def spawn(self, header: dict[str, Any]) -> HeldPty:
         sid, argv, env = header["sid"], header["argv"], header["env"]
         rows, cols = header["rows"], header["cols"]
         if not SESSION_ID.fullmatch(sid):  # the daemon answers ValueError as an error reply
@@ -99,7 +99,7 @@ class Broker:
         except BaseException:
             recorder.close()
             raise
-        session = self.sessions[sid] = Session(sid, pty, recorder)
+        session = self.sessions[sid] = HeldPty(sid, pty, recorder)
         loop = asyncio.get_running_loop()
         pty.start_reading(
             loop, lambda data: self._output(session, data), lambda: self._check_exits()
@@ -107,7 +107,7 @@ class Broker:
         log.info("spawned session %s (pid %d): %s", sid, pty.pid, argv[0])
         return session
 
-    def _output(self, session: Session, data: bytes) -> None:
+    def _output(self, session: HeldPty, data: bytes) -> None:
         """Send output to the attached clients first (an echo waits for nothing else),
         then record it: the offset each client would lag from is where it is written (a
         failed write leaves a gap there and the stream goes on: :class:`.Recorder`)."""
@@ -193,7 +193,7 @@ class Broker:
             self.request_stop()
 
     def _reply(
-        self, client: Client, op: str, header: dict[str, Any], session: Session | None
+        self, client: Client, op: str, header: dict[str, Any], session: HeldPty | None
     ) -> tuple[dict[str, Any], bytes]:
         """The ok-reply of a request (fields, payload); ValueError/OSError -> error."""
         if op == "ping":

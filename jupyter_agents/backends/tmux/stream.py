@@ -11,7 +11,7 @@ the cut, then calls back with the snapshot, then delivers the rest. Its history,
 its bytes, is captured into tmux buffers that tmux then saves into files of its state
 dir: replies would bring it through the control client line by line, twice as slow.
 
-The pane's end is told by the kernel (:func:`~jupyter_agents.procs.watch_exit` on the
+The pane's end is told by the kernel (:func:`~jupyter_agents.procs.on_exit` on the
 pane's process) and by tmux (``%sessions-changed`` when a session closes); then the
 pane's exit status is asked for. Nothing runs while the session is idle.
 
@@ -31,7 +31,7 @@ from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from ...errors import AgentsError, OutOfRange
-from ...procs import watch_exit
+from ...procs import on_exit
 from ...transcripts import Follower, Transcript
 from ..base import ListenedStream, StreamListener
 from . import tail
@@ -70,8 +70,8 @@ class TmuxStream(ListenedStream):
         self._live: TmuxControl | None = None
         #: transcript offset of the next byte to deliver; None until the first snapshot
         self._offset: int | None = None
-        self._unwatch: Callable[[], None] | None = None
-        self._unwatch_exit: Callable[[], None] | None = None
+        self._unsubscribe_tail: Callable[[], None] | None = None
+        self._unsubscribe_exit: Callable[[], None] | None = None
         self._pane: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._server_pid: int | None = None
         self._tasks: set[asyncio.Future[None]] = set()
@@ -83,7 +83,7 @@ class TmuxStream(ListenedStream):
         self._cut: Cut | None = None
         #: input held until the first snapshot's cut is on its way, so that input typed
         #: before the replay is never captured in it (None once released)
-        self._held: list[str] | None = []
+        self._early_input: list[str] | None = []
         #: a snapshot was asked for (input is then released by its cut)
         self._snapshot_asked = False
         #: the pane's process has ended (its status is being asked for)
@@ -109,8 +109,8 @@ class TmuxStream(ListenedStream):
     def write(self, data: str) -> None:
         if self._closed:
             return
-        if self._held is not None:
-            self._held.append(data)
+        if self._early_input is not None:
+            self._early_input.append(data)
             return
         raw = data.encode("utf-8", "surrogateescape")
         for i in range(0, len(raw), SEND_CHUNK):
@@ -125,10 +125,10 @@ class TmuxStream(ListenedStream):
         if self._closed:
             return
         self._closed = True
-        for stop in (self._unwatch, self._unwatch_exit):
+        for stop in (self._unsubscribe_tail, self._unsubscribe_exit):
             if stop is not None:
                 stop()
-        self._unwatch = self._unwatch_exit = None
+        self._unsubscribe_tail = self._unsubscribe_exit = None
         for task in list(self._tasks):
             task.cancel()
         self._control.leave(self)
@@ -219,7 +219,7 @@ class TmuxStream(ListenedStream):
                 return
             if self._offset is None:
                 self._offset = outcome.offset
-                self._unwatch = tail.watch(self._transcript.path, self._wake)
+                self._unsubscribe_tail = tail.subscribe(self._transcript.path, self._wake)
             self._pump(outcome.offset)
             followed = None
             if outcome.snapshot is not None and self._backend.modes_at is not None:
@@ -297,9 +297,9 @@ class TmuxStream(ListenedStream):
     def _go_live(self, pane: str) -> None:
         """Switch to ``%output`` of a control client of its own for the rest of the
         stream (module docstring)."""
-        if self._unwatch is not None:
-            self._unwatch()
-            self._unwatch = None
+        if self._unsubscribe_tail is not None:
+            self._unsubscribe_tail()
+            self._unsubscribe_tail = None
         self._live = TmuxControl(self._backend.tmux, self._backend.log, self._session_id)
         self._live.join(self)
         self._live.on_panes.add(pane)
@@ -327,14 +327,14 @@ class TmuxStream(ListenedStream):
         if not found.pane_pipe:
             self._go_live(pane)
         if found.pane_pid is not None and not self._closed:
-            self._unwatch_exit = watch_exit(found.pane_pid, self._process_ended)
+            self._unsubscribe_exit = on_exit(found.pane_pid, self._process_ended)
         self._ask_status()
         if not self._snapshot_asked:
             self._release_input()
 
     def _release_input(self) -> None:
-        held, self._held = self._held, None
-        for data in held or ():
+        early, self._early_input = self._early_input, None
+        for data in early or ():
             self.write(data)
 
     def _process_ended(self) -> None:

@@ -1,9 +1,9 @@
 """Wake-ups when a transcript grows: the tmux data path reads output from the transcript
 that ``pipe-pane`` writes, the moment it is written.
 
-On Linux one inotify descriptor per IO loop serves every watched path (a transcript
+On Linux one inotify descriptor per IO loop serves every subscribed path (a transcript
 file, or the directory of its segments); the loop wakes within microseconds of the
-write, with no timer. Elsewhere (macOS) a watch falls back to checking every
+write, with no timer. Elsewhere (macOS) a subscription falls back to checking every
 :data:`FALLBACK_INTERVAL` seconds.
 """
 
@@ -86,7 +86,7 @@ class _Inotify:
 _INSTANCES: dict[asyncio.AbstractEventLoop, _Inotify] = {}
 
 
-def watch(path: Path, callback: Callable[[set[str]], None]) -> Callable[[], None]:
+def subscribe(path: Path, callback: Callable[[set[str]], None]) -> Callable[[], None]:
     """Call ``callback`` (on the running loop) whenever ``path`` (a file, or files in a
     directory) may have been written, with the names of files created in the directory
     since the last call (when known; the fallback cannot tell and says ``{"*"}``);
