@@ -140,13 +140,20 @@ def write_prelude(
     return path
 
 
+#: a line that says what went wrong (preferred to, e.g., the backtrace after it)
+_COMPLAINT = re.compile(r"(?i)\b(error|failed|not found|no \w+ found|refus|invalid|denied)")
+
+
 def last_words(tail: bytes, marker: str, width: int = 300) -> str | None:
-    """The last line of text in ``tail`` (raw transcript bytes) after the last
-    ``marker`` (the restore's marker line), at most ``width`` characters; None when
-    nothing was printed after it.
+    """What a process printed in ``tail`` (raw transcript bytes) after the last
+    ``marker`` (the restore's marker line): its last line that says what went wrong
+    (an error, something not found...), else its last line; at most ``width``
+    characters. None when nothing was printed after the marker.
 
     >>> last_words(b"old\\r\\n--- m ---\\r\\n\\x1b[31mNo conversation found\\x1b[0m\\r\\n", "--- m")
     'No conversation found'
+    >>> last_words(b"--- m ---\\nError: no rollout found\\nStack backtrace:\\n  0: ?\\n", "--- m")
+    'Error: no rollout found'
     """
     cut = tail.rfind(marker.encode())
     if cut < 0:
@@ -154,7 +161,8 @@ def last_words(tail: bytes, marker: str, width: int = 300) -> str | None:
     after = tail[cut:].split(b"\n", 1)[1] if b"\n" in tail[cut:] else b""
     lines = [line.strip() for line in clean_text(after.decode("utf-8", "replace")).splitlines()]
     lines = [line for line in lines if line]
-    return lines[-1][:width] if lines else None
+    told = [line for line in lines if _COMPLAINT.search(line)]
+    return (told or lines)[-1][:width] if lines else None
 
 
 def prelude_argv(prelude_file: Path, argv: Sequence[str]) -> list[str]:

@@ -138,6 +138,39 @@ def test_claudes_own_clean_up_is_undone_on_restore(agents_server, fake_agents, p
     assert model(server, agent["id"])["conversation_id"] == agent["conversation_id"]
 
 
+def test_every_conversation_a_session_had_is_kept(agents_server, fake_agents, project):
+    server = agents_server(env=fake_agents.env, args=FAST)
+    agent = new(server, "claude", project)
+    first = agent["conversation_id"]
+    server.type_line(agent["name"], "before-clear", "claude heard: before-clear")
+    server.type_line(agent["name"], "/clear", "cleared; conversation")
+    server.type_line(agent["name"], "after-clear", "claude heard: after-clear")
+    second = poll(
+        lambda: (cid := model(server, agent["id"])["conversation_id"]) != first and cid,
+        what="the id to follow /clear",
+    )
+    archive = ConversationArchive(server.state_dir)
+    poll(
+        lambda: (
+            [c.conversation for c in archive.index(agent["id"]).kept()] == [first, second]
+            and all(
+                (archive.folder(agent["id"]) / c.name).read_bytes() == Path(c.source).read_bytes()
+                for c in archive.index(agent["id"]).kept()
+            )
+        ),
+        what="both conversations archived",
+    )
+    for copy in archive.index(agent["id"]).kept():
+        Path(copy.source).unlink()  # both of Claude's files go
+    status, md = server.request("GET", f"/api/agents/sessions/{agent['id']}/conversation")
+    assert status == 200
+    text = md.decode()
+    assert text.index(f"## Conversation `{first}`") < text.index("> before-clear")
+    assert text.index("> before-clear") < text.index(f"## Conversation `{second}`")
+    assert text.index(f"## Conversation `{second}`") < text.index("> after-clear")
+    assert text.count("*From archived copy") == 2
+
+
 def test_a_deleted_codex_rollout_comes_back_and_resumes(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env, args=FAST)
     coder = new(server, "codex", project)
