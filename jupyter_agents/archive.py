@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from .agents import AgentKind
+from .errors import UnsafeStateDir
 from .paths import ensure_private_dir
 from .store import Session, utcnow_iso
 
@@ -184,7 +185,8 @@ class ConversationArchive:
         self.stats = Stats()
         self._lock = threading.RLock()
         self._paused = False
-        #: (session, conversation) whose cap was logged; sessions known final
+        #: (session, conversation) whose cap was logged, (session, errno) of errors
+        #: logged; sessions known final
         self._capped_logged: set[tuple[str, str]] = set()
         self._full_logged = False
         self._final: set[str] = set()
@@ -261,19 +263,39 @@ class ConversationArchive:
         if not todo:
             return 0
         copied = 0
-        with self._locked():
-            if self._usage_cache is None:
-                self._usage_cache = self._usage()
-            usage = self._usage_cache
-            for session in todo:
-                try:
-                    copied += self._sync_session(
-                        session, kinds[session.kind], noted.get(session.id, ()), running, usage
-                    )
-                except ArchiveFull as e:
-                    self._pause(e)
-                    break
+        try:
+            with self._locked():
+                if self._usage_cache is None:
+                    self._usage_cache = self._usage()
+                usage = self._usage_cache
+                for session in todo:
+                    try:
+                        copied += self._sync_session(
+                            session, kinds[session.kind], noted.get(session.id, ()), running, usage
+                        )
+                    except ArchiveFull as e:
+                        self._pause(e)
+                        break
+                    except OSError as e:  # that session's folder or file: the others go on
+                        self._warn_once(session.id, e)
+        except OSError as e:  # the archive's own folder or lock
+            if e.errno in _FULL:
+                self._pause(ArchiveFull(str(e)))
+            else:
+                self._warn_once("", e)
+        except UnsafeStateDir as e:  # e.g. something else where its folder should be
+            self._warn_once("", OSError(errno.EEXIST, str(e)))
         return copied
+
+    def _warn_once(self, session_id: str, error: OSError) -> None:
+        key = (session_id, str(error.errno))
+        if key not in self._capped_logged:
+            self._capped_logged.add(key)
+            self.log.warning(
+                "jupyter_agents: conversation archive%s: %s",
+                f" (session {session_id})" if session_id else "",
+                error,
+            )
 
     def _sync_session(
         self,
@@ -588,14 +610,17 @@ class ConversationArchive:
         """Session ``session_id`` had conversation ``conversation_id`` (e.g. before a
         ``/clear``): its file is looked for and kept too. Cheap: the copying is done by
         the next :meth:`sync`."""
-        with self._locked():
-            index = self.index(session_id)
-            if conversation_id not in index.conversations:
-                index.conversations.append(conversation_id)
-                index.final = False
-                with suppress(ArchiveFull):
-                    self._write_index(session_id, index)
-                self._final.discard(session_id)
+        try:
+            with self._locked():
+                index = self.index(session_id)
+                if conversation_id not in index.conversations:
+                    index.conversations.append(conversation_id)
+                    index.final = False
+                    with suppress(ArchiveFull):
+                        self._write_index(session_id, index)
+                    self._final.discard(session_id)
+        except (OSError, UnsafeStateDir) as e:
+            self._warn_once(session_id, OSError(getattr(e, "errno", None), str(e)))
 
     # -- reading, restoring, removing ---------------------------------------------------
 
@@ -632,6 +657,17 @@ class ConversationArchive:
         cid = session.conversation_id
         if not cid:
             return False
+        try:
+            return self._put_back(session, cid)
+        except (OSError, UnsafeStateDir) as e:  # its folder or lock: resume as without
+            self.log.warning(
+                "jupyter_agents: session %s: the conversation archive is unusable: %s",
+                session.id,
+                e,
+            )
+            return self.knows(session.id, cid)
+
+    def _put_back(self, session: Session, cid: str) -> bool:
         with self._locked():
             index = self.index(session.id)
             copy = index.copy_of(cid)

@@ -318,3 +318,16 @@ def test_a_full_disk_pauses_the_archive_and_it_resumes(small_disk, tmp_path, cap
     assert copy_of(archive, agent).read_bytes() == agent.path.read_bytes()
     assert "archive resumed" in caplog.text
     assert len([r for r in caplog.records if "archive paused" in r.getMessage()]) == 1
+
+
+def test_an_unusable_archive_folder_never_stops_sessions_or_restores(state, tmp_path, caplog):
+    (state / "conversations").write_text("not a folder")  # something else is there
+    archive = ConversationArchive(state)
+    agent = Agent(tmp_path, "blocked")
+    agent.append(line(0, 500))
+    for _ in range(3):
+        assert archive.sync([agent.session], KINDS) == 0
+    assert caplog.text.count("conversation archive") == 1  # said once
+    agent.session.status = "interrupted"
+    assert archive.put_back(agent.session) is False  # a restore goes on without it
+    archive.note("blocked", "22222222-2222-4222-8222-222222222222")
