@@ -245,14 +245,15 @@ class ConversationArchive:
     ) -> int:
         """Bring the copies of ``sessions`` up to date; the bytes copied.
 
-        Running sessions are synced every call; a session that is not running once more
+        Running (and orphaned) sessions are synced every call; one that ended once more
         (its last bytes), then no more until it runs again. ``noted`` adds conversation
         ids sessions had (e.g. before a ``/clear``) to look for. Sessions of kinds that
         keep no conversation files are skipped.
         """
         noted = noted or {}
         sessions = list(sessions)
-        running = {s.id for s in sessions if s.status == "running"}
+        # an orphaned session's process lives too: synced and kept like a running one's
+        running = {s.id for s in sessions if s.status in ("running", "orphaned")}
         todo = [
             s
             for s in sessions
@@ -324,7 +325,7 @@ class ConversationArchive:
             for copy in index.kept():
                 copied += self._sync_copy(session.id, copy, index, running, usage)
         finally:
-            index.final = session.status != "running"
+            index.final = session.id not in running
             if json.dumps(index.to_json()) != before:
                 self._write_index(session.id, index)
         if index.final:

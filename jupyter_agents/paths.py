@@ -6,6 +6,8 @@ Layout of ``state_dir`` (mode 0700, owned by the current user)::
     tmux/              the tmux socket and config (backend ``tmux``)
     transcripts/       one directory ``<session id>/`` per session: its raw output bytes in
                        segments (see :mod:`jupyter_agents.segments`)
+    conversations/     copies of agents' conversation files, one directory per session
+                       (see :mod:`jupyter_agents.archive`)
     state.lock         serialises spawns against reconcile (see reconcile.py)
 """
 
