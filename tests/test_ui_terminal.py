@@ -367,9 +367,16 @@ def answer_rename(page: Any, title: str) -> None:
     dialog.wait_for(state="detached")
 
 
-def rename_from_tab(page: Any, name: str, title: str) -> None:
+def rename_from_menu(page: Any, name: str, title: str, on: str = "tab") -> None:
+    """Rename Session… from the context menu of the tab of terminal ``name`` (``on``
+    "tab") or of the terminal itself (``on`` "terminal")."""
     tab_id = page.evaluate(TAB, name)["id"]
-    page.locator(f".lm-DockPanel-tabBar .lm-TabBar-tab[data-id='{tab_id}']").click(button="right")
+    target = (
+        page.locator(f".lm-DockPanel-tabBar .lm-TabBar-tab[data-id='{tab_id}']")
+        if on == "tab"
+        else page.locator(f"#{tab_id} .jp-Terminal")
+    )
+    target.click(button="right")
     page.locator(".lm-Menu-item", has_text="Rename Session…").click()
     answer_rename(page, title)
 
@@ -379,7 +386,7 @@ def test_renamed_session_keeps_tab_label_and_panel_title_after_restart(lab: Lab,
     panel row, labels the tab and heads the row, wins over the program's next title, is
     matched by the filter and the search, and is still both after a server SIGKILL,
     restart and reload (stock Lab shows "Terminal N" then); renamed again from the tab's
-    context menu, and cleared there: the program's title comes back."""
+    context menu, and cleared from the terminal's: the program's title comes back."""
     open_lab(page, lab, reset=True)
     panel = show_panel(page)
     new_terminal(page)
@@ -453,12 +460,13 @@ def test_renamed_session_keeps_tab_label_and_panel_title_after_restart(lab: Lab,
     wait_label(page, name, "Fix the upload bug", timeout=30)
     poll(lambda: heading(page, sid) == "Fix the upload bug", what="the title after the restart")
 
-    # renamed from the tab's context menu; then cleared: the program's title again
-    rename_from_tab(page, name, "Renamed from the tab")
+    # renamed from the tab's context menu; cleared from the terminal's: the program's
+    # title again
+    rename_from_menu(page, name, "Renamed from the tab")
     wait_label(page, name, "Renamed from the tab")
     assert lab.sessions()[sid]["title"] == "Renamed from the tab"
     poll(lambda: heading(page, sid) == "Renamed from the tab", what="the row after the tab")
-    rename_from_tab(page, name, "")
+    rename_from_menu(page, name, "", on="terminal")
     poll(lambda: lab.sessions()[sid]["title_source"] == "program", what="the title cleared")
     assert lab.sessions()[sid]["title"] == "LATER-2"
     wait_label(page, name, "LATER-2")
