@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from jupyter_server._tz import utcnow
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Float, Type
 
 from . import sharing
+from .activity import ServerActivity
 from .attention import listen_for_hooks
 from .auth import sharing_refused
 from .config import AgentsSettings, default_shell
@@ -48,6 +48,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
     manager: TerminalManager | None = None
     streams: Streams | None = None
     shares: sharing.Shares | None = None
+    activity: ServerActivity | None = None
     _restored: list[Session]
     _started: asyncio.Future[None] | None = None
 
@@ -127,10 +128,11 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
     def initialize_handlers(self) -> None:
         if self.service is None or self.manager is None:
             return
-        self.streams = Streams(
-            self.service, self.service.backends, self.activity_interval, self.log
-        )
         settings = self.serverapp.web_app.settings if self.serverapp else {}
+        self.activity = ServerActivity(settings, self.agent_keepalive, self.log)
+        self.streams = Streams(
+            self.service, self.service.backends, self.activity_interval, self.log, self.activity
+        )
         self.shares = sharing.Shares(
             self.service,
             lambda: sharing_refused(settings),
@@ -146,7 +148,8 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
     async def ensure_started(self) -> None:
         """Start, once, what runs while the server does (on the IO loop): emit session
         events, watch restored sessions, follow conversation ids and other processes'
-        changes, watch the backend's liveness, listen for hooks, expire shares, cull.
+        changes, watch the backend's liveness, listen for hooks, expire shares, cull,
+        keep the server active while agents work.
 
         The server's start hook calls it; so does every request to our routes
         (:meth:`~jupyter_agents.handlers.ApiHandler.prepare`), because a host that never
@@ -177,6 +180,10 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         )
         if self.refresh_interval > 0:
             self._refresher = asyncio.ensure_future(self._refresh(service))
+        if self.activity is not None and self.agent_keepalive > 0:
+            self._keepalive = asyncio.ensure_future(
+                self.activity.run(lambda: service.store.list(["running"]), self.activity_interval)
+            )
         if self.shares is not None:
             assert self.serverapp is not None
             reason = sharing_refused(self.serverapp.web_app.settings)
@@ -186,11 +193,11 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             loop.run_in_executor(None, service.restorer.check_resumed, session)
 
     def _emit(self, event: SessionEvent) -> None:
-        """A session event, in the IO loop: to jupyter_events (browsers), and as server
-        activity for idle culling."""
+        """A session event, in the IO loop: to jupyter_events (browsers). Not server
+        activity: that is terminal input and output and working agents
+        (:mod:`jupyter_agents.activity`)."""
         assert self.serverapp is not None and self.serverapp.event_logger is not None
         self.serverapp.event_logger.emit(schema_id=SCHEMA_ID, data=event.data())
-        self.serverapp.web_app.settings.setdefault("last_activity_times", {})[self.name] = utcnow()
 
     async def _refresh(self, service: SessionService) -> None:
         """Every ``refresh_interval`` s, off the loop: conversation ids of running agents
@@ -211,11 +218,10 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
                 self.log.warning("jupyter_agents: refresh failed: %s", e)
 
     def current_activity(self) -> dict[str, Any] | None:
-        """Running sessions count as activity for idle culling of the server."""
-        if self.service is None:
-            return None
-        running = self.service.store.list(["running"])
-        return {s.name: s.to_model() for s in running} or None
+        """The sessions keeping the server active (agents at work within
+        ``agent_keepalive``), by terminal name; None when none does, so
+        ``ServerApp.shutdown_no_activity_timeout`` is not held off by idle sessions."""
+        return None if self.activity is None else self.activity.current_activity()
 
     async def stop_extension(self) -> None:
         if self._started is not None and not self._started.done():
@@ -223,7 +229,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         for stop in ("_unsubscribe", "_unmonitor"):
             if hasattr(self, stop):
                 getattr(self, stop)()
-        for task in ("_refresher", "_sharing"):
+        for task in ("_refresher", "_sharing", "_keepalive"):
             if hasattr(self, task):
                 getattr(self, task).cancel()
         hooks = getattr(self, "_hooks", None)

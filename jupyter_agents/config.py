@@ -161,7 +161,19 @@ class AgentsSettings(LoggingConfigurable):
     activity_interval = Float(
         10.0,
         config=True,
-        help="Seconds between writes (and events) of a streamed session's last_activity.",
+        help="Seconds between writes (and events) of a streamed session's last_activity "
+        "and notes of terminal activity as the server's activity (for idle culling), "
+        "and between checks of which agents keep the server active (agent_keepalive).",
+    )
+    agent_keepalive = Float(
+        7200.0,
+        min=0.0,
+        config=True,
+        help="Seconds an agent at work (attention 'working') keeps the server active for "
+        "idle culling (jupyterhub-idle-culler, ServerApp.shutdown_no_activity_timeout) "
+        "after the last input a person typed into its terminal (or after its process or "
+        "this server started, whichever is later); 0: agents never do. Terminal input "
+        "and output count as activity regardless; waiting agents and idle shells do not.",
     )
 
     @default("state_dir")

@@ -5,7 +5,9 @@ session. :class:`Streams` keeps them and runs on the IO loop; it never decides a
 session's fate. It subscribes to the session service's events and closes the terminal
 of a session that stopped running (``disconnect``: the process ended, so JupyterLab
 closes the tab; an orphaned one is only dropped). Blocking work (recording an exit,
-activity, sizes) goes to worker threads.
+activity, sizes) goes to worker threads. Viewers' frames and the output sent to them
+are the server's terminal activity (:mod:`jupyter_agents.activity`); a viewer's input
+is a person's.
 
 Protocol, in one place: JSON text frames ``[type, ...]``. Server -> client:
 ``["setup", {}]`` first, then ``["stdout", text]`` (the first one a replay that redraws
@@ -21,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from .activity import ServerActivity
 from .backends import Backends
 from .errors import AgentsError
 from .events import SessionEvent
@@ -116,6 +119,7 @@ class LiveTerminal:
         if viewer in self.viewers:
             self.viewers[viewer] = (rows, cols)
             self._apply_size()
+            self.streams.touch(self.session.id)
 
     def _apply_size(self) -> None:
         sizes = [s for s in self.viewers.values() if s is not None]
@@ -128,9 +132,9 @@ class LiveTerminal:
             self.streams.offload(self.streams.service.set_size, self.session.id, *size)
 
     def write(self, data: str) -> None:
-        """Input from a viewer."""
+        """Input from a viewer: a person's (it restarts an agent's keep-alive)."""
         self.stream.write(data)
-        self.streams.touch(self.session.id)
+        self.streams.touch(self.session.id, human=True)
 
     def close(self, disconnect: bool) -> None:
         """Stop streaming; tell viewers the process ended (``disconnect``) or just drop
@@ -175,10 +179,13 @@ class Streams:
         backends: Backends,
         activity_interval: float = 10.0,
         log: logging.Logger | None = None,
+        activity: ServerActivity | None = None,
     ) -> None:
         self.service = service
         self.backends = backends
         self.activity_interval = activity_interval
+        #: where terminal activity and human input are noted for idle culling (None: not)
+        self.activity = activity
         self.log = log or logging.getLogger("jupyter_agents")
         self.terminals: dict[str, LiveTerminal] = {}
         #: the IO loop, known once a viewer connected (before that nothing streams)
@@ -214,12 +221,19 @@ class Streams:
         future.add_done_callback(logged)
         return future
 
-    def touch(self, session_id: str) -> None:
-        """Note activity; written (and published) at most every ``activity_interval``."""
+    def touch(self, session_id: str, human: bool = False) -> None:
+        """Note terminal activity (``human``: a person's input, noted every time). The
+        session's ``last_activity`` is written (and published), and the server's
+        terminal activity set, at most every ``activity_interval`` per session."""
         now = time.monotonic()
+        activity = self.activity
+        if human and activity is not None:
+            activity.human_input(session_id)
         if now - self._touched.get(session_id, 0.0) >= self.activity_interval:
             self._touched[session_id] = now
             self.offload(self.service.note_activity, session_id)
+            if activity is not None:
+                activity.terminal()
 
     def stream_ended(self, term: LiveTerminal, exit_code: int | None) -> None:
         """The backend stream of ``term`` ended: the process exited, or we lost it."""
