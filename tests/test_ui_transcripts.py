@@ -189,7 +189,8 @@ def test_conversation_hit_is_labelled(lab: Lab, page: Any) -> None:
         hits = search(page, word)
         conversation = page.locator(".jp-AgentsSearch-hit[data-source='conversation']")
         conversation.first.wait_for()
-        assert conversation.count() == 1
+        # two records hold it: the prompt, and the reply that quotes it ("claude heard")
+        assert conversation.count() == 2
         assert conversation.first.get_attribute("data-session-id") == agent["id"]
         assert conversation.first.locator(".jp-AgentsSearch-source").inner_text() == "conversation"
         assert conversation.first.locator("mark").inner_text() == word
