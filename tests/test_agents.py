@@ -266,7 +266,7 @@ def test_bad_input_is_refused_and_nothing_runs(agents_server, fake_agents, proje
         ({"kind": "claude", "name": "../x"}, "invalid terminal name"),
         ({"kind": "claude", "cwd": 7}, "cwd must be a string"),
         ({"kind": "claude", "bogus": 1}, "unknown fields"),
-        ([1, 2], "expected a JSON object"),
+        ([1, 2], "must be a JSON object"),
     ]
     for body, message in bad:
         status, answer = server.request("POST", "/api/agents/sessions", body)
@@ -317,9 +317,9 @@ def test_log_serves_transcript_bytes(agents_server, fake_agents, project):
     assert status == 206 and len(body) == 4
     assert headers["Content-Range"].startswith("bytes ")
     for query, code, message in [
-        ("?offset=-1", 400, b"non-negative"),
-        ("?length=-5", 400, b"non-negative"),
-        ("?offset=abc", 400, b"non-negative"),
+        ("?offset=-1", 400, b"whole number"),
+        ("?length=-5", 400, b"whole number"),
+        ("?offset=abc", 400, b"whole number"),
         (f"?offset={10**9}", 416, b"past the end"),
     ]:
         status, body, _ = get(query)
