@@ -4,10 +4,11 @@ service -> reconcile before serving -> terminal manager, streams, handlers, even
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Float, Type
+from traitlets import Float, TraitError, Type
 
 from . import sharing
 from .activity import ServerActivity
@@ -17,6 +18,7 @@ from .config import AgentsSettings, default_shell
 from .errors import AgentsError
 from .events import SCHEMA_ID, SCHEMA_PATH, SessionEvent
 from .handlers import handlers
+from .limits import Attendance, UnattendedGuard
 from .sessions import SessionService
 from .store import Session
 from .streams import Streams
@@ -49,6 +51,8 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
     streams: Streams | None = None
     shares: sharing.Shares | None = None
     activity: ServerActivity | None = None
+    attendance: Attendance | None = None
+    guard: UnattendedGuard | None = None
     _restored: list[Session]
     _started: asyncio.Future[None] | None = None
 
@@ -57,8 +61,14 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
 
         Extensions link in alphabetical order, so this runs before the stock extension
         links; disabling it here means its manager is never created and can never spawn.
+        An invalid ``c.AgentsApp`` value stops the server (traitlets' message names the
+        trait): running on without it would run stock terminals, or no spend limit.
         """
-        super()._link_jupyter_server_extension(serverapp)
+        try:
+            super()._link_jupyter_server_extension(serverapp)
+        except TraitError as e:
+            self.log.critical("jupyter_agents: invalid configuration: %s", e)
+            raise SystemExit(1) from None
         stock = serverapp.extension_manager.extensions.get("jupyter_server_terminals")
         if stock is not None and stock.enabled:
             stock.enabled = False
@@ -94,6 +104,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         # before the first request: the first GET /api/terminals must list survivors
         self.service.reconcile(boot=True)
         self.service.apply_attention()  # hook events of while no server ran
+        self.service.usage.unwatch_all(time.time())  # no viewer is connected yet
         self.service.events.publish_external(
             self.service.store
         )  # the baseline for changes made elsewhere
@@ -140,6 +151,9 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             self.log,
         )
         self.handlers.extend(handlers(self.service, self.manager, self.streams, self.shares))
+        # who watches (and types into) each session: the unattended limit's evidence
+        self.attendance = self.streams.attendance = Attendance(self.service, self.log)
+        self.guard = UnattendedGuard(self.service, self.streams, self.log)
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         """The server's start hook: :meth:`ensure_started`."""
@@ -201,8 +215,9 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
 
     async def _refresh(self, service: SessionService) -> None:
         """Every ``refresh_interval`` s, off the loop: conversation ids of running agents
-        (and what they added to their conversation files, into the archive), what their
-        programs set (modes, titles), the changes other processes made to the
+        (and what they added to their conversation files, into the archive, and the
+        tokens they spent, into the usage ledger, then the unattended limit applied),
+        what their programs set (modes, titles), the changes other processes made to the
         store (all publish events), and new gaps in running sessions' transcripts
         (logged)."""
         while True:
@@ -210,6 +225,9 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             try:
                 await asyncio.to_thread(service.follow_conversations)
                 await asyncio.to_thread(service.archive_conversations)
+                changes = await asyncio.to_thread(service.read_usage)
+                if self.guard is not None:
+                    await self.guard.interrupt(await asyncio.to_thread(self.guard.check, changes))
                 await asyncio.to_thread(service.follow_modes)
                 await asyncio.to_thread(service.apply_attention)  # in case a wake was lost
                 await asyncio.to_thread(service.events.publish_external, service.store)
@@ -244,5 +262,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
                 self.log.info("jupyter_agents: shutting down (detaching from sessions)")
         if self.streams is not None:
             await self.streams.shutdown()
+        if self.attendance is not None:
+            await asyncio.to_thread(self.attendance.close)  # its last writes
         if self.service is not None:
             self.service.close()

@@ -18,17 +18,21 @@ import sys
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import TextIO
+from typing import Any, TextIO
 
-from . import conversation_export, prune
+from traitlets import TraitError
+
+from . import conversation_export, prune, usage
 from .attention import NEEDS_YOU
 from .config import open_sessions
 from .display import text_table
 from .errors import AgentsError, Conflict, InvalidRequest, NotFound
+from .limits import LIMIT_KEYS, describe
 from .query import MAX_LIMIT, parse_query
 from .render import FORMATS, export, export_name
 from .search import search_sessions
 from .sessions import SessionService
+from .usage import PRICES_AS_OF, Summary, format_cost, format_tokens
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT = 1, 2, 3, 4
 #: ``wait``'s exit codes: what the session needs (0: input), or that the wait timed out
@@ -50,17 +54,122 @@ def progress(done: int, total: int, label: str, out: TextIO) -> None:
 
 
 def cmd_list(service: SessionService, args: argparse.Namespace) -> int:
+    service.read_usage()
     sessions = service.list(args.status or None)
     if args.json:
-        print(json.dumps([s.to_model() for s in sessions], indent=2))
+        print(json.dumps(service.models(sessions), indent=2))
     else:
-        print(text_table(sessions))
+        print(text_table(sessions, service.usage_models(sessions)))
     return 0
 
 
 def cmd_show(service: SessionService, args: argparse.Namespace) -> int:
     service.follow_conversations()
-    print(json.dumps(service.lookup(args.id).to_model(), indent=2))
+    service.read_usage()
+    print(json.dumps(service.models([service.lookup(args.id)])[0], indent=2))
+    return 0
+
+
+def cmd_cost(service: SessionService, args: argparse.Namespace) -> int:
+    """What agent sessions spent (estimated): per session, per UTC day, in total."""
+    service.read_usage()
+    report = cost_report(service, [service.lookup(ref).id for ref in args.ids] or None)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    sessions = [
+        (s["id"], s["name"], s["kind"], s["status"], _spent(s), _spent(s["unattended"]))
+        for s in report["sessions"]
+    ]
+    days = [(d["day"], _spent(d), _spent(d["unattended"])) for d in report["days"]]
+    print(_table(("session", "name", "kind", "status", "spent", "while nobody watched"), sessions))
+    print()
+    print(_table(("day (UTC)", "spent", "while nobody watched"), days))
+    print()
+    total = report["total"]
+    print(f"total: {_spent(total)}; while nobody watched: {_spent(total['unattended'])}")
+    unknown = total["unknown_models"]
+    print(
+        f"estimated from AgentsApp.prices (defaults: list prices as of {PRICES_AS_OF}; check "
+        "your provider)" + (f"; no price for {', '.join(unknown)}" if unknown else "")
+    )
+    return 0
+
+
+def cost_report(service: SessionService, ids: list[str] | None = None) -> dict[str, Any]:
+    """The JSON of ``jupyter agents cost``: ``sessions`` (their usage's tokens, cost and
+    unattended part), ``days`` (UTC) and ``total``, each priced from the price table."""
+    prices = service.usage.prices
+    chosen = [s for s in service.store.list(kinds=usage.FORMATS) if ids is None or s.id in ids]
+    models = service.usage_models(chosen)
+    listed = []
+    for session in chosen:
+        spent = models[session.id]
+        assert spent is not None
+        listed.append(
+            {
+                "id": session.id,
+                "name": session.name,
+                "kind": session.kind,
+                "status": session.status,
+                "tokens": spent["tokens"],
+                "cost": spent["cost"],
+                "unknown_models": spent["unknown_models"],
+                "unattended": spent["unattended"],
+            }
+        )
+    days: dict[str, tuple[Summary, Summary]] = {}
+    total, unattended = Summary(), Summary()
+    for row in service.usage.days([s.id for s in chosen]):
+        day = days.setdefault(row.day, (Summary(), Summary()))
+        day[0].add(row.model, row.tokens)
+        total.add(row.model, row.tokens)
+        if row.unattended:
+            day[1].add(row.model, row.tokens)
+            unattended.add(row.model, row.tokens)
+    return {
+        "sessions": listed,
+        "days": [
+            {"day": day, **spent.to_model(prices), "unattended": alone.to_model(prices)}
+            for day, (spent, alone) in days.items()
+        ],
+        "total": {**total.to_model(prices), "unattended": unattended.to_model(prices)},
+        "prices_as_of": PRICES_AS_OF,
+    }
+
+
+def _spent(item: dict[str, Any]) -> str:
+    """Tokens and cost for a table: ``28.4k tokens, $0.02``."""
+    tokens = f"{format_tokens(item['tokens']['total'])} tokens"
+    if item.get("cost") is None:
+        return tokens if item["tokens"]["total"] else "-"
+    return f"{tokens}, {format_cost(item['cost'], bool(item.get('unknown_models')))}"
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    if not rows:
+        return f"{head[0].upper()}: none"
+    cells = [tuple(h.upper() for h in head), *rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
+    )
+
+
+def cmd_limit(service: SessionService, args: argparse.Namespace) -> int:
+    """Show or set a session's own unattended limit."""
+    session = service.lookup(args.id)
+    given = {k: getattr(args, k) for k in LIMIT_KEYS if getattr(args, k) is not None}
+    if sum((bool(given), args.none, args.default)) > 1:
+        return _usage_error("limit: give --tokens/--cost/--seconds, --none or --default")
+    if given or args.none or args.default:
+        try:
+            service.set_unattended_limit(session.id, None if args.default else given)
+        except InvalidRequest as e:
+            return _usage_error(str(e))
+    limit, source = service.usage.limit_of(session.id)
+    where = {"session": "its own", "config": "AgentsApp.unattended_limit"}.get(source or "")
+    print(f"{session.id}: unattended limit {describe(limit)}" + (f" ({where})" if where else ""))
     return 0
 
 
@@ -312,6 +421,8 @@ COMMANDS = {
     "kill-server": cmd_kill_server,
     "gc": cmd_gc,
     "wait": cmd_wait,
+    "cost": cmd_cost,
+    "limit": cmd_limit,
 }
 
 
@@ -348,6 +459,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="only these statuses (repeatable)",
     )
     add("show", "one session as JSON").add_argument("id")
+    p = add(
+        "cost",
+        "what agent sessions spent (estimated from AgentsApp.prices): per session, per "
+        "UTC day and in total, and how much of it while nobody watched",
+    )
+    p.add_argument("ids", nargs="*", metavar="ID", help="only these sessions (default: all)")
+    p.add_argument("--json", action="store_true", help="JSON: sessions, days, total")
+    p = add(
+        "limit",
+        "show or set a session's own unattended limit (what it may spend while nobody "
+        "watches, since the last input; AgentsApp.unattended_limit otherwise)",
+    )
+    p.add_argument("id")
+    p.add_argument("--tokens", type=int, help="tokens of every kind")
+    p.add_argument("--cost", type=float, metavar="USD", help="estimated US dollars")
+    p.add_argument("--seconds", type=float, help="working time")
+    p.add_argument("--none", action="store_true", help="no limit for this session")
+    p.add_argument("--default", action="store_true", help="AgentsApp.unattended_limit again")
     p = add("new", "start a session: jupyter agents new claude --cwd DIR -- --model opus")
     p.add_argument("kind", help="shell, claude, codex or a configured kind")
     p.add_argument("--cwd", help="working directory (default: the current one)")
@@ -451,7 +580,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Conflict as e:
         print(f"jupyter agents: {e}", file=sys.stderr)
         return EXIT_CONFLICT
-    except (AgentsError, ValueError) as e:
+    except (AgentsError, ValueError, TraitError) as e:
         print(f"jupyter agents: {e}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:

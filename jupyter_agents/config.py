@@ -17,15 +17,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from traitlets import Bool, Dict, Enum, Float, Int, List, Type, Unicode, Union, default
+from traitlets import (
+    Bool,
+    Dict,
+    Enum,
+    Float,
+    Int,
+    List,
+    TraitError,
+    Type,
+    Unicode,
+    Union,
+    default,
+    validate,
+)
 from traitlets.config import Config, LoggingConfigurable
 
-from . import archive, restore, segments
+from . import archive, limits, restore, segments, usage
 from .agents import make_kinds
 from .backends import Backends
 from .backends.base import Backend
 from .errors import NotFound
 from .launch import EnvPolicy
+from .ledger import UsageLedger
 from .paths import default_state_dir, ensure_private_dir
 from .sessions import SessionService
 from .store import SessionStore
@@ -158,6 +172,31 @@ class AgentsSettings(LoggingConfigurable):
         help="The most bytes of conversation files archived per session; beyond it the "
         "session's newest bytes are not archived (logged once).",
     )
+    prices = Dict(
+        usage.DEFAULT_PRICES,
+        config=True,
+        help="What agents' tokens cost, for the estimated cost of each session: model id "
+        "(or a pattern with *, e.g. 'claude-opus-4-5*'; the exact id wins, else the "
+        "longest pattern) -> US dollars per million tokens of each kind: "
+        '{"my-model": {"input": 3, "output": 15, "cache_creation": 3.75, '
+        '"cache_read": 0.3}} (input and output required). A model in none of them shows '
+        "its tokens only. The default holds Anthropic's and OpenAI's list prices as of "
+        f"{usage.PRICES_AS_OF}: check your provider (contracts, regions and tiers differ). "
+        "Add a model with c.AgentsApp.prices.update({...}).",
+    )
+    unattended_limit = Dict(
+        {},
+        config=True,
+        help="What an agent may spend while nobody watches, since the last input a person "
+        'typed into it: {"tokens": N, "cost": US dollars, "seconds": working time}, any '
+        "of them; {} (the default): no limit. Past it, while the agent works and no "
+        "viewer that can type is connected, its turn is interrupted as a person would "
+        "(Escape), its attention becomes 'error' with the reason and JupyterLab says so; "
+        "nothing is killed, and the next input starts a fresh allowance. Recommended to "
+        'start with: {"cost": 5, "seconds": 3600}. A session can have its own (PATCH '
+        "/api/agents/sessions/<id>, jupyter agents limit, the panel). Checked every "
+        "refresh_interval.",
+    )
     activity_interval = Float(
         10.0,
         config=True,
@@ -179,6 +218,22 @@ class AgentsSettings(LoggingConfigurable):
     @default("state_dir")
     def _default_state_dir(self) -> str:
         return default_state_dir()
+
+    @validate("prices")
+    def _valid_prices(self, proposal: Any) -> dict[str, dict[str, float]]:
+        try:
+            return usage.check_prices(proposal["value"])
+        except ValueError as e:
+            raise TraitError(f"The 'prices' trait of {type(self).__name__}: {e}") from None
+
+    @validate("unattended_limit")
+    def _valid_limit(self, proposal: Any) -> dict[str, float]:
+        try:
+            return limits.check_limit(proposal["value"])
+        except ValueError as e:
+            raise TraitError(
+                f"The 'unattended_limit' trait of {type(self).__name__}: {e}"
+            ) from None
 
     def open_sessions(
         self,
@@ -203,8 +258,9 @@ class AgentsSettings(LoggingConfigurable):
             )
         state_dir = ensure_private_dir(path)
         shell = shell or default_shell()
+        store = SessionStore(state_dir / "sessions.db")
         return SessionService(
-            store=SessionStore(state_dir / "sessions.db"),
+            store=store,
             backends=Backends(
                 state_dir,
                 self.backend,
@@ -223,6 +279,9 @@ class AgentsSettings(LoggingConfigurable):
                 self.conversation_archive_max_bytes,
                 self.conversation_archive_session_max_bytes,
                 self.log,
+            ),
+            usage=UsageLedger(
+                store.path, usage.PriceTable(self.prices), self.unattended_limit, self.log
             ),
         )
 

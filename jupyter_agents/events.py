@@ -21,7 +21,15 @@ SCHEMA_ID = "https://events.jupyter.org/jupyter_agents/session/v1"
 SCHEMA_PATH = Path(__file__).parent / "event_schemas" / "session" / "v1.yaml"
 
 EventAction = Literal[
-    "created", "status", "conversation", "attention", "activity", "title", "updated", "shared"
+    "created",
+    "status",
+    "conversation",
+    "attention",
+    "activity",
+    "title",
+    "updated",
+    "shared",
+    "usage",
 ]
 
 
@@ -30,11 +38,13 @@ class SessionEvent:
     """Something happened to a session: ``created``, ``status`` (``previous`` holds the
     old status), ``conversation`` (its id changed), ``activity`` (output or input),
     ``attention`` (what the agent needs changed), ``title`` (a person or its program
-    retitled it), ``updated`` (other fields)."""
+    retitled it), ``updated`` (other fields), ``usage`` (it spent tokens: ``usage`` holds
+    its REST ``usage`` object; at most every few seconds per session)."""
 
     action: EventAction
     session: Session
     previous: Status | None = None
+    usage: dict[str, Any] | None = None
 
     def data(self) -> dict[str, Any]:
         """The event's JSON payload (:data:`SCHEMA_ID`)."""
@@ -53,6 +63,7 @@ class SessionEvent:
             "attention_reason": s.attention_reason,
             "title": s.title or s.program_title,
             "title_source": "user" if s.title else "program" if s.program_title else None,
+            **({} if self.usage is None else {"usage": self.usage}),
         }
 
 
@@ -82,10 +93,14 @@ class EventHub:
         return unsubscribe
 
     def publish(
-        self, action: EventAction, session: Session, previous: Status | None = None
+        self,
+        action: EventAction,
+        session: Session,
+        previous: Status | None = None,
+        usage: dict[str, Any] | None = None,
     ) -> None:
         """Tell every subscriber; a failing subscriber is logged, never fatal."""
-        event = SessionEvent(action, session, previous)
+        event = SessionEvent(action, session, previous, usage)
         with self._lock:
             listeners = list(self._subscribers)
             if self._seen is not None:

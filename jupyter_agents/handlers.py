@@ -24,6 +24,7 @@ from tornado import web
 from . import conversation_export, params
 from .auth import is_owner
 from .errors import AgentsError, InvalidRequest, http_error
+from .limits import parse_override
 from .query import parse_query
 from .render import FORMATS, export, export_name
 from .search import search_sessions
@@ -135,7 +136,7 @@ class SessionsHandler(ApiHandler):
     @authorized
     async def get(self) -> None:
         sessions = await self.call(self.service.list)
-        self.reply([s.to_model() for s in sessions])
+        self.reply(await self.call(self.service.models, sessions))
 
     @web.authenticated
     @authorized
@@ -155,9 +156,11 @@ class SessionsHandler(ApiHandler):
 
 
 class SessionHandler(ApiHandler):
-    """``GET /api/agents/sessions/<id>``: one record, with what its transcript keeps.
-    ``PATCH`` ``{title}``: a person's title (null clears it; 400 for control characters
-    or more than 256). ``DELETE``: end its process tree (running or orphaned; 204)."""
+    """``GET /api/agents/sessions/<id>``: one record, with its usage and what its
+    transcript keeps. ``PATCH`` ``{title?, unattended_limit?}``: a person's title (null
+    clears it; 400 for control characters or more than 256), the session's own
+    unattended limit (null: the configured one; 400 for a bad one). ``DELETE``: end its
+    process tree (running or orphaned; 204)."""
 
     SUPPORTED_METHODS = ("GET", "PATCH", "DELETE", "OPTIONS")  # type: ignore[assignment]
 
@@ -169,10 +172,20 @@ class SessionHandler(ApiHandler):
     @web.authenticated
     @authorized
     async def patch(self, session_id: str) -> None:
-        data = self.body({"title"})
-        if "title" not in data:
-            raise http_error(InvalidRequest("nothing to change: give title (null clears it)"))
-        await self.call(self.service.rename, session_id, data["title"])
+        data = self.body({"title", "unattended_limit"})
+        if not data:
+            raise http_error(
+                InvalidRequest(
+                    "nothing to change: give title (null clears it) or unattended_limit "
+                    "(null: the configured one)"
+                )
+            )
+        limit = data.get("unattended_limit")
+        self.parsed(parse_override, limit)  # a bad limit changes nothing
+        if "title" in data:
+            await self.call(self.service.rename, session_id, data["title"])
+        if "unattended_limit" in data:
+            await self.call(self.service.set_unattended_limit, session_id, limit)
         self.reply(await self.call(self.service.model, session_id))
 
     @web.authenticated

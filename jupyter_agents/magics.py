@@ -105,7 +105,9 @@ class AgentMagics(Magics):
             )
             return SessionTable([session])
         if args.command == "ls":
-            return SessionTable(service.list())
+            service.read_usage()
+            sessions = service.list()
+            return SessionTable(sessions, service.usage_models(sessions))
         if args.command == "resume":
             if args.all == bool(args.id):
                 raise UsageError("%agent resume: give a session id or --all")

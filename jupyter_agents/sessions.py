@@ -33,6 +33,8 @@ from .backends.base import SpawnRequest
 from .errors import AgentsError, Conflict, InvalidRequest, NotFound
 from .events import EventHub
 from .launch import NAME_PATTERN, EnvPolicy, next_free_name, validate_name
+from .ledger import Change, Throttle, UsageLedger, usage_files
+from .limits import parse_override
 from .paths import state_lock
 from .procs import (
     SESSION_MARKER,
@@ -48,6 +50,7 @@ from .restore import TAIL_BYTES, Restorer, fresh_banner, prelude_argv, write_pre
 from .store import Session, SessionStore, Status, new_session_id, utcnow_iso
 from .terminal_state import Followed, ModeFollower
 from .transcripts import GapLog, Transcript
+from .usage import FORMATS
 from .vt import check_title
 
 ENDED: tuple[Status, ...] = ("exited", "interrupted", "killed")
@@ -75,6 +78,7 @@ class SessionService:
         resume_check: float = 3.0,
         log: logging.Logger | None = None,
         archive: ConversationArchive | None = None,
+        usage: UsageLedger | None = None,
     ) -> None:
         self.store = store
         self.backends = backends
@@ -103,6 +107,9 @@ class SessionService:
             archive=self.archive,
         )
         self.attention = AttentionTracker(state_dir, store, kinds, self.publish, self.log)
+        #: what agent sessions spent, and who watched (:mod:`jupyter_agents.ledger`)
+        self.usage = usage or UsageLedger(store.path, log=self.log)
+        self._usage_events = Throttle()
         #: what each running session's program has set, followed from its transcript
         self.modes = ModeFollower()
         backends.follow_modes(self.modes_at)
@@ -110,6 +117,7 @@ class SessionService:
 
     def close(self) -> None:
         """Close the store (the backends' sessions keep running)."""
+        self.usage.close()
         self.store.close()
 
     # -- events ------------------------------------------------------------------------
@@ -211,20 +219,70 @@ class SessionService:
         )
 
     def model(self, session_id: str) -> dict[str, Any]:
-        """The REST model of one session (:meth:`Session.to_model`) with what its
-        transcript keeps: ``transcript_start`` (the first kept byte; earlier ones were
-        dropped by ``transcript_max_bytes``) and ``transcript_incomplete_since`` (when
-        output was first lost among the kept bytes, e.g. on a full disk; else None)."""
+        """The REST model of one session (:meth:`Session.to_model`) with its ``usage``
+        (:meth:`models`) and what its transcript keeps: ``transcript_start`` (the first
+        kept byte; earlier ones were dropped by ``transcript_max_bytes``) and
+        ``transcript_incomplete_since`` (when output was first lost among the kept
+        bytes, e.g. on a full disk; else None)."""
         session = self.store.get(session_id)
         transcript = self._transcript(session)
         gaps = transcript.gaps()
         return {
             **session.to_model(),
+            "usage": self.usage.model(session),
             "transcript_start": transcript.start(),
             "transcript_incomplete_since": (
                 gaps[0][1].isoformat().replace("+00:00", "Z") if gaps else None
             ),
         }
+
+    def models(self, sessions: Iterable[Session]) -> builtins.list[dict[str, Any]]:
+        """The REST models of ``sessions`` with their ``usage``: tokens by kind, the
+        estimated cost, what they spent while nobody watched, the unattended limit
+        (:meth:`~jupyter_agents.ledger.UsageLedger.model`; None for shells)."""
+        sessions = builtins.list(sessions)
+        usage = self.usage_models(sessions)
+        return [{**s.to_model(), "usage": usage[s.id]} for s in sessions]
+
+    def usage_models(self, sessions: Iterable[Session]) -> dict[str, dict[str, Any] | None]:
+        """The REST ``usage`` object of each of ``sessions``, by id (one query)."""
+        sessions = builtins.list(sessions)
+        found = self.usage.usage(s.id for s in sessions)
+        return {s.id: self.usage.model(s, found.get(s.id)) for s in sessions}
+
+    def read_usage(self) -> dict[str, Change]:
+        """Read what agents added to their conversation files into the usage ledger
+        (:meth:`~jupyter_agents.ledger.UsageLedger.update`): what changed, by session.
+        Each changed session's usage is published (a ``usage`` event), at most every
+        :data:`~jupyter_agents.ledger.USAGE_EVENT_INTERVAL` seconds per session.
+        Blocking."""
+        sessions = self.store.list(kinds=[k for k in self.kinds if k in FORMATS])
+        changes = self.usage.update(sessions, self.usage_files)
+        due = self._usage_events.due(changes)
+        for session in self.store.get_many(due):
+            self.publish("usage", session, usage=self.usage.model(session))
+        return changes
+
+    def usage_files(self, session: Session) -> builtins.list[ConversationFile]:
+        """The files to read ``session``'s usage from (:func:`~jupyter_agents.ledger.usage_files`:
+        the archived copies where the archive keeps them whole, else the CLI's own)."""
+        kind = self.kinds.get(session.kind)
+        live = [] if kind is None else kind.conversation_files(session)
+        return usage_files(session, self.archive, live)
+
+    def set_unattended_limit(self, session_id: str, value: object) -> Session:
+        """A session's own unattended limit (:func:`~jupyter_agents.limits.parse_override`:
+        a limit, ``{}`` for none, None for the configured one); :class:`InvalidRequest`
+        for a bad one or a kind that reports no usage. Published (``usage``)."""
+        limit = parse_override(value)
+        session = self.store.get(session_id)
+        if session.kind not in FORMATS:
+            raise InvalidRequest(
+                f"session {session_id} is a {session.kind}: it reports no usage to limit"
+            )
+        self.usage.set_limit(session_id, limit)
+        self.publish("usage", session, usage=self.usage.model(session))
+        return session
 
     def log_transcript_gaps(self) -> int:
         """Log each new gap in running sessions' transcripts once (:class:`GapLog`);
@@ -364,6 +422,8 @@ class SessionService:
                 )
                 argv = prelude_argv(shown, argv)
             self.launch(session, launch, argv, was=None)
+        if agent.name in FORMATS:
+            self.usage.track(session)
         self.publish("created", session)
         return session, True
 

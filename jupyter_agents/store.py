@@ -99,6 +99,63 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE sessions ADD COLUMN program_title TEXT;
     ALTER TABLE sessions ADD COLUMN modes TEXT;
     """,
+    # token usage of agent sessions and who watched them (jupyter_agents.ledger): totals
+    # per conversation, model, day and attendance; Claude messages counted (by id); how
+    # far each conversation file was read; per session, the attendance, the allowance
+    # spent unattended since the last human input and its own unattended limit
+    """
+    CREATE TABLE usage_totals (
+        session_id      TEXT NOT NULL,
+        conversation_id TEXT NOT NULL,
+        model           TEXT NOT NULL,
+        day             TEXT NOT NULL,
+        unattended      INTEGER NOT NULL,
+        input           INTEGER NOT NULL DEFAULT 0,
+        output          INTEGER NOT NULL DEFAULT 0,
+        cache_creation  INTEGER NOT NULL DEFAULT 0,
+        cache_read      INTEGER NOT NULL DEFAULT 0,
+        records         INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (session_id, conversation_id, model, day, unattended)
+    );
+    CREATE TABLE usage_messages (
+        session_id      TEXT NOT NULL,
+        message_id      TEXT NOT NULL,
+        input           INTEGER NOT NULL,
+        output          INTEGER NOT NULL,
+        cache_creation  INTEGER NOT NULL,
+        cache_read      INTEGER NOT NULL,
+        PRIMARY KEY (session_id, message_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE usage_files (
+        session_id      TEXT NOT NULL,
+        conversation_id TEXT NOT NULL,
+        offset          INTEGER NOT NULL,
+        tail            TEXT NOT NULL,
+        cursor          TEXT,
+        PRIMARY KEY (session_id, conversation_id)
+    );
+    CREATE TABLE usage_sessions (
+        session_id          TEXT PRIMARY KEY,
+        tracked_since       REAL NOT NULL,
+        watched             INTEGER NOT NULL DEFAULT 0,
+        unattended_since    REAL,
+        watched_since       REAL,
+        stretches           TEXT NOT NULL DEFAULT '[]',
+        unattended_seconds  REAL NOT NULL DEFAULT 0,
+        allowance_since     REAL NOT NULL,
+        allow_input         INTEGER NOT NULL DEFAULT 0,
+        allow_output        INTEGER NOT NULL DEFAULT 0,
+        allow_cache_creation INTEGER NOT NULL DEFAULT 0,
+        allow_cache_read    INTEGER NOT NULL DEFAULT 0,
+        allow_cost          REAL NOT NULL DEFAULT 0,
+        allow_seconds       REAL NOT NULL DEFAULT 0,
+        limit_override      TEXT,
+        limit_hit           REAL,
+        limit_reason        TEXT,
+        interrupts          INTEGER NOT NULL DEFAULT 0,
+        skipped             INTEGER NOT NULL DEFAULT 0
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -209,6 +266,8 @@ class Admission:
 _COLUMNS = [f.name for f in dataclasses.fields(Session)]
 _SHARE_COLUMNS = [f.name for f in dataclasses.fields(Share)]
 _JSON_COLUMNS = ("argv", "args", "env")
+#: the tables of jupyter_agents.ledger, keyed by session_id
+_USAGE_TABLES = ("usage_totals", "usage_messages", "usage_files", "usage_sessions")
 
 
 def _encode(values: dict[str, Any]) -> dict[str, Any]:
@@ -384,8 +443,9 @@ class SessionStore:
             ) from e
 
     def forget(self, session_id: str, expect: Sequence[Status]) -> Session | None:
-        """Delete one record, only while its status is one of ``expect``; the record
-        deleted, or None (unknown, or in another status)."""
+        """Delete one record, only while its status is one of ``expect`` (and its usage,
+        :mod:`jupyter_agents.ledger`); the record deleted, or None (unknown, or in another
+        status)."""
         marks = ",".join("?" * len(expect))
         with self._transaction() as db:
             rows = db.execute(
@@ -395,6 +455,8 @@ class SessionStore:
             if not rows:
                 return None
             db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            for table in _USAGE_TABLES:
+                db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))  # noqa: S608
         return Session.from_row(rows[0])
 
     # -- shares ----------------------------------------------------------------------

@@ -21,7 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .activity import ServerActivity
 from .backends import Backends
@@ -29,6 +29,9 @@ from .errors import AgentsError
 from .events import SessionEvent
 from .sessions import SessionService
 from .store import Session
+
+if TYPE_CHECKING:
+    from .limits import Attendance
 
 #: unflushed bytes at which a viewer stops getting live output; once it has drained it
 #: gets a fresh replay (screen and history) and live output again. One slow browser
@@ -79,6 +82,7 @@ class LiveTerminal:
     def add_viewer(self, viewer: Viewer) -> None:
         """Send ``setup``, then the replay in stream order, then live output."""
         self.viewers[viewer] = None
+        self.streams.note_viewers(self)
         viewer.send(json.dumps(["setup", {}]))
 
         self._replay(viewer)
@@ -109,6 +113,7 @@ class LiveTerminal:
         if viewer in self._active:
             self._active.remove(viewer)
         self._lagging.discard(viewer)
+        self.streams.note_viewers(self)
         if self.viewers:
             self._apply_size()
         else:
@@ -135,12 +140,15 @@ class LiveTerminal:
         """Input from a viewer: a person's (it restarts an agent's keep-alive)."""
         self.stream.write(data)
         self.streams.touch(self.session.id, human=True)
+        if self.streams.attendance is not None:
+            self.streams.attendance.human_input(self.session.id)
 
     def close(self, disconnect: bool) -> None:
         """Stop streaming; tell viewers the process ended (``disconnect``) or just drop
         them (they reconnect by themselves)."""
         viewers = list(self.viewers)
         self.viewers.clear()
+        self.streams.note_viewers(self)
         self._active.clear()
         self._lagging.clear()
         self.stream.close()
@@ -188,6 +196,9 @@ class Streams:
         self.activity = activity
         self.log = log or logging.getLogger("jupyter_agents")
         self.terminals: dict[str, LiveTerminal] = {}
+        #: told who can type into each session and when a person did (the unattended
+        #: limit's evidence, :class:`~jupyter_agents.limits.Attendance`; None: nobody)
+        self.attendance: Attendance | None = None
         #: the IO loop, known once a viewer connected (before that nothing streams)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._touched: dict[str, float] = {}
@@ -201,6 +212,12 @@ class Streams:
             term = self.terminals[session.id] = LiveTerminal(self, session)
         term.add_viewer(viewer)
         return term
+
+    def note_viewers(self, term: LiveTerminal) -> None:
+        """Tell :attr:`attendance` how many viewers that can type ``term`` has now."""
+        if self.attendance is not None:
+            typing = sum(not v.watch_only for v in term.viewers)
+            self.attendance.viewers(term.session.id, typing)
 
     def drop(self, term: LiveTerminal, disconnect: bool) -> None:
         """Stop streaming ``term`` (the session itself is not touched)."""

@@ -37,7 +37,18 @@ Lines typed into the fake claude (a "turn" runs ``UserPromptSubmit`` first):
   working -> permission -> working -> error with every state held until the next line;
 - ``/idle``: ``Notification`` (``idle_prompt``), no turn;
 - ``/bulk N``: N assistant records of about 1 KiB each appended to the conversation;
+- ``/spend N [S]``: works (``PreToolUse``) and writes an assistant record using ``N``
+  output tokens (and :data:`SPEND_USAGE`) every ``S`` seconds (default 0.2) until it
+  reads Escape: it then prints ``Interrupted by user`` and is back at its prompt, with
+  no hook (as the real CLI: none fires on an Esc interrupt). Every byte it reads
+  meanwhile is logged (``input``, ``data``), the interrupt too (``interrupted``).
 - ``/clear``: see above; ``/exit``: ``SessionEnd`` (``prompt_input_exit``), exit.
+
+Usage, as the real CLI records it: each assistant message has ``message.id``,
+``message.model`` (``--model``, default :data:`CLAUDE_MODEL`) and ``message.usage``
+(:data:`TOOL_USAGE` for a turn's tool call; :data:`REPLY_USAGE` for its reply, which
+is written as two records of one message, a thinking and a text block, the first with
+:data:`PARTIAL_OUTPUT` output tokens: the counts of a message still streaming).
 
 codex: a new thread per run, ``resume <id>`` / ``resume --last`` (a resumed one prints
 ``resumed prompt: <text>`` for each old user message); ``$CODEX_HOME`` (else
@@ -45,7 +56,13 @@ codex: a new thread per run, ``resume <id>`` / ``resume --last`` (a resumed one 
 (``{timestamp, type, payload}``: ``session_meta`` first, then per message ``response_item``
 payloads ``message`` (user), ``function_call`` (shell) and ``function_call_output``,
 ``message`` (assistant)); ``thread-writer-locks/<id>.lock`` held open while running
-(not with ``FAKE_CODEX_NO_LOCK=1``); ``/new`` starts a new thread. ``-c key=value`` /
+(not with ``FAKE_CODEX_NO_LOCK=1``); ``/new`` starts a new thread. Usage, as Codex
+records it: a ``token_count`` event without ``info`` when a thread starts (rate limits
+first), a ``turn_context`` record (``model``: ``-m``/``--model`` or ``-c model=...``,
+default :data:`CODEX_MODEL`) at each turn, and after its answer a ``token_count`` event
+(``info``: ``total_token_usage`` cumulative, ``last_token_usage`` = :data:`CODEX_USAGE`)
+written twice (codex repeats it unchanged for a rate-limit update); ``/spend N [S]`` as
+for claude, with ``token_count`` events of ``N`` output tokens. ``-c key=value`` /
 ``--config key=value`` and ``--no-daemon`` (before or after ``resume``): ``notify`` (a
 TOML array) is run directly (no shell) at the end of every turn with one more argument,
 the JSON
@@ -70,6 +87,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import re
@@ -138,6 +156,60 @@ def lines() -> Iterator[str]:
 # -- claude ---------------------------------------------------------------------------
 
 CLAUDE_MODEL = "claude-fake-4"
+#: ``message.usage`` of a turn's tool-call message and of its reply (realistic shapes:
+#: most input read from the prompt cache)
+TOOL_USAGE = {
+    "input_tokens": 4,
+    "cache_creation_input_tokens": 2048,
+    "cache_read_input_tokens": 12000,
+    "output_tokens": 120,
+}
+REPLY_USAGE = {
+    "input_tokens": 6,
+    "cache_creation_input_tokens": 180,
+    "cache_read_input_tokens": 14000,
+    "output_tokens": 64,
+}
+#: the output tokens of the reply's first record (its message still streaming)
+PARTIAL_OUTPUT = 12
+#: ``/spend``: each record's usage (its output tokens are the N given)
+SPEND_USAGE = {
+    "input_tokens": 5,
+    "cache_creation_input_tokens": 0,
+    "cache_read_input_tokens": 20000,
+}
+
+
+def spend(write: Any, every: float) -> bool:
+    """Work until Escape is read from the terminal: ``write()`` a usage record every
+    ``every`` seconds, log every byte read (``input``). Whether Escape ended it (else
+    the terminal went away, or 600 s passed)."""
+    import select
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd) if os.isatty(fd) else None
+    if saved is not None:
+        tty.setcbreak(fd)
+    deadline = time.monotonic() + 600
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], every)
+            if not ready:
+                write()
+                continue
+            data = os.read(fd, 1024)
+            if not data:
+                return False
+            log("input", data=data.decode("utf-8", "replace"))
+            if b"\x1b" in data:
+                log("interrupted", data=data.decode("utf-8", "replace"))
+                return True
+        return False
+    finally:
+        if saved is not None:
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
 def now_iso() -> str:
@@ -333,9 +405,21 @@ def claude(args: list[str]) -> None:
         with (project / f"{cid}.jsonl").open("a") as f:
             f.write(json.dumps(entry) + "\n")
 
-    def assistant(content: list[dict[str, Any]]) -> None:
-        message = {"role": "assistant", "model": model, "type": "message", "content": content}
-        record("assistant", message)
+    def assistant(
+        content: list[dict[str, Any]],
+        usage: dict[str, int] | None = None,
+        message_id: str | None = None,
+    ) -> None:
+        message: dict[str, Any] = {
+            "id": message_id or f"msg_{uuid.uuid4().hex[:24]}",
+            "role": "assistant",
+            "model": model,
+            "type": "message",
+            "content": content,
+        }
+        if usage is not None:
+            message["usage"] = {"service_tier": "standard", **usage}
+        record("assistant", message, requestId=f"req_{uuid.uuid4().hex[:24]}")
 
     def turn(text: str) -> None:
         """One prompt, until Stop or StopFailure (see the module docstring)."""
@@ -373,10 +457,15 @@ def claude(args: list[str]) -> None:
                 break
         use = f"toolu_{uuid.uuid4().hex[:20]}"
         tool_input = {"command": "echo fake", "description": "a fake tool call"}
-        assistant([{"type": "tool_use", "id": use, "name": "Bash", "input": tool_input}])
+        assistant(
+            [{"type": "tool_use", "id": use, "name": "Bash", "input": tool_input}], TOOL_USAGE
+        )
         result = {"type": "tool_result", "tool_use_id": use, "content": "fake", "is_error": False}
         record("user", {"role": "user", "content": [result]})
-        assistant([{"type": "text", "text": f"claude heard: {text}"}])
+        reply = f"msg_{uuid.uuid4().hex[:24]}"
+        thinking = [{"type": "thinking", "thinking": "the user typed a line", "signature": "x"}]
+        assistant(thinking, {**REPLY_USAGE, "output_tokens": PARTIAL_OUTPUT}, reply)
+        assistant([{"type": "text", "text": f"claude heard: {text}"}], REPLY_USAGE, reply)
         print(f"claude heard: {text}", flush=True)
         fire("Stop", stop_hook_active=False)
 
@@ -415,6 +504,16 @@ def claude(args: list[str]) -> None:
                     message="Claude is waiting for your input",
                     notification_type="idle_prompt",
                 )
+            elif text.startswith("/spend "):
+                words = text.split()
+                output, every = int(words[1]), float(words[2]) if len(words) > 2 else 0.2
+                fire("UserPromptSubmit", prompt=text, prompt_id=str(uuid.uuid4()))
+                tool("PreToolUse")
+                print("spending (Escape interrupts)", flush=True)
+                usage = {**SPEND_USAGE, "output_tokens": output}
+                more = [{"type": "text", "text": "more"}]
+                if spend(functools.partial(assistant, more, usage), every):
+                    print("Interrupted by user", flush=True)
             elif text:
                 turn(text)
     finally:
@@ -460,6 +559,18 @@ def _text(direction: str, text: str) -> dict[str, str]:
     return {"type": f"{direction}_text", "text": text}
 
 
+CODEX_MODEL = "gpt-5.4"
+#: ``last_token_usage`` of each turn (input includes the cached part, output the
+#: reasoning)
+CODEX_USAGE = {
+    "input_tokens": 9000,
+    "cached_input_tokens": 6000,
+    "output_tokens": 400,
+    "reasoning_output_tokens": 128,
+    "total_tokens": 9400,
+}
+
+
 def take_lock(home: Path, cid: str) -> int:
     lock = home / "thread-writer-locks" / f"{cid}.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
@@ -482,6 +593,8 @@ class Thread:
         self.daemon = daemon
         self.lock_fd: int | None = None
         self.rollout: Path | None = None
+        self.total: dict[str, int] = {}
+        self.model = CODEX_MODEL
         if cid is None:
             self.id = str(uuid.uuid4())
             if daemon is None:  # the daemon's TUI writes it at the first message only
@@ -494,6 +607,22 @@ class Thread:
         elif not os.environ.get("FAKE_CODEX_NO_LOCK"):
             self.lock_fd = take_lock(home, self.id)
 
+    def token_count(self, usage: dict[str, int] | None, repeat: int = 1) -> None:
+        """A ``token_count`` event (``usage``: the last request's; None: no info yet),
+        the cumulative total kept; written ``repeat`` times."""
+        info = None
+        if usage is not None:
+            for key, value in usage.items():
+                self.total[key] = self.total.get(key, 0) + value
+            info = {
+                "total_token_usage": dict(self.total),
+                "last_token_usage": dict(usage),
+                "model_context_window": 272000,
+            }
+        limits = {"primary": {"used_percent": 7.0, "window_minutes": 300, "resets_at": 0}}
+        for _ in range(repeat):
+            self.append({"type": "token_count", "info": info, "rate_limits": limits}, "event_msg")
+
     def append(self, payload: dict[str, Any], kind: str = "response_item") -> None:
         """One rollout line of the real shape: ``{timestamp, type, payload}``."""
         if self.rollout is None:
@@ -503,7 +632,10 @@ class Thread:
             f.write(json.dumps(line) + "\n")
 
     def turn(self, text: str, reply: str) -> None:
-        """A user message, a shell call and its output, the assistant's answer."""
+        """A user message, a shell call and its output, the assistant's answer, its
+        token count."""
+        context = {"cwd": self.cwd, "approval_policy": "on-request", "model": self.model}
+        self.append(context, "turn_context")
         self.append({"type": "message", "role": "user", "content": [_text("input", text)]})
         call = f"call_{uuid.uuid4().hex[:20]}"
         command = {"command": ["bash", "-lc", "echo fake"], "workdir": self.cwd}
@@ -518,6 +650,7 @@ class Thread:
         output = json.dumps({"output": "fake\n", "metadata": {"exit_code": 0}})
         self.append({"type": "function_call_output", "call_id": call, "output": output})
         self.append({"type": "message", "role": "assistant", "content": [_text("output", reply)]})
+        self.token_count(CODEX_USAGE, repeat=2)
 
     def close(self) -> None:
         if self.daemon is not None:
@@ -556,6 +689,15 @@ def codex_config(args: list[str]) -> tuple[dict[str, Any], list[str]]:
             fail(f"Invalid override (missing '='): {pair}")
         overrides[key.strip()] = parse_toml_value(value.strip())
     return overrides, rest
+
+
+def _codex_model(config: dict[str, Any], args: list[str]) -> str:
+    """``-m``/``--model`` (among the other arguments), else ``-c model=...``."""
+    for i, arg in enumerate(args):
+        if arg in ("-m", "--model") and i + 1 < len(args):
+            return args[i + 1]
+    value = config.get("model")
+    return value if isinstance(value, str) else CODEX_MODEL
 
 
 def parse_toml_value(value: str) -> Any:
@@ -620,6 +762,10 @@ def codex(args: list[str]) -> None:
     wants_daemon = os.environ.get("FAKE_CODEX_DAEMON") and not config.get("--no-daemon")
     daemon = AppServerClient(home) if wants_daemon else None
     thread = Thread(home, cwd, cid, daemon)
+    model = _codex_model(config, args)
+    thread.model = model
+    if thread.rollout is not None:
+        thread.token_count(None)
     log("start", id=thread.id)
     print(f"FAKE CODEX thread {thread.id}", flush=True)
     if cid is not None and thread.rollout is not None:  # the real one draws the old thread
@@ -630,8 +776,18 @@ def codex(args: list[str]) -> None:
             if text == "/new":
                 thread.close()
                 thread = Thread(home, cwd, None, daemon)
+                thread.model = model
                 log("new", id=thread.id)
                 print(f"new thread {thread.id}", flush=True)
+            elif text.startswith("/spend "):
+                words = text.split()
+                output, every = int(words[1]), float(words[2]) if len(words) > 2 else 0.2
+                usage = {"input_tokens": 20000, "cached_input_tokens": 18000}
+                usage.update(output_tokens=output, reasoning_output_tokens=0)
+                usage["total_tokens"] = usage["input_tokens"] + output
+                print("spending (Escape interrupts)", flush=True)
+                if spend(functools.partial(thread.token_count, usage), every):
+                    print("■ Conversation interrupted", flush=True)
             elif text:
                 reply = f"codex heard: {text}"
                 thread.turn(text, reply)
