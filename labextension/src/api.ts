@@ -47,6 +47,61 @@ export interface ISession {
   title?: string | null;
   /** Where `title` comes from: `user` (a person), `program`, or null (no title). */
   title_source?: 'user' | 'program' | null;
+  /**
+   * What an agent session spent: tokens by kind, the estimated cost, the part spent
+   * while nobody watched, the unattended limit; null for shells. Absent from servers
+   * older than cost tracking, and from the replies of POST.
+   */
+  usage?: IUsage | null;
+}
+
+/** Tokens by kind (disjoint: `total` is their sum). */
+export interface ITokens {
+  input: number;
+  output: number;
+  cache_creation: number;
+  cache_read: number;
+  total: number;
+}
+
+/** An unattended limit: any of tokens, cost (US dollars), seconds of work. */
+export interface ILimit {
+  tokens?: number;
+  cost?: number;
+  seconds?: number;
+}
+
+/** A session's usage (rest-api.yml `Usage`). */
+export interface IUsage {
+  tokens: ITokens;
+  /** Estimated US dollars; null when no model of it has a price. */
+  cost: number | null;
+  /** Models without a price: their tokens are counted, not priced. */
+  unknown_models: string[];
+  models: { [model: string]: { tokens: ITokens; cost: number | null } };
+  conversations: {
+    conversation_id: string;
+    tokens: ITokens;
+    cost: number | null;
+    unknown_models: string[];
+  }[];
+  /** Spent while no viewer that can type was connected. */
+  unattended: { tokens: ITokens; cost: number | null; seconds: number };
+  /** Spent unattended since the last human input (`since`). */
+  allowance: {
+    since: string | null;
+    tokens: ITokens;
+    cost: number;
+    seconds: number;
+  } | null;
+  /** The unattended limit that applies (null: none), and where it comes from. */
+  limit: ILimit | null;
+  limit_source: 'session' | 'config' | null;
+  /** When the limit last interrupted it in this allowance, and why. */
+  limit_reached: string | null;
+  limit_reason: string | null;
+  watched: boolean;
+  skipped_records: number;
 }
 
 /** What a session is called: its title, else its terminal name. */
@@ -161,6 +216,21 @@ export const renameSession = (
   request<ISession>(s, `api/agents/sessions/${id}`, {
     method: 'PATCH',
     body: JSON.stringify({ title })
+  });
+
+/**
+ * `PATCH /api/agents/sessions/<id>` `{unattended_limit}`: a session's own unattended
+ * limit (`{}`: none for it; null: the server's `AgentsApp.unattended_limit`). A bad one
+ * is an `AgentsError` (400) with the server's message.
+ */
+export const setUnattendedLimit = (
+  s: Settings,
+  id: string,
+  limit: ILimit | null
+): Promise<ISession> =>
+  request<ISession>(s, `api/agents/sessions/${id}`, {
+    method: 'PATCH',
+    body: JSON.stringify({ unattended_limit: limit })
   });
 
 export const adoptSession = (s: Settings, id: string): Promise<ISession> =>
@@ -341,7 +411,8 @@ export interface ISessionEvent {
     | 'activity'
     | 'updated'
     | 'shared'
-    | 'title';
+    | 'title'
+    | 'usage';
   session_id: string;
   name: string;
   kind: string;
@@ -352,6 +423,8 @@ export interface ISessionEvent {
   attention?: Attention | null;
   attention_since?: string | null;
   attention_reason?: string | null;
+  /** For `usage`: the session's usage, as in its REST model. */
+  usage?: IUsage | null;
 }
 
 /**

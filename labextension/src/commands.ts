@@ -21,11 +21,13 @@ import {
   reconcile,
   renameSession,
   restoreAll,
-  restoreSession
+  restoreSession,
+  setUnattendedLimit
 } from './api';
 import { kindIcon, kindLabel } from './icons';
 import { notifyResumeFailed, resumeFailed } from './interrupted';
 import { CommandIDs, IAgentSessions } from './tokens';
+import { askLimit, describeLimit } from './usage';
 
 /** Tell the user that `what` failed, with the server's message. */
 export function fail(what: string, error: unknown): void {
@@ -293,6 +295,45 @@ export function addCommands(options: Commands.IOptions): void {
         await renameSession(settings, session.id, title || null);
       } catch (error) {
         fail(trans.__('Could not rename %1', session.name), error);
+      }
+      await model.refresh();
+    }
+  });
+
+  commands.addCommand(CommandIDs.limit, {
+    label: trans.__('Unattended Limit…'),
+    caption: trans.__(
+      "What the agent may spend while nobody watches, since the last input: its own limit, none, or the server's"
+    ),
+    execute: async args => {
+      const session = await sessionOf(model, args);
+      if (!session) {
+        return;
+      }
+      const limit = await askLimit(
+        session,
+        trans.__(
+          'Unattended limit of %1 session %2',
+          label(session.kind),
+          session.name
+        ),
+        trans
+      );
+      if (limit === undefined) {
+        return;
+      }
+      try {
+        const changed = await setUnattendedLimit(settings, session.id, limit);
+        Notification.info(
+          trans.__(
+            'Unattended limit of %1: %2',
+            session.name,
+            describeLimit(changed.usage?.limit, trans)
+          ),
+          { autoClose: 5000 }
+        );
+      } catch (error) {
+        fail(trans.__('Could not set the limit of %1', session.name), error);
       }
       await model.refresh();
     }

@@ -250,6 +250,16 @@ export class SessionsModel implements IAgentSessions {
         this._changed.emit();
       }
     }
+    if (event.action === 'usage' && event.usage !== undefined) {
+      // what it spent, shown at once: no snapshot needed
+      const session = this._sessions?.find(s => s.id === event.session_id);
+      if (session) {
+        session.usage = event.usage;
+        this._text = '';
+        this._changed.emit();
+        return;
+      }
+    }
     if (event.action === 'activity') {
       const session = this._sessions?.find(s => s.id === event.session_id);
       if (session) {

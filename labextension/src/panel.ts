@@ -43,6 +43,7 @@ import { resumeFailed, resumeFailure } from './interrupted';
 import { TranscriptSearch } from './search';
 import { shareBadge } from './sharing';
 import { CommandIDs, IAgentSessions } from './tokens';
+import { costText, formatCost, totalOf, usageTitle } from './usage';
 
 /** What the panel's buttons do. */
 export interface IPanelActions {
@@ -61,6 +62,8 @@ export interface IPanelActions {
   conversation(session: Pick<ISession, 'id'>): void | Promise<void>;
   /** Start a fresh session of its kind in its folder, its old tail shown first. */
   fresh(session: Pick<ISession, 'id'>): void | Promise<void>;
+  /** Ask for its own unattended limit, and give it that. */
+  limit(session: Pick<ISession, 'id'>): void | Promise<void>;
   restoreAll(): void | Promise<void>;
   create(kind: string): void | Promise<void>;
   refresh(): void | Promise<void>;
@@ -84,6 +87,7 @@ export function commandActions(commands: CommandRegistry): IPanelActions {
     rename: s => run(CommandIDs.rename, { id: s.id }),
     conversation: s => run(CommandIDs.conversation, { id: s.id }),
     fresh: s => run(CommandIDs.fresh, { id: s.id }),
+    limit: s => run(CommandIDs.limit, { id: s.id }),
     restoreAll: () => run(CommandIDs.restoreAll),
     create: kind => run(CommandIDs.create, { kind }),
     refresh: () => run(CommandIDs.refresh)
@@ -99,13 +103,17 @@ type Action =
   | 'restore'
   | 'replay'
   | 'conversation'
-  | 'fresh';
+  | 'fresh'
+  | 'limit';
+
+/** The actions with a button of their own (the limit is set from the cost). */
+type ButtonAction = Exclude<Action, 'limit'>;
 
 /**
  * The action buttons of a session in each status; the first is what Enter does (an
  * ended session is replayed, never restored by accident).
  */
-const ACTIONS: Record<Status, Action[]> = {
+const ACTIONS: Record<Status, ButtonAction[]> = {
   running: ['open', 'share', 'rename', 'kill'],
   orphaned: ['adopt', 'rename', 'kill'],
   interrupted: ['restore', 'replay', 'rename'],
@@ -113,7 +121,7 @@ const ACTIONS: Record<Status, Action[]> = {
   killed: ['replay', 'restore', 'rename']
 };
 
-const ACTION_ICONS: Record<Action, LabIcon> = {
+const ACTION_ICONS: Record<ButtonAction, LabIcon> = {
   open: launchIcon,
   share: shareIcon,
   rename: editIcon,
@@ -126,7 +134,7 @@ const ACTION_ICONS: Record<Action, LabIcon> = {
 };
 
 /** A session's action buttons: its status's, and its conversation when it has one. */
-function actionsOf(s: ISession): Action[] {
+function actionsOf(s: ISession): ButtonAction[] {
   const actions = [...(ACTIONS[s.status] ?? [])];
   if (s.conversation_id) {
     const kill = actions.indexOf('kill');
@@ -233,11 +241,16 @@ export class AgentsPanel extends Widget {
       ),
       fresh: trans.__(
         'Start a fresh session of this kind in its folder, the end of its transcript shown first'
+      ),
+      limit: trans.__(
+        'Click: its unattended limit (what it may spend while nobody watches)…'
       )
     };
 
     const header = el('div', 'jp-AgentsPanel-header');
     header.append(el('h2', 'jp-AgentsPanel-title', trans.__('Agents')));
+    this._total = el('span', 'jp-AgentsPanel-total');
+    header.append(this._total);
     const refresh = el('button', 'jp-AgentsPanel-iconButton');
     refresh.title = trans.__('Check the backend now and refresh');
     refresh.dataset.action = 'refresh';
@@ -321,6 +334,7 @@ export class AgentsPanel extends Widget {
     const trans = this._trans;
     const focused = this._body.contains(document.activeElement);
     this._body.replaceChildren();
+    this._renderTotal();
 
     if (this._model.offline) {
       this._body.append(
@@ -417,6 +431,33 @@ export class AgentsPanel extends Widget {
     }
   }
 
+  /** What the sessions listed cost together (estimated), in the header. */
+  private _renderTotal(): void {
+    const trans = this._trans;
+    const total = totalOf(this._model.sessions ?? []);
+    this._total.hidden = total.sessions === 0;
+    this._total.textContent =
+      total.cost === null
+        ? ''
+        : trans.__('Total %1', formatCost(total.cost, total.unknown));
+    this._total.dataset.cost = total.cost === null ? '' : String(total.cost);
+    this._total.title = [
+      trans.__(
+        'Estimated cost of the %1 agent sessions listed (AgentsApp.prices)',
+        total.sessions
+      ),
+      trans.__(
+        'of it while nobody watched: %1',
+        formatCost(total.unattendedCost)
+      ),
+      total.unknown
+        ? trans.__('+: some tokens are of models without a price')
+        : ''
+    ]
+      .filter(Boolean)
+      .join('\n');
+  }
+
   private _renderToolbar(): void {
     const trans = this._trans;
     this._toolbar.replaceChildren();
@@ -507,6 +548,25 @@ export class AgentsPanel extends Widget {
     row.append(badge);
     const cwd = el('span', 'jp-AgentsPanel-cwd', s.cwd ? cwdTail(s.cwd) : '');
     row.append(cwd);
+    if (s.usage) {
+      // what it spent; a click sets its unattended limit
+      const cost = el('button', 'jp-AgentsPanel-cost', costText(s.usage));
+      cost.dataset.action = 'limit';
+      cost.dataset.cost = s.usage.cost === null ? '' : String(s.usage.cost);
+      cost.title = `${usageTitle(s.usage, trans)}\n${this._actionTitles.limit}`;
+      cost.tabIndex = -1;
+      cost.onclick = event => {
+        event.stopPropagation();
+        void this._run('limit', s, cost);
+      };
+      if (s.usage.unattended.tokens.total) {
+        cost.classList.add('jp-mod-unattended');
+      }
+      if (s.usage.limit_reached) {
+        cost.classList.add('jp-mod-limited');
+      }
+      row.append(cost);
+    }
 
     const when = (attention && s.attention_since) || s.last_activity;
     const time = el(
@@ -721,6 +781,7 @@ export class AgentsPanel extends Widget {
   }
 
   private _toolbar: HTMLDivElement;
+  private _total: HTMLSpanElement;
   private _search: TranscriptSearch;
   private _filter: HTMLInputElement;
   private _body: HTMLDivElement;

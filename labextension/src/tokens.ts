@@ -97,6 +97,7 @@ export namespace CommandIDs {
   export const share = 'jupyter-agents:share';
   export const revokeShare = 'jupyter-agents:revoke-share';
   export const rename = 'jupyter-agents:rename';
+  export const limit = 'jupyter-agents:limit';
   export const renameTerminal = 'jupyter-agents:rename-terminal';
   export const conversation = 'jupyter-agents:conversation';
   export const fresh = 'jupyter-agents:fresh';

@@ -1,0 +1,171 @@
+"""What agents spend, in JupyterLab (real server, real headless Chromium, the fake agent
+CLIs): the Agents panel shows each agent session's estimated cost and the total,
+updated as they spend; a session's own unattended limit is set from its row; the
+limit's interrupt is a notification.
+
+The server, browser and helpers are tests/test_ui.py's (this module gets a server of its
+own that refreshes quickly, with an unattended limit). Screenshots go to
+``tests/artifacts/ui/``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import test_ui
+from test_ui import CHROMIUM, CHROMIUM_ARGS, Lab, open_lab, row, shot, show_panel, wait_notification
+
+from jupyter_agents.pytest_plugin import kill_backends, poll
+
+page = test_ui.page
+jp_asyncio_loop = test_ui.jp_asyncio_loop
+jp_server_cleanup = test_ui.jp_server_cleanup
+
+pytestmark = [pytest.mark.ui, pytest.mark.timeout(240)]
+
+SONNET = "claude-sonnet-4-5-20250929"
+LIMIT = 150_000
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    sync_api = test_ui.playwright()
+    root = tmp_path_factory.mktemp("ui-usage")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        lab = Lab(root, browser)
+        lab.server.extra_args += [
+            "--AgentsApp.refresh_interval=0.3",
+            f"--AgentsApp.unattended_limit={json.dumps({'tokens': LIMIT})}",
+        ]
+        try:
+            lab.server.start()
+            yield lab
+        finally:
+            lab.server.stop(signal.SIGKILL)
+            kill_backends(lab.state_dir)
+            browser.close()
+
+
+def agent(lab: Lab, model: str = SONNET) -> dict[str, Any]:
+    status, body = lab.server.request(
+        "POST",
+        "/api/agents/sessions",
+        {"kind": "claude", "cwd": str(lab.work), "args": ["--model", model]},
+    )
+    assert status == 201, body
+    return dict(body)
+
+
+def usage(lab: Lab, sid: str) -> dict[str, Any]:
+    return dict(lab.sessions()[sid]["usage"])
+
+
+def dollars(cost: float) -> str:
+    return f"${cost:.2f}" if cost >= 0.01 else f"${cost:.4f}"
+
+
+def widen_sidebar(page: Any, width: int) -> None:
+    """Drag the left sidebar's edge to ``width`` pixels (for the screenshot)."""
+    handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first
+    box = handle.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(width, box["y"] + box["height"] / 2, steps=5)
+    page.mouse.up()
+
+
+def costs(page: Any) -> dict[str, str]:
+    """Each row's cost cell, by session id."""
+    return dict(
+        page.evaluate(
+            """() => Object.fromEntries([...document.querySelectorAll(
+                 '#jupyter-agents-panel .jp-AgentsPanel-row')].map(r => [
+                   r.dataset.sessionId,
+                   r.querySelector('.jp-AgentsPanel-cost')?.textContent ?? null]))"""
+        )
+    )
+
+
+def test_the_panel_shows_each_sessions_cost_and_the_total(lab: Lab, page: Any) -> None:
+    shell_status, shell = lab.server.request(
+        "POST", "/api/agents/sessions", {"kind": "shell", "cwd": str(lab.work)}
+    )
+    assert shell_status == 201, shell
+    first, second = agent(lab), agent(lab)
+    other = agent(lab, "claude-unpriced-9")  # tokens only
+    for session, turns in ((first, 1), (second, 2), (other, 1)):
+        for n in range(turns):
+            lab.server.type_line(session["name"], f"task {n}", f"claude heard: task {n}")
+    poll(lambda: usage(lab, second["id"])["tokens"]["total"] > 50_000, what="second's usage")
+    poll(lambda: usage(lab, other["id"])["tokens"]["total"] > 0, what="other's usage")
+    open_lab(page, lab, reset=True)
+    panel = show_panel(page)
+    spent = {s["id"]: usage(lab, s["id"]) for s in (first, second, other)}
+    expected = {
+        first["id"]: dollars(spent[first["id"]]["cost"]),
+        second["id"]: dollars(spent[second["id"]]["cost"]),
+        other["id"]: f"{spent[other['id']]['tokens']['total'] / 1000:.1f}k tok",
+        shell["id"]: None,  # a shell reports no usage
+    }
+    poll(lambda: {k: costs(page).get(k) for k in expected} == expected, what="costs per row")
+    # the header: the priced total of the sessions listed; "+": some tokens unpriced
+    total = spent[first["id"]]["cost"] + spent[second["id"]]["cost"]
+    header = panel.locator(".jp-AgentsPanel-total")
+    assert header.text_content() == f"Total {dollars(total)}+"
+    assert "while nobody watched" in (header.get_attribute("title") or "")
+    tip = row(page, second["id"]).locator(".jp-AgentsPanel-cost").get_attribute("title")
+    assert "Tokens:" in tip and "cache reads" in tip
+    assert f"Unattended limit: {LIMIT // 1000}.0k tokens (the server's)" in tip
+    widen_sidebar(page, 470)
+    shot(page, "panel-cost")
+
+    # it spends more: the row and the total follow (usage events, no reload)
+    before = costs(page)[first["id"]]
+    lab.server.type_line(first["name"], "more", "claude heard: more")
+    poll(lambda: costs(page)[first["id"]] != before, what="the row to follow")
+    assert costs(page)[first["id"]] == dollars(usage(lab, first["id"])["cost"])
+    total = sum(usage(lab, s["id"])["cost"] for s in (first, second))
+    poll(lambda: header.text_content() == f"Total {dollars(total)}+", what="the total")
+
+
+def test_a_sessions_own_limit_is_set_from_its_row(lab: Lab, page: Any) -> None:
+    session = agent(lab)
+    open_lab(page, lab)
+    show_panel(page)
+    button = row(page, session["id"]).locator(".jp-AgentsPanel-cost[data-action='limit']")
+    button.wait_for(state="visible")
+    button.click()
+    dialog = page.locator(".jp-Dialog .jp-AgentsLimit")
+    dialog.wait_for(state="visible")
+    dialog.locator("select").select_option("own")
+    dialog.locator("input[data-limit='cost']").fill("2.5")
+    dialog.locator("input[data-limit='seconds']").fill("600")
+    shot(page, "panel-limit-dialog")
+    page.locator(".jp-Dialog button.jp-mod-accept").click()
+    poll(
+        lambda: usage(lab, session["id"])["limit"] == {"cost": 2.5, "seconds": 600.0},
+        what="its own limit",
+    )
+    assert usage(lab, session["id"])["limit_source"] == "session"
+    wait_notification(page, "Unattended limit of")
+
+
+def test_the_limit_interrupting_an_agent_is_a_notification(lab: Lab, page: Any) -> None:
+    open_lab(page, lab)
+    show_panel(page)
+    session = agent(lab)
+    client = lab.server.ws(session["name"])
+    client.wait_for("FAKE CLAUDE conversation")
+    client.stdin("/spend 100 0.1\r")
+    client.wait_for("spending")
+    client.close()  # nobody watches: past the limit, it is stopped
+    wait_notification(page, "unattended limit", timeout=30)
+    cell = row(page, session["id"]).locator(".jp-AgentsPanel-cost.jp-mod-limited")
+    cell.wait_for(state="attached")
+    assert lab.sessions()[session["id"]]["status"] == "running"  # nothing killed
+    shot(page, "panel-limit-reached")
