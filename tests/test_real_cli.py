@@ -298,13 +298,33 @@ def test_real_claude_resumes_a_deleted_conversation(agents_server, tmp_path, mon
     assert path.exists()  # put back where claude reads it
 
 
+#: libfaketime (Debian's faketime package)
+FAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+
+def fast_clock(folder: Path, speed: int = 30) -> Path | None:
+    """A folder holding a ``claude`` that runs the real one on a clock ``speed`` times
+    as fast (libfaketime; None where it is missing)."""
+    if not FAKETIME.exists():
+        return None
+    folder.mkdir()
+    wrapper = folder / "claude"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"LD_PRELOAD={FAKETIME} FAKETIME='+0 x{speed}' FAKETIME_NO_CACHE=1 exec {CLAUDE} \"$@\"\n"
+    )
+    wrapper.chmod(0o755)
+    return folder
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_real_claudes_own_clean_up_is_undone(agents_server, tmp_path, monkeypatch):
     """Claude Code 2.1.197's retention clean-up (read in its bundle): 5 s after the first
     prompt of an interactive session, then every 10 min while a key was pressed in the
     last minute, at most once a day (``~/.claude/.last-cleanup``), it deletes conversation
-    files not written for ``cleanupPeriodDays`` (30). So it takes over 10 minutes."""
+    files not written for ``cleanupPeriodDays`` (30): over 10 minutes of its clock,
+    about 20 s on the fast clock."""
     for name in _SCRUB:
         monkeypatch.delenv(name, raising=False)
     project, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
@@ -314,6 +334,11 @@ def test_real_claudes_own_clean_up_is_undone(agents_server, tmp_path, monkeypatc
     home = Path(env["HOME"])
     server = agents_server(env=env, args=FAST)
     agent, path = talk_and_archive(server, project, home, "green-walrus-17")
+    # after the reboot the CLI runs on a clock 30 times as fast (libfaketime, which
+    # .ci/run installs): its 10 minutes take 20 s; without it, real time
+    fast = fast_clock(tmp_path / "fast-clock")
+    if fast is not None:
+        env = {**env, "PATH": f"{fast}{os.pathsep}{env['PATH']}"}
     server = reboot(server, agents_server, env)
     old = time.time() - 60 * 86400
     os.utime(path, (old, old))  # not written for 60 days
