@@ -34,7 +34,7 @@ def make_seq_file(path: Path, lines: int) -> Path:
 def expected_chars(path: Path) -> int:
     """Characters a client must receive for ``path`` (UTF-8): the pty turns each ``\\n``
     into ``\\r\\n``."""
-    text = path.read_text(encoding="utf-8")
+    text = path.read_bytes().decode("utf-8")  # not read_text: it turns \r into \n
     return len(text) + text.count("\n")
 
 

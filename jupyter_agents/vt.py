@@ -53,13 +53,11 @@ MAX_TITLE = 256
 #: one literal first, so the engine skips from ESC to ESC
 _SETTERS = re.compile(
     rb"\x1b(?:"
-    rb"\[\?(?P<private>[0-9;]*)(?P<private_set>[hl])"
-    rb"|\[(?P<ansi>[0-9;]*)(?P<ansi_set>[hl])"
+    # one branch for every CSI: its parameters scanned once, then its final byte (a
+    # colour or a cursor move, most of a TUI's output, fails there at once)
+    rb"\[(?P<private>\??)(?P<params>[0-9;]*+)(?P<final>[hlr]| q)"
     rb"|(?P<keypad>[=>])"
-    rb"|\[\?12(?P<blink>[hl])"
-    rb"|\[(?P<cursor_style>[0-9]*) q"
-    rb"|\[(?P<region>[0-9]*(?:;[0-9]*)?)r"
-    rb"|\][02];(?P<title>[^\x07\x1b]*)(?:\x07|\x1b\\)"
+    rb"|\][02];(?P<title>[^\x07\x1b]*+)(?:\x07|\x1b\\)"
     rb"|(?P<reset>c)"
     rb"|(?P<soft_reset>\[!p)"
     rb")"
@@ -142,33 +140,10 @@ class TerminalModes:
         """Follow ``data``, the program's next output."""
         for m in _SETTERS.finditer(data):
             kind = m.lastgroup
-            if kind == "private_set":
-                on = m["private_set"] == b"h"
-                for p in m["private"].split(b";"):
-                    mode = int(p[:5]) if p.isdigit() else 0
-                    if mode == 66:
-                        self.keypad = on
-                    elif mode in MOUSE_MODES:
-                        self.mouse = mode if on else None
-                    elif mode in MOUSE_ENCODINGS:
-                        self.mouse_encoding = mode if on else None
-                    elif mode in PRIVATE_MODES:
-                        self.private[mode] = on
-            elif kind == "ansi_set":
-                if b"4" in m["ansi"].split(b";"):
-                    self.insert = m["ansi_set"] == b"h"
+            if kind == "final":
+                self._csi(m["private"] == b"?", m["params"], m["final"])
             elif kind == "keypad":
                 self.keypad = m["keypad"] == b"="
-            elif kind == "blink":
-                self.cursor_blink = m["blink"] == b"h"
-            elif kind == "cursor_style":
-                style = _CURSOR_STYLES.get(int(m["cursor_style"][:2] or 0))
-                if style is not None:
-                    self.cursor_shape, self.cursor_blink = style
-            elif kind == "region":
-                top, _, bottom = m["region"].partition(b";")
-                rows = (int(top[:4] or 1), int(bottom[:4] or 0))
-                self.scroll_region = rows if rows[1] > rows[0] else None
             elif kind == "title":
                 self.title = clean_title(m["title"].decode("utf-8", "replace"))
             elif kind == "reset":  # RIS: as xterm.js (title, cursor look and visibility stay)
@@ -183,6 +158,40 @@ class TerminalModes:
                 self.scroll_region = None
                 for mode in (1, 6, 7, 25, 45, 1004, 2004):
                     self.private.pop(mode, None)
+
+    def _csi(self, private: bool, params: bytes, final: bytes) -> None:
+        """A mode setting (``h``/``l``), a cursor style (`` q``) or a scroll region
+        (``r``); any other is none of ours (``CSI ? r`` restores modes in xterm)."""
+        if final in (b"h", b"l"):
+            on = final == b"h"
+            if not private:
+                if b"4" in params.split(b";"):
+                    self.insert = on
+                return
+            for p in params.split(b";"):
+                mode = int(p[:5]) if p.isdigit() else 0
+                if mode == 66:
+                    self.keypad = on
+                elif mode == 12:
+                    self.cursor_blink = on
+                elif mode in MOUSE_MODES:
+                    self.mouse = mode if on else None
+                elif mode in MOUSE_ENCODINGS:
+                    self.mouse_encoding = mode if on else None
+                elif mode in PRIVATE_MODES:
+                    self.private[mode] = on
+        elif private:
+            return
+        elif final == b" q":
+            style = (
+                _CURSOR_STYLES.get(int(params[:2] or 0)) if params.isdigit() or not params else None
+            )
+            if style is not None:
+                self.cursor_shape, self.cursor_blink = style
+        else:  # r
+            top, bottom, *_ = (*params.split(b";"), b"")
+            rows = (int(top[:4] or 1), int(bottom[:4] or 0))
+            self.scroll_region = rows if rows[1] > rows[0] else None
 
     def is_on(self, mode: int) -> bool:
         """Whether DEC private ``mode`` is set."""

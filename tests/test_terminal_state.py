@@ -166,6 +166,10 @@ SETTERS = [
         for hl in (b"h", b"l")
     ),
     b"\x1b[?1000;1006h",
+    b"\x1b[?12h",
+    b"\x1b[?12l",
+    b"\x1b[3;20;7r",
+    b"\x1b[38;5;196mred\x1b[0m\x1b[5;1H\x1b[K",
     b"\x1b[?2004;1004l",
     b"\x1b[4h",
     b"\x1b[4l",
