@@ -510,6 +510,8 @@ class Mode:
     parallel: bool = False
     #: MB an agent appends to its conversation while the archive copies it (group 12)
     archive_mb: int = 20
+    #: seconds the cost tracking is measured while 20 agents spend (group 13)
+    usage_seconds: float = 30.0
 
 
 FULL = Mode(
@@ -561,4 +563,5 @@ QUICK = Mode(
     search_sessions=10,
     parallel=True,
     archive_mb=4,
+    usage_seconds=10.0,
 )

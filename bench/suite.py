@@ -31,6 +31,7 @@ from . import (
     restart,
     throughput,
     transcripts,
+    usage,
 )
 from .harness import FLAVORS, FULL, QUICK, REPO, Flavor, Mode, server, shared_servers, workdir
 from .report import Row, machine, markdown_table, text_table, write_markdown
@@ -131,6 +132,7 @@ GROUPS: dict[str, Callable[[list[Flavor], Mode], list[Row]]] = {
     "transcripts": transcripts.run,
     "redraw": redraw.run,
     "archive": archive.run,
+    "usage": usage.run,
 }
 
 

@@ -19,7 +19,8 @@ so a new price table reprices everything.
 
 **Nobody watching.** A session is *unattended* from when no viewer that can type is
 connected to it (the last one left, the server started, the session was created) until
-one connects (:meth:`set_watched`, told by :class:`~jupyter_agents.limits.Attendance`).
+one connects (:meth:`set_watched`, told by :class:`~jupyter_agents.limits.Attendance`;
+kept as :class:`Stretches`).
 A record written while unattended counts as spent while nobody watched, and into the
 session's *allowance*: what it spent unattended since the last human input
 (:meth:`reset_allowance`), in tokens, dollars and working seconds (:meth:`tick`), which
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -67,6 +69,10 @@ from .usage import (
 
 #: the most bytes of one file parsed per :meth:`UsageLedger.update`
 READ_CHUNK = 4 << 20
+#: lines parsed between two yields of the GIL: parsing is pure Python, and a thread
+#: that holds the GIL keeps the IO loop's thread waiting for it (up to the 5 ms switch
+#: interval) whenever that wants to run; about 0.5 ms of parsing each
+YIELD_LINES = 50
 #: bytes before a file's offset checked on every read (was it rewritten?)
 TAIL = 64
 #: the unattended stretches kept per session before the latest (records read late are
@@ -88,7 +94,13 @@ def _iso(epoch: float | None) -> str | None:
 
 
 def _day(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).date().isoformat()
+    """The UTC date of ``epoch`` (records of one second share it: cached)."""
+    return _day_of_second(int(epoch))
+
+
+@functools.lru_cache(maxsize=256)
+def _day_of_second(second: int) -> str:
+    return datetime.fromtimestamp(second, timezone.utc).date().isoformat()
 
 
 def _created(session: Session) -> float:
@@ -131,8 +143,8 @@ class Allowance:
 
 
 @dataclasses.dataclass
-class Attendance:
-    """Who watched a session, as the ledger keeps it (epoch seconds): the ledger knew it
+class Stretches:
+    """When nobody watched a session, as the ledger keeps it (epoch seconds): the ledger knew it
     from ``tracked``; the latest unattended stretch began at ``unattended_since`` and
     ended at ``watched_since`` (None: it goes on); ``earlier`` holds the
     :data:`STRETCHES` stretches before it, ``[start, end]``."""
@@ -145,7 +157,7 @@ class Attendance:
     def unattended(self, when: float) -> bool:
         """Whether a record written at ``when`` was written while nobody watched.
 
-        >>> a = Attendance(10.0, unattended_since=40.0, watched_since=50.0, earlier=[[20, 30]])
+        >>> a = Stretches(10.0, unattended_since=40.0, watched_since=50.0, earlier=[[20, 30]])
         >>> [a.unattended(t) for t in (5.0, 15.0, 25.0, 35.0, 45.0, 55.0)]
         [False, False, True, False, True, False]
         """
@@ -318,19 +330,29 @@ class UsageLedger:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; an SQLite failure (e.g. a store locked for longer than
+        the busy timeout) is a :class:`StoreError`, which callers log and go on from."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise StoreError(f"{self.path}: the usage ledger cannot write ({e})") from e
             try:
                 yield self._db
-            except BaseException:
+            except BaseException as e:
                 self._db.execute("ROLLBACK")
+                if isinstance(e, sqlite3.Error):
+                    raise StoreError(f"{self.path}: the usage ledger cannot write ({e})") from e
                 raise
             else:
                 self._db.execute("COMMIT")
 
     def _query(self, sql: str, params: Iterable[Any] = ()) -> builtins.list[tuple[Any, ...]]:
         with self._lock:
-            return self._db.execute(sql, tuple(params)).fetchall()
+            try:
+                return self._db.execute(sql, tuple(params)).fetchall()
+            except sqlite3.Error as e:
+                raise StoreError(f"{self.path}: the usage ledger cannot read ({e})") from e
 
     # -- attendance ----------------------------------------------------------------
 
@@ -520,7 +542,9 @@ class UsageLedger:
         self.parsed_bytes += min(end, len(data))
         codex = CodexCursor.load(cursor) if session.kind == "codex" else None
         records: list[Record] = []
-        for line in data[:end].split(b"\n"):
+        for n, line in enumerate(data[:end].split(b"\n")):
+            if n % YIELD_LINES == YIELD_LINES - 1:
+                time.sleep(0)  # let the IO loop's thread have the GIL
             try:
                 record = parse_claude(line) if codex is None else parse_codex(line, codex)
             except BadRecord:
@@ -569,7 +593,9 @@ class UsageLedger:
         now: float,
     ) -> None:
         """Count ``records`` and move the file's offset, in one transaction that only
-        commits while the offset is still ``was`` (else another process counted them)."""
+        commits while the offset is still ``was`` (else another process counted them).
+        A few statements per call, whatever the number of records: totals are summed
+        per bucket first, messages looked up and written in batches."""
         with self._transaction() as db:
             moved = db.execute(
                 "SELECT offset FROM usage_files WHERE session_id = ? AND conversation_id = ?",
@@ -583,47 +609,70 @@ class UsageLedger:
                 "stretches FROM usage_sessions WHERE session_id = ?",
                 (session.id,),
             ).fetchone()
-            attendance = Attendance(row[0], row[1], row[2], _stretches(row[4]))
+            stretches = Stretches(row[0], row[1], row[2], _stretches(row[4]))
             allowance_since = row[3]
-            allow = Tokens()
+            seen = self._messages(db, session.id, {r.key for r in records if r.key})
+            grown: set[str] = set()
+            # summed as plain lists: this loop runs once per record
+            buckets: dict[tuple[str, str, bool], list[int]] = {}
+            added, alone, allow = [0] * 4, [0] * 4, [0] * 4
             allow_cost = 0.0
             for record in records:
-                tokens = self._new_tokens(db, session.id, record)
-                if tokens.total == 0:
-                    continue
+                counts: tuple[int, ...] = record.tokens.values()
+                if record.key is not None:
+                    before = seen.get(record.key)
+                    if before is not None:
+                        after = tuple(max(n, b) for n, b in zip(counts, before, strict=True))
+                        counts = tuple(a - b for a, b in zip(after, before, strict=True))
+                        if not any(counts):
+                            continue
+                        seen[record.key] = after
+                    else:
+                        seen[record.key] = counts
+                    grown.add(record.key)
                 when = now if record.when is None else record.when
-                unattended = attendance.unattended(when)
-                db.execute(
-                    "INSERT INTO usage_totals (session_id, conversation_id, model, day, "
-                    "unattended, input, output, cache_creation, cache_read, records) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO UPDATE SET "
-                    "input = input + excluded.input, output = output + excluded.output, "
-                    "cache_creation = cache_creation + excluded.cache_creation, "
-                    "cache_read = cache_read + excluded.cache_read, records = records + 1",
-                    (
-                        session.id,
-                        conversation,
-                        record.model,
-                        _day(when),
-                        int(unattended),
-                        *tokens.values(),
-                    ),
-                )
-                change.tokens = change.tokens + tokens
+                unattended = stretches.unattended(when)
+                bucket = buckets.setdefault((record.model, _day(when), unattended), [0] * 5)
+                for i, n in enumerate(counts):
+                    bucket[i] += n
+                    added[i] += n
+                bucket[4] += 1
                 change.records += 1
                 if unattended:
-                    change.unattended = change.unattended + tokens
+                    alone = [a + n for a, n in zip(alone, counts, strict=True)]
                     if when >= allowance_since:
-                        allow = allow + tokens
-                        allow_cost += self.prices.cost(record.model, tokens) or 0.0
-            if allow.total or skipped:
+                        allow = [a + n for a, n in zip(allow, counts, strict=True)]
+                        allow_cost += self.prices.cost(record.model, Tokens.of(counts)) or 0.0
+            change.tokens = change.tokens + Tokens.of(added)
+            change.unattended = change.unattended + Tokens.of(alone)
+            db.executemany(
+                "INSERT INTO usage_totals (session_id, conversation_id, model, day, "
+                "unattended, input, output, cache_creation, cache_read, records) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET "
+                "input = input + excluded.input, output = output + excluded.output, "
+                "cache_creation = cache_creation + excluded.cache_creation, "
+                "cache_read = cache_read + excluded.cache_read, "
+                "records = records + excluded.records",
+                [
+                    (session.id, conversation, model, day, int(unwatched), *sums)
+                    for (model, day, unwatched), sums in buckets.items()
+                ],
+            )
+            db.executemany(
+                "INSERT INTO usage_messages (session_id, message_id, input, output, "
+                "cache_creation, cache_read) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO "
+                "UPDATE SET input = excluded.input, output = excluded.output, "
+                "cache_creation = excluded.cache_creation, cache_read = excluded.cache_read",
+                [(session.id, key, *seen[key]) for key in grown],
+            )
+            if any(allow) or skipped:
                 db.execute(
                     "UPDATE usage_sessions SET allow_input = allow_input + ?, "
                     "allow_output = allow_output + ?, "
                     "allow_cache_creation = allow_cache_creation + ?, "
                     "allow_cache_read = allow_cache_read + ?, allow_cost = allow_cost + ?, "
                     "skipped = skipped + ? WHERE session_id = ?",
-                    (*allow.values(), allow_cost, skipped, session.id),
+                    (*allow, allow_cost, skipped, session.id),
                 )
             change.skipped += skipped
             db.execute(
@@ -635,35 +684,23 @@ class UsageLedger:
         self.decoded_lines += len(records) + skipped
 
     @staticmethod
-    def _new_tokens(db: sqlite3.Connection, session_id: str, record: Record) -> Tokens:
-        """What ``record`` adds: all of it, or for a message seen before only what its
-        counts grew by (per kind; the largest counts are kept)."""
-        if record.key is None:
-            return record.tokens
-        seen = db.execute(
-            "SELECT input, output, cache_creation, cache_read FROM usage_messages "
-            "WHERE session_id = ? AND message_id = ?",
-            (session_id, record.key),
-        ).fetchone()
-        if seen is None:
-            db.execute(
-                "INSERT INTO usage_messages (session_id, message_id, input, output, "
-                "cache_creation, cache_read) VALUES (?, ?, ?, ?, ?, ?)",
-                (session_id, record.key, *record.tokens.values()),
-            )
-            return record.tokens
-        grown = Tokens.of(max(0, n - s) for n, s in zip(record.tokens.values(), seen, strict=True))
-        if grown.total:
-            db.execute(
-                "UPDATE usage_messages SET input = ?, output = ?, cache_creation = ?, "
-                "cache_read = ? WHERE session_id = ? AND message_id = ?",
-                (
-                    *(max(n, s) for n, s in zip(record.tokens.values(), seen, strict=True)),
-                    session_id,
-                    record.key,
-                ),
-            )
-        return grown
+    def _messages(
+        db: sqlite3.Connection, session_id: str, keys: set[str]
+    ) -> dict[str, tuple[int, ...]]:
+        """The counts kept of those of ``keys`` (Claude message ids) seen before: a
+        message is counted once, at its largest counts per kind."""
+        found: dict[str, tuple[int, ...]] = {}
+        wanted = sorted(keys)
+        for i in range(0, len(wanted), 400):  # SQLite's bound-parameter limit
+            part = wanted[i : i + 400]
+            for key, *counts in db.execute(
+                "SELECT message_id, input, output, cache_creation, cache_read "  # noqa: S608
+                f"FROM usage_messages WHERE session_id = ? AND message_id IN "
+                f"({','.join('?' * len(part))})",
+                [session_id, *part],
+            ):
+                found[key] = tuple(counts)
+        return found
 
     # -- reading out -----------------------------------------------------------------
 

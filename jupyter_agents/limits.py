@@ -180,9 +180,6 @@ class Attendance:
         if bool(was) != bool(count):
             self._write(self.service.usage.set_watched, session_id, bool(count), time.time())
 
-    def watched(self, session_id: str) -> bool:
-        return session_id in self._watched
-
     def human_input(self, session_id: str) -> None:
         """A person typed into the session: its allowance starts again (once per
         stretch: one dict lookup for every later keystroke)."""

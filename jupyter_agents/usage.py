@@ -42,7 +42,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 #: the token kinds, in the order they are shown
 KINDS: tuple[str, ...] = ("input", "output", "cache_creation", "cache_read")
@@ -92,7 +92,7 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
 }
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Tokens:
     """Tokens by kind (:data:`KINDS`)."""
 
@@ -125,8 +125,7 @@ class Tokens:
         return cls(*values)
 
 
-@dataclasses.dataclass(frozen=True)
-class Record:
+class Record(NamedTuple):
     """One usage record of a conversation file: ``key`` (Claude's message id: records
     with the same key are one message; None: count as it is), ``model``, when it was
     written (epoch seconds; None if the record does not say) and its tokens."""
