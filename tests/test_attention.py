@@ -351,6 +351,8 @@ def test_hooks_never_import_from_the_project_folder(
     else:
         server.type_line(agent["name"], "hello", "codex heard: hello")
         reaches(server, agent["id"], "waiting")  # the turn's notify
+        # the fake logs its notify run once the hook has returned
+        poll(lambda: hooks_fired(fake_agents, "notify"), what="the notify record")
     fired = [r for r in fake_agents.records("hook")]
     assert fired and all(r["returncode"] == 0 for r in fired), fired
     assert reaches(server, agent["id"], "waiting")["attention_source"] in ("hooks", "notify")
