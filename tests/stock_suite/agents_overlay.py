@@ -18,7 +18,7 @@ from jupyter_agents.pytest_plugin import kill_backends
 
 @pytest.fixture(autouse=True)
 def _jupyter_agents_enabled(
-    jp_env_config_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    jp_env_config_path: Path, jp_data_dir: Path, tmp_path: Path
 ) -> Iterator[None]:
     state = tmp_path / "agents-state"
     config = {
@@ -32,7 +32,9 @@ def _jupyter_agents_enabled(
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "jupyter_agents.json").write_text(json.dumps(config))
     yield
-    kill_backends(state)
+    # where the suite's own server config wins over ours, the default state dir is used
+    for used in (state, jp_data_dir / "agents"):
+        kill_backends(used)
 
 
 @pytest.fixture(autouse=True)
