@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_agents.pytest_plugin import path_without
+
 VERSION = "0.5.4"
 SDIST = f"jupyter_server_terminals-{VERSION}.tar.gz"
 #: where .ci/run (or the first run of this test) keeps the sdist
@@ -41,6 +43,8 @@ def test_jupyter_server_terminals_suite_passes_with_our_terminals(tmp_path, back
         "PYTHONPATH": os.pathsep.join([str(OVERLAY), os.environ.get("PYTHONPATH", "")]),
         "JUPYTER_AGENTS_TEST_BACKEND": backend,
     }
+    if backend == "broker":  # backend=auto takes the broker where tmux is not found
+        env["PATH"] = path_without("tmux", tmp_path / "no-tmux")
     done = subprocess.run(
         [
             sys.executable,

@@ -41,9 +41,12 @@ def _jupyter_agents_enabled(
 def _jupyter_agents_served(
     request: pytest.FixtureRequest, _jupyter_agents_enabled: None
 ) -> None:
-    """Fails a test whose server does not run our terminals (so a pass means ours)."""
+    """Fails a test whose server does not run our terminals on the backend asked for
+    (so a pass means ours)."""
     if "jp_serverapp" in request.fixturenames:
         app = request.getfixturevalue("jp_serverapp")
         manager = app.web_app.settings.get("terminal_manager")
         if app.terminals_enabled:
             assert type(manager).__module__.startswith("jupyter_agents"), type(manager)
+            backend = manager.service.backends.default().name
+            assert backend == os.environ.get("JUPYTER_AGENTS_TEST_BACKEND", "tmux"), backend
