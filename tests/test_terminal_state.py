@@ -7,14 +7,15 @@ scroll region and title, on both backends."""
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import signal
 import time
 from pathlib import Path
 
 import pytest
+from test_real_cli import _MISSING as REAL_CLAUDE_MISSING
+from test_real_cli import _SCRUB as SCRUB
+from test_real_cli import offline_home
 from xterm_probe import differences, render
 
 from jupyter_agents.pytest_plugin import ServerProcess, TermClient
@@ -212,34 +213,19 @@ def test_terminal_modes_set_what_the_program_set_as_xterm_sees_it():
         assert seen(states[600 + i]) == seen(original), (streams[i], replays[i])
 
 
-REAL_CLAUDE = Path(
-    os.environ.get("JUPYTER_AGENTS_REAL_CLAUDE", "/opt/jupyter-agents-cli/bin/claude")
-)
-
-
 @pytest.mark.realcli
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(not os.access(REAL_CLAUDE, os.X_OK), reason="real Claude Code not installed")
+@pytest.mark.skipif(REAL_CLAUDE_MISSING is not None, reason=REAL_CLAUDE_MISSING or "")
 @both_backends
 def test_a_reconnected_tab_has_the_real_claude_code_tui_as_it_was(
     agents_server, tmp_path, monkeypatch
 ):
     # the real CLI offline (DESIGN.md section 10): its TUI at the prompt, after a turn
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CONFIG_DIR"):
+    for name in SCRUB:
         monkeypatch.delenv(name, raising=False)
-    home, project = tmp_path / "home", tmp_path / "proj"
-    (home / ".claude").mkdir(parents=True)
+    project = tmp_path / "proj"
     project.mkdir()
-    trusted = {os.path.realpath(project): {"hasTrustDialogAccepted": True}}
-    (home / ".claude.json").write_text(
-        json.dumps({"hasCompletedOnboarding": True, "projects": trusted})
-    )
-    env = {
-        "HOME": str(home),
-        "PATH": f"{REAL_CLAUDE.parent}{os.pathsep}{os.environ['PATH']}",
-        "DISABLE_AUTOUPDATER": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    }
+    env = offline_home(tmp_path, project)
     server = agents_server(env=env)
     status, agent = server.request(
         "POST", "/api/agents/sessions", {"kind": "claude", "cwd": str(project)}
