@@ -70,10 +70,11 @@ def measure(flavor: Flavor, mode: Mode) -> tuple[float, float, str]:
                 t0 = time.perf_counter()
                 listed = srv.request("GET", "/api/terminals")
                 list_s.append(time.perf_counter() - t0)
-            adopted = sum(a["kind"] == "adopt" for a in report["actions"])
-            if adopted != mode.reconcile_live or len(listed) != mode.reconcile_live:
+            reattached = sum(a["kind"] == "reattach" for a in report["actions"])
+            if reattached != mode.reconcile_live or len(listed) != mode.reconcile_live:
                 raise RuntimeError(
-                    f"expected {mode.reconcile_live} live, adopted {adopted}, listed {len(listed)}"
+                    f"expected {mode.reconcile_live} live, "
+                    f"reattached {reattached}, listed {len(listed)}"
                 )
         finally:
             srv.stop(signal.SIGKILL)
