@@ -229,7 +229,8 @@ def test_codex_turns_report_through_notify(agents_server, fake_agents, project):
     server.type_line(coder["name"], "hello", "codex heard: hello")
     turned = reaches(server, sid, "waiting")
     assert turned["attention_source"] == "notify"
-    fired = hooks_fired(fake_agents, "notify")
+    # the fake logs its notify run once the hook has returned, maybe after the change
+    fired = poll(lambda: hooks_fired(fake_agents, "notify"), what="the notify record")
     assert len(fired) == 1 and fired[0]["returncode"] == 0
     assert fired[0]["payload"]["thread-id"] == turned["conversation_id"] == run["id"]
 
