@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from jupyter_agents.paths import ensure_private_dir
+from jupyter_agents.reconcile import ActionKind
 from jupyter_agents.store import Session, SessionStore, Status
 
 from .harness import BenchServer, Flavor, Mode, each, median, workdir
@@ -18,6 +19,8 @@ from .report import Row
 
 TARGET_S = 1.0
 _ENDED: tuple[Status, ...] = ("exited", "killed", "interrupted")
+#: the action a live, known session gets (typed: mypy catches a rename)
+_REATTACH: ActionKind = "reattach"
 
 
 def write_history(state_dir: Path, records: int, cwd: str, backend: str) -> float:
@@ -70,7 +73,7 @@ def measure(flavor: Flavor, mode: Mode) -> tuple[float, float, str]:
                 t0 = time.perf_counter()
                 listed = srv.request("GET", "/api/terminals")
                 list_s.append(time.perf_counter() - t0)
-            reattached = sum(a["kind"] == "reattach" for a in report["actions"])
+            reattached = sum(a["kind"] == _REATTACH for a in report["actions"])
             if reattached != mode.reconcile_live or len(listed) != mode.reconcile_live:
                 raise RuntimeError(
                     f"expected {mode.reconcile_live} live, "
