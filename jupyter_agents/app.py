@@ -20,9 +20,12 @@ from .events import SCHEMA_ID, SCHEMA_PATH, SessionEvent
 from .handlers import handlers
 from .limits import Attendance, UnattendedGuard
 from .sessions import SessionService
-from .store import Session
+from .store import CLOSE_TIMEOUT, Session
 from .streams import Streams
 from .terminals import TerminalManager
+
+#: how long stopping waits for the periodic tasks to end (s)
+DRAIN_TIMEOUT = 5.0
 
 
 class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
@@ -55,6 +58,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
     guard: UnattendedGuard | None = None
     _restored: list[Session]
     _started: asyncio.Future[None] | None = None
+    _stopping = False
 
     def _link_jupyter_server_extension(self, serverapp: Any) -> None:
         """Take the terminal routes over from jupyter_server_terminals.
@@ -171,7 +175,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         ``jp_serverapp``) would otherwise never cull, emit or listen. That is where
         stock starts its culler too: with the first terminal it creates.
         """
-        if self.service is None or self.manager is None:
+        if self.service is None or self.manager is None or self._stopping:
             return
         if self._started is None:
             self._started = asyncio.ensure_future(self._start(self.service, self.manager))
@@ -242,14 +246,25 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         return None if self.activity is None else self.activity.current_activity()
 
     async def stop_extension(self) -> None:
+        """Stop taking work, then drain it, then close the store: the periodic tasks are
+        cancelled and awaited (at most :data:`DRAIN_TIMEOUT` s), the streams and the
+        attendance writer finish, and the store closes once the statement in flight
+        ends (off the loop). Work still running after that gets
+        :class:`~jupyter_agents.errors.StoreClosed` (503) instead of touching a closed
+        connection, so a server stopped under load exits cleanly and goes on to shut
+        its kernels down."""
+        self._stopping = True
         if self._started is not None and not self._started.done():
             await asyncio.gather(self._started, return_exceptions=True)
         for stop in ("_unsubscribe", "_unmonitor"):
             if hasattr(self, stop):
                 getattr(self, stop)()
-        for task in ("_refresher", "_sharing", "_keepalive"):
-            if hasattr(self, task):
-                getattr(self, task).cancel()
+        periodic = ("_refresher", "_sharing", "_keepalive")
+        tasks = [getattr(self, name) for name in periodic if hasattr(self, name)]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=DRAIN_TIMEOUT)
         hooks = getattr(self, "_hooks", None)
         if hooks is not None:
             hooks.close()
@@ -264,5 +279,9 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             await self.streams.shutdown()
         if self.attendance is not None:
             await asyncio.to_thread(self.attendance.close)  # its last writes
-        if self.service is not None:
-            self.service.close()
+        if self.service is not None and not await asyncio.to_thread(self.service.close):
+            self.log.warning(
+                "jupyter_agents: the session store was still in use after %.0f s; "
+                "left open (never closed under a running statement)",
+                CLOSE_TIMEOUT,
+            )

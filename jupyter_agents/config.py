@@ -281,7 +281,7 @@ class AgentsSettings(LoggingConfigurable):
                 self.log,
             ),
             usage=UsageLedger(
-                store.path, usage.PriceTable(self.prices), self.unattended_limit, self.log
+                store, usage.PriceTable(self.prices), self.unattended_limit, self.log
             ),
         )
 

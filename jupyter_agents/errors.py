@@ -55,6 +55,12 @@ class StoreError(AgentsError):
     status = 500
 
 
+class StoreClosed(StoreError):
+    """The store was closed (the server is stopping): nothing more is read or written."""
+
+    status = 503
+
+
 class UnsafeStateDir(AgentsError):
     """The state directory is not private to the current user."""
 

@@ -43,7 +43,6 @@ import math
 import os
 import sqlite3
 import stat
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -53,7 +52,7 @@ from typing import Any
 
 from .archive import ConversationArchive, ConversationFile
 from .errors import StoreError
-from .store import Session
+from .store import Session, SessionStore
 from .usage import (
     FORMATS,
     KINDS,
@@ -300,23 +299,17 @@ class UsageLedger:
 
     def __init__(
         self,
-        path: str | Path,
+        store: SessionStore,
         prices: PriceTable | None = None,
         limit: Mapping[str, float] | None = None,
         log: logging.Logger | None = None,
     ) -> None:
-        self.path = Path(path)
+        #: the store whose connection (and file) the ledger uses; it owns and closes it
+        self.store = store
+        self.path = store.path
         self.prices = prices or PriceTable()
         self.limit = dict(limit or {})
         self.log = log or logging.getLogger("jupyter_agents")
-        self._lock = threading.RLock()
-        try:
-            self._db = sqlite3.connect(
-                self.path, timeout=10, isolation_level=None, check_same_thread=False
-            )
-            self._db.execute("PRAGMA busy_timeout = 10000")
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path}: the usage ledger cannot be opened ({e})") from e
         #: sessions read after they ended (nothing more to read until they run again)
         self._final: set[str] = set()
         #: when :meth:`tick` last ran (monotonic)
@@ -325,32 +318,30 @@ class UsageLedger:
         self.parsed_bytes = 0
         self.decoded_lines = 0
 
-    def close(self) -> None:
-        self._db.close()
-
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; an SQLite failure (e.g. a store locked for longer than
-        the busy timeout) is a :class:`StoreError`, which callers log and go on from."""
-        with self._lock:
+        """One write transaction on the store's connection; an SQLite failure (e.g. a
+        store locked for longer than the busy timeout) is a :class:`StoreError`, which
+        callers log and go on from (so is a closed store: :class:`StoreClosed`)."""
+        with self.store.connection() as db:
             try:
-                self._db.execute("BEGIN IMMEDIATE")
+                db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as e:
                 raise StoreError(f"{self.path}: the usage ledger cannot write ({e})") from e
             try:
-                yield self._db
+                yield db
             except BaseException as e:
-                self._db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
                 if isinstance(e, sqlite3.Error):
                     raise StoreError(f"{self.path}: the usage ledger cannot write ({e})") from e
                 raise
             else:
-                self._db.execute("COMMIT")
+                db.execute("COMMIT")
 
     def _query(self, sql: str, params: Iterable[Any] = ()) -> builtins.list[tuple[Any, ...]]:
-        with self._lock:
+        with self.store.connection() as db:
             try:
-                return self._db.execute(sql, tuple(params)).fetchall()
+                return [tuple(row) for row in db.execute(sql, tuple(params)).fetchall()]
             except sqlite3.Error as e:
                 raise StoreError(f"{self.path}: the usage ledger cannot read ({e})") from e
 
@@ -402,10 +393,9 @@ class UsageLedger:
     def unwatch_all(self, when: float) -> int:
         """Nobody watches any session now (a server starts: the viewers of one that
         ended without saying so are gone); how many were recorded as watched."""
-        with self._lock:
-            watched = [
-                r[0] for r in self._query("SELECT session_id FROM usage_sessions WHERE watched = 1")
-            ]
+        watched = [
+            r[0] for r in self._query("SELECT session_id FROM usage_sessions WHERE watched = 1")
+        ]
         for session_id in watched:
             self.set_watched(session_id, False, when)
         return len(watched)

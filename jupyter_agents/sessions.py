@@ -108,17 +108,18 @@ class SessionService:
         )
         self.attention = AttentionTracker(state_dir, store, kinds, self.publish, self.log)
         #: what agent sessions spent, and who watched (:mod:`jupyter_agents.ledger`)
-        self.usage = usage or UsageLedger(store.path, log=self.log)
+        self.usage = usage or UsageLedger(store, log=self.log)
         self._usage_events = Throttle()
         #: what each running session's program has set, followed from its transcript
         self.modes = ModeFollower()
         backends.follow_modes(self.modes_at)
         self._gaps = GapLog(self.log)
 
-    def close(self) -> None:
-        """Close the store (the backends' sessions keep running)."""
-        self.usage.close()
-        self.store.close()
+    def close(self) -> bool:
+        """Close the store, and with it the usage ledger's use of it, once the statement
+        in flight ends (the backends' sessions keep running); False if it did not end in
+        time (:meth:`~jupyter_agents.store.SessionStore.close`)."""
+        return self.store.close()
 
     # -- events ------------------------------------------------------------------------
 

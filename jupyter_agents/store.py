@@ -22,7 +22,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import Conflict, NotFound, StoreError
+from .errors import Conflict, NotFound, StoreClosed, StoreError
+
+#: how long :meth:`SessionStore.close` waits for a statement in flight (s)
+CLOSE_TIMEOUT = 10.0
 
 Status = Literal["running", "exited", "interrupted", "orphaned", "killed"]
 #: what an agent session needs: ``waiting``, ``permission`` and ``error`` need the user
@@ -281,12 +284,19 @@ class SessionStore:
 
     All methods are synchronous and short; they are safe to call from several processes,
     and several threads, at once. Every write is one transaction.
+
+    The store owns its process's one connection to the file; the usage ledger
+    (:class:`~jupyter_agents.ledger.UsageLedger`) borrows it through :meth:`connection`.
+    :meth:`close` waits for the statement in flight, and every call after it raises
+    :class:`~jupyter_agents.errors.StoreClosed`: SQLite does not survive a connection
+    closed under a running statement.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         # one connection, shared by this process's threads one call at a time
         self._lock = threading.RLock()
+        self._closed = False
         try:
             self._db = sqlite3.connect(
                 self.path, timeout=10, isolation_level=None, check_same_thread=False
@@ -302,24 +312,49 @@ class SessionStore:
                 "move it aside to start with an empty one"
             ) from e
 
-    def close(self) -> None:
-        self._db.close()
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> bool:
+        """Close the connection once no thread uses it; later calls raise
+        :class:`~jupyter_agents.errors.StoreClosed`. Waits at most ``timeout`` s for the
+        statement in flight; if it has not ended by then the connection is left open
+        (never closed under a statement) and False is returned. Idempotent."""
+        if not self._lock.acquire(timeout=timeout):
+            return False
+        try:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
+            return True
+        finally:
+            self._lock.release()
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for this thread alone until the block ends (its rows are
+        :class:`sqlite3.Row`); :class:`~jupyter_agents.errors.StoreClosed` once closed."""
+        with self._lock:
+            if self._closed:
+                raise StoreClosed(f"{self.path}: the session store is closed (server stopping)")
+            yield self._db
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+        with self.connection() as db:
+            db.execute("BEGIN IMMEDIATE")
             try:
-                yield self._db
+                yield db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
                 raise
             else:
-                self._db.execute("COMMIT")
+                db.execute("COMMIT")
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[sqlite3.Row]:
-        with self._lock:
-            return self._db.execute(sql, params).fetchall()
+        with self.connection() as db:
+            return db.execute(sql, params).fetchall()
 
     def _migrate(self) -> None:
         with self._transaction() as db:

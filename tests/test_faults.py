@@ -293,3 +293,50 @@ def test_orphans_are_adopted_or_killed_on_request(agents_server, agents_state_di
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert "stray" not in tmux_live(agents_state_dir)
     assert sessions(server)["stray"]["status"] == "killed"
+
+
+def test_stop_under_load_exits_cleanly_and_shuts_kernels_down(agents_server):
+    """SIGTERM while 20 threads read sessions, shares and terminals: the store closes
+    only after the statement in flight (it segfaulted 1 stop in 30), so the server exits
+    0 and goes on to shut its kernel down. Five stops."""
+    for _ in range(5):
+        server = agents_server()
+        assert server.request("POST", "/api/agents/sessions", {"kind": "shell"})[0] == 201
+        status, kernel = server.request("POST", "/api/kernels", {"name": "python3"})
+        assert status == 201, kernel
+        assert server.proc is not None
+        proc = server.proc
+        kernels = [
+            p for p in psutil.Process(proc.pid).children() if "ipykernel" in " ".join(p.cmdline())
+        ]
+        assert len(kernels) == 1
+        stop = threading.Event()
+        answers: list[int] = []
+
+        def load() -> None:
+            paths = ["/api/agents/sessions", "/api/agents/shares", "/api/terminals"]
+            n = 0
+            while not stop.is_set():
+                try:
+                    answers.append(server.request("GET", paths[n % 3])[0])
+                except OSError:
+                    pass  # the server went away under this request
+                n += 1
+
+        threads = [threading.Thread(target=load) for _ in range(20)]
+        for t in threads:
+            t.start()
+        while len(answers) < 200:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(30)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(40)
+        server.stop()
+        assert code == 0, server.log_path.read_text()[-3000:]
+        assert not kernels[0].is_running() or kernels[0].status() == psutil.STATUS_ZOMBIE
+        # every answer was an answer: the stock ones or, during the drain, a 503
+        assert set(answers) <= {200, 503}, sorted(set(answers))

@@ -144,3 +144,73 @@ def test_one_conversation_belongs_to_one_session(tmp_path):
         store.update("b", conversation_id="c1")
     assert store.get("b").conversation_id is None
     assert store.get("a").conversation_id == "c1"
+
+
+#: run in a child so that a crash (SQLite used after close segfaults) is a failure of
+#: this test, not the end of the suite
+CLOSE_RACE = r"""
+import sys, threading, time
+from jupyter_agents.errors import StoreClosed
+from jupyter_agents.ledger import UsageLedger
+from jupyter_agents.store import Session, SessionStore, Share, utcnow_iso
+
+path, rounds = sys.argv[1], int(sys.argv[2])
+seed = SessionStore(path)
+for i in range(200):
+    seed.add(Session(id=f"s{i}", name=str(i), status="exited", backend="tmux"))
+    seed.add_share(Share(f"h{i}", f"s{i}", None, utcnow_iso(), "2999-01-01T00:00:00Z"))
+seed.close()
+outcomes = {}
+for r in range(rounds):
+    store = SessionStore(path)
+    ledger = UsageLedger(store)
+    started = threading.Barrier(9)
+
+    def reader(n):
+        started.wait()
+        try:
+            while True:
+                [store.list, store.shares, lambda: ledger.usage(["s1", "s2"])][n % 3]()
+        except Exception as e:
+            outcomes[type(e).__name__] = outcomes.get(type(e).__name__, 0) + 1
+
+    threads = [threading.Thread(target=reader, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    started.wait()
+    time.sleep(0.002 * (r % 5))
+    assert store.close()
+    for t in threads:
+        t.join(10)
+        assert not t.is_alive()
+print(sorted(outcomes.items()))
+"""
+
+
+def test_close_under_running_queries(tmp_path):
+    """Closing the store while eight threads query it (sessions, shares, the usage
+    ledger on the same connection), 60 times: the child never crashes, and every reader
+    ends with StoreClosed, the clear error of a closed store, not SQLite's own."""
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", CLOSE_RACE, str(tmp_path / "s.db"), "60"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
+    assert run.stdout.strip() == "[('StoreClosed', 480)]", run.stdout
+
+
+def test_calls_after_close_raise_store_closed(tmp_path):
+    store = SessionStore(tmp_path / "s.db")
+    store.add(make("a"))
+    assert store.close() and store.close()  # idempotent
+    from jupyter_agents.errors import StoreClosed
+
+    for call in (lambda: store.get("a"), lambda: store.add(make("b", "2")), store.list):
+        with pytest.raises(StoreClosed, match="closed"):
+            call()
+    assert StoreClosed.status == 503

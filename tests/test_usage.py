@@ -66,7 +66,7 @@ class Ledger:
     def __init__(self, tmp_path: Path, prices: dict[str, Any] | None = None) -> None:
         self.dir = tmp_path
         self.store = SessionStore(tmp_path / "sessions.db")
-        self.ledger = UsageLedger(self.store.path, PriceTable(prices or PRICES))
+        self.ledger = UsageLedger(self.store, PriceTable(prices or PRICES))
         self.files: dict[str, list[ConversationFile]] = {}
 
     def session(self, kind: str = "claude") -> Session:
@@ -96,8 +96,7 @@ class Ledger:
         return model
 
     def close(self) -> None:
-        self.ledger.close()
-        self.store.close()
+        self.store.close()  # the ledger's connection too
 
 
 @pytest.fixture
