@@ -3,6 +3,7 @@ mid-transaction, stale processes of crashed sessions, and a restart torture run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -295,6 +296,17 @@ def test_orphans_are_adopted_or_killed_on_request(agents_server, agents_state_di
     assert sessions(server)["stray"]["status"] == "killed"
 
 
+def read_until(server: ServerProcess, stop: threading.Event, answers: list[int]) -> None:
+    """GET sessions, shares and terminals in turn until ``stop``; each status into
+    ``answers`` (a request the stopping server drops is no answer)."""
+    paths = ["/api/agents/sessions", "/api/agents/shares", "/api/terminals"]
+    n = 0
+    while not stop.is_set():
+        with contextlib.suppress(OSError):  # the server went away under this request
+            answers.append(server.request("GET", paths[n % 3])[0])
+        n += 1
+
+
 def test_stop_under_load_exits_cleanly_and_shuts_kernels_down(agents_server):
     """SIGTERM while 20 threads read sessions, shares and terminals: the store closes
     only after the statement in flight (it segfaulted 1 stop in 30), so the server exits
@@ -312,18 +324,9 @@ def test_stop_under_load_exits_cleanly_and_shuts_kernels_down(agents_server):
         assert len(kernels) == 1
         stop = threading.Event()
         answers: list[int] = []
-
-        def load() -> None:
-            paths = ["/api/agents/sessions", "/api/agents/shares", "/api/terminals"]
-            n = 0
-            while not stop.is_set():
-                try:
-                    answers.append(server.request("GET", paths[n % 3])[0])
-                except OSError:
-                    pass  # the server went away under this request
-                n += 1
-
-        threads = [threading.Thread(target=load) for _ in range(20)]
+        threads = [
+            threading.Thread(target=read_until, args=(server, stop, answers)) for _ in range(20)
+        ]
         for t in threads:
             t.start()
         while len(answers) < 200:
