@@ -90,6 +90,40 @@ def produced_lines(transcript: bytes) -> list[int]:
     return [int(m) for m in re.findall(rb"line-(\d{5})-x{38}\r\n", transcript)]
 
 
+#: modules whose tests share a module-scoped server, browser or build, and build on each
+#: other's state in file order: each runs on one worker, as one xdist group
+_ONE_WORKER_MODULES = ("test_ui", "test_docs")  # and every test_ui_*
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """Which tests ``pytest -n N`` (``--dist=loadgroup``) keeps on one worker, in order:
+
+    - ``hub``: the hub tests share system users (``ja-alice``, ``ja-bob``) and reset
+      them, so they run one at a time;
+    - ``heavy``: the ``slow`` tests flood the machine (the 200 MB flood) or run a CLI on
+      a fast clock, so no two of them run at once;
+    - a module of :data:`_ONE_WORKER_MODULES` (its name): its module-scoped set-up is made
+      once and its tests run in file order.
+
+    Every other test goes wherever a worker is free: each has its own ports, state dir,
+    tmux socket, HOME where it needs one and browser profile.
+    """
+    if item.get_closest_marker("hub") is not None:
+        return "hub"
+    if item.get_closest_marker("slow") is not None:
+        return "heavy"
+    module = item.path.stem
+    return module if module in _ONE_WORKER_MODULES or module.startswith("test_ui_") else None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 _LEFTOVER = ("tmux", "jupyter_agents.backends.broker", "jupyter_server", "chromium")
 
 

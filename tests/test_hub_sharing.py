@@ -606,7 +606,10 @@ def test_a_slow_viewer_costs_alice_nothing(hub: Hub) -> None:
     )
     assert len(echoes) >= 2  # some during the flood
     assert peak - rss_before < FLOOD_RSS_BOUND
-    assert closed(viewer, 10)  # cut off, not buffered for
+    # cut off, not buffered for: the close frame comes after what the proxy and the
+    # sockets still hold, which a loaded machine takes a while to drain (it returns once
+    # closed; a viewer buffered for is never closed)
+    assert closed(viewer, 60)
     typed(alice, "echo STILL-$((3*3))", "STILL-9")
     alice.close()
     other.close()

@@ -125,7 +125,9 @@ class World:
 
 @pytest.fixture
 def world(agents_server, agents_backend: str) -> Iterator[World]:
-    world = World(agents_server())
+    # a restore answers after watching the new process for resume_check (3 s by default):
+    # what it answers, not how long it watches, is fuzzed here (test_agents.py has the check)
+    world = World(agents_server(args=["--AgentsApp.resume_check=0.2"]))
     yield world
     took = time.monotonic() - world.started
     print(

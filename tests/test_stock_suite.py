@@ -38,8 +38,9 @@ def stock_suite(into: Path) -> Path:
 @pytest.mark.parametrize("backend", ["tmux", "broker"])
 def test_jupyter_server_terminals_suite_passes_with_our_terminals(tmp_path, backend):
     source = stock_suite(tmp_path)
+    # a run of its own: not a worker of this run's pytest-xdist (nor its plugins' idea of one)
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},
         "PYTHONPATH": os.pathsep.join([str(OVERLAY), os.environ.get("PYTHONPATH", "")]),
         "JUPYTER_AGENTS_TEST_BACKEND": backend,
     }
@@ -55,6 +56,8 @@ def test_jupyter_server_terminals_suite_passes_with_our_terminals(tmp_path, back
             "agents_overlay",
             "-p",
             "no:cacheprovider",
+            "-p",
+            "no:xdist",
             "-o",
             "addopts=",
             "--timeout=120",

@@ -149,7 +149,7 @@ def test_one_conversation_belongs_to_one_session(tmp_path):
 #: run in a child so that a crash (SQLite used after close segfaults) is a failure of
 #: this test, not the end of the suite
 CLOSE_RACE = r"""
-import sys, threading, time
+import collections, sys, threading, time
 from jupyter_agents.errors import StoreClosed
 from jupyter_agents.ledger import UsageLedger
 from jupyter_agents.store import Session, SessionStore, Share, utcnow_iso
@@ -160,7 +160,7 @@ for i in range(200):
     seed.add(Session(id=f"s{i}", name=str(i), status="exited", backend="tmux"))
     seed.add_share(Share(f"h{i}", f"s{i}", None, utcnow_iso(), "2999-01-01T00:00:00Z"))
 seed.close()
-outcomes = {}
+outcomes = []
 for r in range(rounds):
     store = SessionStore(path)
     ledger = UsageLedger(store)
@@ -172,7 +172,7 @@ for r in range(rounds):
             while True:
                 [store.list, store.shares, lambda: ledger.usage(["s1", "s2"])][n % 3]()
         except Exception as e:
-            outcomes[type(e).__name__] = outcomes.get(type(e).__name__, 0) + 1
+            outcomes.append(type(e).__name__)  # one append: atomic across threads
 
     threads = [threading.Thread(target=reader, args=(n,)) for n in range(8)]
     for t in threads:
@@ -183,7 +183,7 @@ for r in range(rounds):
     for t in threads:
         t.join(10)
         assert not t.is_alive()
-print(sorted(outcomes.items()))
+print(sorted(collections.Counter(outcomes).items()))
 """
 
 
