@@ -90,11 +90,6 @@ def produced_lines(transcript: bytes) -> list[int]:
     return [int(m) for m in re.findall(rb"line-(\d{5})-x{38}\r\n", transcript)]
 
 
-#: modules whose tests share a module-scoped server, browser or build, and build on each
-#: other's state in file order: each runs on one worker, as one xdist group
-_ONE_WORKER_MODULES = ("test_ui", "test_docs")  # and every test_ui_*
-
-
 def xdist_group(item: pytest.Item) -> str | None:
     """Which tests ``pytest -n N`` (``--dist=loadgroup``) keeps on one worker, in order:
 
@@ -102,8 +97,11 @@ def xdist_group(item: pytest.Item) -> str | None:
       them, so they run one at a time;
     - ``heavy``: the ``slow`` tests flood the machine (the 200 MB flood) or run a CLI on
       a fast clock, so no two of them run at once;
-    - a module of :data:`_ONE_WORKER_MODULES` (its name): its module-scoped set-up is made
-      once and its tests run in file order.
+    - ``browser``: the ``test_ui*`` modules, one Chromium at a time (four at once kept two
+      cores saturated, and a restored tab's screen came late); each module's
+      set-up is made once and its tests run in file order, building on each other's
+      state;
+    - ``test_docs``: its tests share one docs build.
 
     Every other test goes wherever a worker is free: each has its own ports, state dir,
     tmux socket, HOME where it needs one and browser profile.
@@ -113,7 +111,9 @@ def xdist_group(item: pytest.Item) -> str | None:
     if item.get_closest_marker("slow") is not None:
         return "heavy"
     module = item.path.stem
-    return module if module in _ONE_WORKER_MODULES or module.startswith("test_ui_") else None
+    if module.startswith("test_ui"):
+        return "browser"
+    return module if module == "test_docs" else None
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
