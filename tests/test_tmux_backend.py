@@ -130,6 +130,16 @@ def test_exit_status_of_quick_exits_is_always_known(tmp_path):
     assert unknown == []
 
 
+def test_a_server_with_no_session_left_lists_none(backend):
+    """Between its last session's end and its own exit, a tmux server has no session,
+    and ``list-panes -a`` fails with "no current target"; that is no session, not an
+    unavailable backend (a listing then answered 503)."""
+    backend.spawn(SpawnRequest("only", ["/bin/sh", "-c", "sleep 60"], "/", {}))
+    backend._run("set", "-g", "exit-empty", "off")  # hold that moment still
+    backend._run("kill-session", "-t", "only")
+    assert backend.list_live() == []
+
+
 def test_kill_server_ends_a_server_a_stuck_control_client_keeps(backend, tmp_path):
     """After kill-server, tmux 3.3a's server waits for every client to go; a control
     client whose reader died with replies queued for it (a Jupyter server killed just

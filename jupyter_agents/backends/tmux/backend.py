@@ -223,7 +223,10 @@ class TmuxBackend(Backend):
         proc = self._run("list-panes", "-a", "-F", format_of(ListedPane), check=False)
         if proc.returncode:
             gone = ("no server running", "error connecting", "server exited unexpectedly")
-            if any(reason in proc.stderr for reason in gone):  # none, or dying right now
+            # "no current target": a server with no session left (its last one just
+            # ended, and it has not exited yet)
+            empty = "no current target"
+            if any(reason in proc.stderr for reason in (*gone, empty)):
                 return []
             raise BackendUnavailable(f"tmux list-panes failed: {proc.stderr.strip()}")
         seen: dict[str, LiveSession] = {}
