@@ -312,10 +312,6 @@ class SessionStore:
                 "move it aside to start with an empty one"
             ) from e
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def close(self, timeout: float = CLOSE_TIMEOUT) -> bool:
         """Close the connection once no thread uses it; later calls raise
         :class:`~jupyter_agents.errors.StoreClosed`. Waits at most ``timeout`` s for the

@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
-from jupyter_agents.errors import Conflict, NotFound, StoreError
+from jupyter_agents.errors import Conflict, NotFound, StoreClosed, StoreError
 from jupyter_agents.store import SCHEMA_VERSION, Session, SessionStore, new_session_id
 
 
@@ -191,9 +193,6 @@ def test_close_under_running_queries(tmp_path):
     """Closing the store while eight threads query it (sessions, shares, the usage
     ledger on the same connection), 60 times: the child never crashes, and every reader
     ends with StoreClosed, the clear error of a closed store, not SQLite's own."""
-    import subprocess
-    import sys
-
     run = subprocess.run(
         [sys.executable, "-c", CLOSE_RACE, str(tmp_path / "s.db"), "60"],
         capture_output=True,
@@ -208,8 +207,6 @@ def test_calls_after_close_raise_store_closed(tmp_path):
     store = SessionStore(tmp_path / "s.db")
     store.add(make("a"))
     assert store.close() and store.close()  # idempotent
-    from jupyter_agents.errors import StoreClosed
-
     for call in (lambda: store.get("a"), lambda: store.add(make("b", "2")), store.list):
         with pytest.raises(StoreClosed, match="closed"):
             call()

@@ -222,11 +222,14 @@ class TmuxBackend(Backend):
             return []
         proc = self._run("list-panes", "-a", "-F", format_of(ListedPane), check=False)
         if proc.returncode:
-            gone = ("no server running", "error connecting", "server exited unexpectedly")
-            # "no current target": a server with no session left (its last one just
-            # ended, and it has not exited yet)
-            empty = "no current target"
-            if any(reason in proc.stderr for reason in (*gone, empty)):
+            # none, dying right now, or ("no current target") no session left in it
+            gone = (
+                "no server running",
+                "error connecting",
+                "server exited unexpectedly",
+                "no current target",
+            )
+            if any(reason in proc.stderr for reason in gone):
                 return []
             raise BackendUnavailable(f"tmux list-panes failed: {proc.stderr.strip()}")
         seen: dict[str, LiveSession] = {}
