@@ -118,16 +118,14 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 @pytest.fixture
 def page(lab: Lab, request: pytest.FixtureRequest) -> Iterator[Any]:
-    context = lab.browser.new_context(viewport={"width": 1400, "height": 850})
+    context = lab.context()
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=lab.server.base)
     page = context.new_page()
     page.set_default_timeout(20000)
     try:
         yield page
     finally:
-        for n, open_page in enumerate(context.pages):
-            shot(open_page, f"{request.node.name}-end{n or ''}")
-        context.close()
+        test_ui.close_pages(context, request.node.name)
 
 
 def settings(lab: Lab, values: dict[str, Any] | None) -> None:

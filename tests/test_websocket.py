@@ -6,8 +6,8 @@ import re
 import time
 from collections.abc import Callable
 
-import pyte
 import pytest
+from xterm_probe import render
 
 from jupyter_agents.pytest_plugin import ServerProcess, TermClient, poll
 from jupyter_agents.transcripts import Transcript
@@ -89,17 +89,17 @@ def test_resize_applies_smallest_client(agents_server):
     a.close()
 
 
-def rendered_lines(text: str, rows: int = 24, cols: int = 80) -> list[str]:
-    screen = pyte.HistoryScreen(cols, rows, history=100000)
-    stream = pyte.Stream(screen)
-    stream.feed(text)
-    history = [
-        "".join(ch.data for ch in line.values()).rstrip()
-        if isinstance(line, dict)
-        else "".join(line[x].data for x in range(cols)).rstrip()
-        for line in screen.history.top
-    ]
-    return history + [line.rstrip() for line in screen.display]
+def rendered(texts: list[str], rows: int = 24, cols: int = 80) -> list[list[str]]:
+    """What a terminal tab shows after each of ``texts`` (a viewer's output), rendered by
+    @xterm/headless (JupyterLab's engine) in one run: its history and screen, each line
+    without trailing blanks."""
+    states = render([[t.encode()] for t in texts], cols, rows, scrollback=200_000, styles=False)
+    return [[line.rstrip() for line in state["lines"]] for state in states]
+
+
+def rendered_lines(text: str) -> list[str]:
+    """:func:`rendered` for one viewer."""
+    return rendered([text])[0]
 
 
 def test_second_viewer_joins_mid_stream_without_loss_or_duplication(agents_server):
@@ -172,8 +172,7 @@ def test_every_byte_exactly_once_across_many_joins_while_printing(agents_server)
     for viewer in [first, *joined]:
         viewer.wait_for(printed("LOOP-42"), timeout=60)
         viewer.drain(0.3)
-    for viewer in joined:
-        lines = rendered_lines(viewer.text)
+    for lines in rendered([viewer.text for viewer in joined]):
         numbers = [int(m.group(1)) for line in lines if (m := re.fullmatch(r"L(\d+)", line))]
         # the replay starts within tmux's history / the broker's kept bytes; from there
         # on, every number once, in order, up to the last

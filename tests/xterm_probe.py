@@ -32,10 +32,15 @@ COMPARED = (
 
 
 def render(
-    streams: Sequence[Sequence[bytes]], cols: int = 80, rows: int = 24, scrollback: int = 1000
+    streams: Sequence[Sequence[bytes]],
+    cols: int = 80,
+    rows: int = 24,
+    scrollback: int = 1000,
+    styles: bool = True,
 ) -> list[dict[str, Any]]:
     """Each stream (its chunks written in order, each write finished before the next)
-    rendered into a fresh terminal of ``cols`` x ``rows``: one state per stream."""
+    rendered into a fresh terminal of ``cols`` x ``rows``: one state per stream; without
+    ``styles`` every line's style is ``""`` (much faster for long histories)."""
     if not (PROBE / "node_modules" / "@xterm" / "headless").is_dir():
         raise AssertionError(f"@xterm/headless is missing: run `npm ci` in {PROBE}")
     spec = {
@@ -45,6 +50,7 @@ def render(
                 "rows": rows,
                 "scrollback": scrollback,
                 "chunks": [base64.b64encode(c).decode() for c in chunks],
+                "styles": styles,
             }
             for chunks in streams
         ]

@@ -1,6 +1,7 @@
 // Renders byte streams the way JupyterLab's terminal tab does (@xterm/headless 5.5, the
 // engine @jupyterlab/terminal 4.6 ships) and prints what a person and a program see.
-// stdin: {"terminals": [{"cols", "rows", "scrollback", "chunks": [base64...]}]}
+// stdin: {"terminals": [{"cols", "rows", "scrollback", "chunks": [base64...], "styles"}]}
+// ("styles": false leaves every line's style out: "")
 // stdout: [{"lines", "styles", "cursor", "buffer", "modes", "title", ...}] (JSON)
 'use strict';
 const { Terminal } = require('@xterm/headless');
@@ -44,7 +45,7 @@ async function render(spec) {
   for (let y = 0; y < buf.length; y++) {
     const line = buf.getLine(y);
     lines.push(line.translateToString(true));
-    styles.push(lineStyles(line, term.cols));
+    styles.push(spec.styles === false ? '' : lineStyles(line, term.cols));
     wrapped.push(line.isWrapped);
   }
   const core = term._core;
