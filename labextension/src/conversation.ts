@@ -27,6 +27,7 @@ import { Widget } from '@lumino/widgets';
 import { conversationMarkdown, displayName, ISession, startFresh } from './api';
 import { fail, sessionOf } from './commands';
 import { kindIcon, kindLabel } from './icons';
+import { OfflineSanitizer } from './offline';
 import { CommandIDs, DOMAIN, IAgentSessions, PluginIDs } from './tokens';
 
 /** The rendered Markdown of one session's conversations. */
@@ -57,8 +58,11 @@ class ConversationView extends Widget {
       this.node.replaceChildren(note);
       return;
     }
-    const renderer = rendermime.createRenderer('text/markdown');
-    // untrusted: rendered through the sanitizer, no script runs
+    // untrusted: rendered through the sanitizer, no script runs, and nothing is
+    // fetched from elsewhere (offline.ts)
+    const renderer = rendermime
+      .clone({ sanitizer: new OfflineSanitizer(rendermime.sanitizer) })
+      .createRenderer('text/markdown');
     await renderer.renderModel(
       new MimeModel({ data: { 'text/markdown': markdown }, trusted: false })
     );
