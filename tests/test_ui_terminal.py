@@ -38,6 +38,7 @@ from test_ui import (
     show_panel,
     type_in_terminal,
     typed_until,
+    wait_notification,
     wait_text,
 )
 
@@ -281,7 +282,9 @@ def test_osc52_copy_lands_in_the_clipboard_unless_turned_off(
     lab: Lab, page: Any, tmp_path: Path
 ) -> None:
     """A program's OSC 52 write (BEL- or ST-ended, also split across output frames)
-    reaches the browser clipboard; an OSC 52 read is never answered; with the setting
+    reaches the browser clipboard, and a notice says so; one made while the person
+    works elsewhere (the panel's search box has the focus), or replayed by a reload,
+    leaves the clipboard as it was; an OSC 52 read is never answered; with the setting
     ``clipboardFromPrograms`` off a write leaves the clipboard as it was."""
     open_lab(page, lab, reset=True)
     new_terminal(page)
@@ -294,9 +297,25 @@ def test_osc52_copy_lands_in_the_clipboard_unless_turned_off(
         r"DONE-2",
     )
     poll(lambda: page.evaluate(CLIPBOARD) == "COPIED-42", what="the copy in the clipboard")
+    wait_notification(page, "copied 9 characters")
     # split across frames (0.5 s apart), ended by ST
     typed_until(page, f"{sys.executable} {lab.root / 'split52.py'}", r"SENT-OK")
     poll(lambda: page.evaluate(CLIPBOARD) == "SPLIT-✓-7", what="the split copy")
+    # copied while the person types elsewhere: not honoured
+    type_in_terminal(
+        page, "sleep 2; printf '\\033]52;c;%s\\a' \"$(printf AWAY | base64)\"; echo AWAY-$((3+3))\n"
+    )
+    show_panel(page).locator(".jp-AgentsSearch-input").focus()
+    wait_text(page, r"AWAY-6")
+    page.wait_for_timeout(1000)
+    assert page.evaluate(CLIPBOARD) == "SPLIT-✓-7"
+    # a reload replays the screen, not the copies
+    page.evaluate(SET_CLIPBOARD, "AFTER")
+    page.reload()
+    page.wait_for_selector(".jp-Terminal .xterm-accessibility-tree")
+    wait_text(page, r"SENT-OK")
+    page.wait_for_timeout(1000)
+    assert page.evaluate(CLIPBOARD) == "AFTER"
     kill(lab, session)
 
     # a read is not answered: nothing reaches the program
@@ -304,7 +323,7 @@ def test_osc52_copy_lands_in_the_clipboard_unless_turned_off(
     session = start_rawread(lab, page, out, "query")
     page.wait_for_timeout(1500)
     assert received(out) == b""
-    assert page.evaluate(CLIPBOARD) == "SPLIT-✓-7"
+    assert page.evaluate(CLIPBOARD) == "AFTER"
     kill(lab, session)
 
     settings(lab, {"clipboardFromPrograms": False})
@@ -319,7 +338,7 @@ def test_osc52_copy_lands_in_the_clipboard_unless_turned_off(
             r"DONE-4",
         )
         page.wait_for_timeout(1500)
-        assert page.evaluate(CLIPBOARD) == "SPLIT-✓-7"
+        assert page.evaluate(CLIPBOARD) == "AFTER"
         kill(lab, session)
     finally:
         settings(lab, None)

@@ -14,11 +14,18 @@
  * - Every selection (`Pc`: empty, `c`, `p`, `s`, `0`-`7`) is the one clipboard a
  *   browser has; an empty `Pd` (clear) writes nothing.
  * - The setting `clipboardFromPrograms` (default on) turns it off.
- * - The browser decides: it writes only while the page has the focus (and, in some
- *   browsers, only after a click); a refused write is logged, not shown.
+ * - A write is honoured only while its terminal's tab has the focus on a visible page:
+ *   output that arrives while a person works elsewhere (another tab, another window)
+ *   does not replace what they copied. Replays never carry writes (the server strips
+ *   them), so a reload or a reconnect copies nothing again.
+ * - Each copy says so in a small notice: "Terminal 1 copied 43 characters".
+ * - The browser decides too: in some browsers it writes only after a click; a refused
+ *   write is logged, not shown.
  */
+import { Notification } from '@jupyterlab/apputils';
 import { ITerminalTracker } from '@jupyterlab/terminal';
 import { Terminal as TerminalNS } from '@jupyterlab/services';
+import { TranslationBundle } from '@jupyterlab/translation';
 
 import { TerminalWidget } from './interrupted';
 import { Osc52Parser } from './osc52';
@@ -28,7 +35,10 @@ import { Osc52Parser } from './osc52';
  * every terminal tab (open now or later), while `enabled`.
  */
 export class ClipboardBridge {
-  constructor(terminals: ITerminalTracker) {
+  constructor(
+    terminals: ITerminalTracker,
+    private _trans: TranslationBundle
+  ) {
     terminals.forEach(widget => this._follow(widget));
     terminals.widgetAdded.connect((_, widget) => this._follow(widget));
   }
@@ -51,9 +61,25 @@ export class ClipboardBridge {
         return;
       }
       const copied = parser.feed(String(message.content[0] ?? ''));
-      if (copied.length && this.enabled) {
-        write(copied[copied.length - 1]); // the last one wins anyway
+      if (!copied.length || !this.enabled) {
+        return;
       }
+      if (!focused(widget)) {
+        console.info(
+          `jupyter-agents: an OSC 52 copy in ${widget.title.label} ignored: its tab is not focused`
+        );
+        return;
+      }
+      const text = copied[copied.length - 1]; // the last one wins anyway
+      write(text);
+      Notification.info(
+        this._trans.__(
+          '%1 copied %2 characters',
+          widget.title.label,
+          [...text].length
+        ),
+        { autoClose: 3000 }
+      );
     };
     session.messageReceived.connect(onMessage);
     widget.disposed.connect(() => {
@@ -63,6 +89,16 @@ export class ClipboardBridge {
   }
 
   private _followed = new Set<TerminalNS.ITerminalConnection>();
+}
+
+/** Whether a person works in `widget` now: its tab shown and focused on a visible page. */
+function focused(widget: TerminalWidget): boolean {
+  return (
+    document.visibilityState === 'visible' &&
+    document.hasFocus() &&
+    widget.isVisible &&
+    widget.node.contains(document.activeElement)
+  );
 }
 
 function write(text: string): void {

@@ -347,13 +347,14 @@ const clipboard: JupyterFrontEndPlugin<void> = {
     'Programs in terminal tabs copy to the clipboard with OSC 52 (setting clipboardFromPrograms).',
   autoStart: true,
   requires: [ITerminalTracker],
-  optional: [ISettingRegistry],
+  optional: [ISettingRegistry, ITranslator],
   activate: (
     app: JupyterFrontEnd,
     terminals: ITerminalTracker,
-    registry: ISettingRegistry | null
+    registry: ISettingRegistry | null,
+    translator: ITranslator | null
   ) => {
-    const bridge = new ClipboardBridge(terminals);
+    const bridge = new ClipboardBridge(terminals, load(translator));
     if (registry) {
       bridge.enabled = false; // until the setting is read
       void watchSettings(registry, settings => {

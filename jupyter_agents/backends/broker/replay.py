@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from ...vt import QUERIES, TerminalModes
+from ...vt import REPLAYED_NOT, TerminalModes
 
 #: raw output kept per session is between this and twice this (trimmed in whole lines)
 REPLAY_BYTES = 512 * 1024
@@ -62,9 +62,10 @@ class Replay:
         del self._buf[:cut]
 
     def snapshot(self) -> bytes:
-        """Reset, the modes where the kept bytes start, the kept bytes without queries."""
+        """Reset, the modes where the kept bytes start, the kept bytes without queries
+        and clipboard writes (:data:`~jupyter_agents.vt.REPLAYED_NOT`)."""
         modes = self._modes.sequences(buffers=True) + self._modes.layout()
-        return RESET + modes + QUERIES.sub(b"", self._buf)
+        return RESET + modes + REPLAYED_NOT.sub(b"", self._buf)
 
 
 #: the reset and the modes (:meth:`~jupyter_agents.vt.TerminalModes.sequences`, ``layout``)
