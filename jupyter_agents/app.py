@@ -97,11 +97,15 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             self.log.error("jupyter_agents: terminals are unavailable: %s", e)
             self.settings["terminals_available"] = False
             return
+        try:
+            debug = " ".join(backend.debug_attach_command("<session id>"))
+        except AgentsError as e:  # its socket is not ours: said again on first use
+            debug = str(e)
         self.log.info(
             "jupyter_agents: backend %s (%s; debug: %s)",
             backend.name,
             "chosen by backend=auto" if self.backend == "auto" else "configured",
-            " ".join(backend.debug_attach_command("<session id>")),
+            debug,
         )
         assert self.serverapp.event_logger is not None
         self.serverapp.event_logger.register_event_schema(SCHEMA_PATH)

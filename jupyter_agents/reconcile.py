@@ -118,7 +118,8 @@ def apply_plan(
 
     The backends asked are those owning a ``running``/``orphaned`` record and those
     whose owner process may run (for orphans). Records of a backend that is not
-    configured any more are left alone (with a warning).
+    configured any more, or cannot be asked (its socket is not ours, it hangs), are
+    left alone (with a warning).
     """
     actions: list[Action] = []
     with state_lock(state_dir):
@@ -127,10 +128,10 @@ def apply_plan(
         for name in sorted(names):
             try:
                 backend = backends.get(name)
-            except BackendUnavailable as e:
+                live = backend.list_live()
+            except BackendUnavailable as e:  # e.g. a socket that is not ours: not asked
                 log.warning("jupyter_agents: sessions of backend %r left as they are: %s", name, e)
                 continue
-            live = backend.list_live()
             known = {r.id for r in records}
             extra = store.get_many(s.session_id for s in live if s.session_id not in known)
             foreign = {r.id for r in extra if r.backend != name}

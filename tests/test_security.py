@@ -7,6 +7,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import urllib.parse
 from pathlib import Path
 
@@ -302,3 +303,130 @@ def test_fuzz_rest_and_websocket(fuzz_server, agents_state_dir):
     ]  # nothing spawned, nothing lost
     assert not Path(PWNED).exists()
     assert server.proc is not None and server.proc.poll() is None
+
+
+# -- another user on the same host -------------------------------------------------------
+
+#: the other user: ``nobody``
+OTHER_UID = 65534
+
+#: a listener another user planted where our backend's socket is: it binds ``argv[1]``;
+#: with ``argv[3] == "file"`` the socket file is the other user's, with ``"peer"`` the
+#: file stays ours but the process listening becomes the other user; every connection's
+#: bytes are appended to ``argv[2]``. Prints "ready" once listening.
+PLANTED = f"""
+import os, socket, sys
+path, log, how = sys.argv[1:4]
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+if how == "file":
+    os.chown(path, {OTHER_UID}, {OTHER_UID})
+os.setgid({OTHER_UID}); os.setuid({OTHER_UID})
+s.listen(8)
+print("ready", flush=True)
+while True:
+    conn, _ = s.accept()
+    conn.settimeout(2)
+    data = b""
+    try:
+        while chunk := conn.recv(65536):
+            data += chunk
+    except OSError:
+        pass
+    with open(log, "ab") as f:
+        f.write(b"CONNECTION " + data + b"\\n")
+"""
+
+
+def needs_root() -> None:
+    if os.getuid() != 0:
+        pytest.skip("needs root to act as another user")
+
+
+def test_a_state_dir_others_could_replace_is_refused_at_start(agents_server, tmp_path):
+    """A state dir under a folder anyone can write to (no sticky bit): another user could
+    rename it away while the server runs and plant theirs. The server refuses it at
+    start, naming the folder and a safe place, and creates nothing there; a state dir
+    right under /tmp (sticky) starts as always."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    state = shared / "alice"
+    server = agents_server(env={"JUPYTER_AGENTS_STATE_DIR": str(state)})
+    status, body = server.request("POST", "/api/terminals", {})
+    assert status == 404, body  # no terminals: nothing was spawned there
+    log = server.log_path.read_text()
+    assert f"refusing the state dir {state}: its parent {shared} is not safe" in log
+    assert "anyone can write to it" in log and "such as /" in log
+    assert not state.exists()
+
+    safe = Path(f"/tmp/jupyter-agents-test-{os.getpid()}-{tmp_path.name}")
+    try:
+        server = agents_server(env={"JUPYTER_AGENTS_STATE_DIR": str(safe / "st")})
+        status, model = server.request("POST", "/api/terminals", {})
+        assert status == 200, model
+        server.request("DELETE", f"/api/terminals/{model['name']}")
+    finally:
+        from jupyter_agents.pytest_plugin import kill_backends
+
+        kill_backends(safe / "st")
+        subprocess.run(["rm", "-rf", str(safe)], check=False)
+
+
+@pytest.mark.parametrize(
+    ("agents_backend", "how"),
+    [("tmux", "file"), ("broker", "file"), ("broker", "peer")],
+    indirect=["agents_backend"],
+)
+def test_a_planted_backend_socket_gets_nothing(agents_server, agents_state_dir, tmp_path, how):
+    """Another user's listener where our tmux or broker socket belongs (the socket file
+    is theirs, or the process listening runs as them): the server never connects to it
+    (no frame, no environment, no keystroke reaches it), says why in its log, and
+    answers with a clear 503 instead of starting a terminal there."""
+    needs_root()
+    server = agents_server()  # the backend's folders exist, ours
+    status, _ = server.request("POST", "/api/terminals", {})
+    assert status == 200
+    server.stop()
+    from jupyter_agents.pytest_plugin import kill_backends
+
+    kill_backends(agents_state_dir)
+    if server.extra_args and "--AgentsApp.backend=broker" in server.extra_args:
+        from jupyter_agents.backends.broker.protocol import broker_paths
+
+        path = broker_paths(agents_state_dir)[0]
+    else:
+        path = agents_state_dir / "tmux" / "socket"
+    path.unlink(missing_ok=True)
+    os.chmod(path.parent, 0o711)  # the planted listener (nobody) binds as root first
+    got = tmp_path / "planted.log"
+    got.touch()
+    os.chmod(got, 0o666)
+    planted = subprocess.Popen(
+        [sys.executable, "-c", PLANTED, str(path), str(got), how],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert planted.stdout is not None and planted.stdout.readline().strip() == "ready"
+        os.chmod(path.parent, 0o700)
+        server.extra_env["ANTHROPIC_API_KEY"] = "sk-secret-for-the-test"
+        server.start()
+        # the broker is asked at start: terminals are off (404, the log says why); tmux
+        # is asked when a session starts: a 503 saying why
+        status, body = server.request("POST", "/api/agents/sessions", {"kind": "shell"})
+        assert status in (404, 503), body
+        if status == 503:
+            assert "refusing the tmux socket" in body["message"], body
+        status, body = server.request("POST", "/api/terminals", {})
+        assert status in (404, 503), body
+    finally:
+        planted.kill()
+        planted.wait()
+        planted.stdout.close()  # type: ignore[union-attr]
+        server.stop()
+        path.unlink(missing_ok=True)
+    assert got.read_bytes() == b"", got.read_bytes()[:300]  # not even a connection
+    log = server.log_path.read_text()
+    assert "not connecting to" in log
+    assert ("belongs to uid 65534" if how == "file" else "runs as uid 65534") in log

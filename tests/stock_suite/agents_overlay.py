@@ -38,9 +38,7 @@ def _jupyter_agents_enabled(
 
 
 @pytest.fixture(autouse=True)
-def _jupyter_agents_served(
-    request: pytest.FixtureRequest, _jupyter_agents_enabled: None
-) -> None:
+def _jupyter_agents_served(request: pytest.FixtureRequest, _jupyter_agents_enabled: None) -> None:
     """Fails a test whose server does not run our terminals on the backend asked for
     (so a pass means ours)."""
     if "jp_serverapp" in request.fixturenames:

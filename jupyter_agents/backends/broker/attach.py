@@ -13,22 +13,23 @@ from __future__ import annotations
 import argparse
 import os
 import select
-import socket
 import sys
 import termios
 import tty
 from pathlib import Path
 
-from .protocol import broker_paths, encode, read_frame_sync
+from .protocol import NotOurs, broker_paths, connect_checked, encode, read_frame_sync
 
 DETACH = b"\x1d"
 
 
 def attach(state_dir: Path, session_id: str) -> int:
     """Run the attach client on this process's terminal; the exit status."""
-    sock = socket.socket(socket.AF_UNIX)
     try:
-        sock.connect(str(broker_paths(state_dir)[0]))
+        sock = connect_checked(broker_paths(state_dir)[0])
+    except NotOurs as e:
+        print(f"not attaching: {e}", file=sys.stderr)
+        return 1
     except OSError as e:
         print(f"no pty broker for {state_dir}: {e}", file=sys.stderr)
         return 1

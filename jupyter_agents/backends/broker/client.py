@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +32,7 @@ from traitlets import Float
 
 from ...errors import AgentsError, BackendUnavailable, InvalidRequest
 from ...launch import python_module_argv
-from ...paths import create_private_file, ensure_private_dir
+from ...paths import create_private_file, ensure_private_dir, safe_short_dir
 from ...procs import ProcessIdentity, matches, terminate_tree
 from ..base import (
     Backend,
@@ -43,7 +43,15 @@ from ..base import (
     StreamListener,
     check_session_id,
 )
-from .protocol import FrameReader, ProtocolError, broker_paths, encode, read_frame_sync
+from .protocol import (
+    FrameReader,
+    NotOurs,
+    ProtocolError,
+    broker_paths,
+    connect_checked,
+    encode,
+    read_frame_sync,
+)
 from .replay import screen_only
 
 #: unix socket paths are limited to ~108 bytes by the kernel
@@ -88,12 +96,14 @@ class BrokerBackend(Backend):
         """One request, one reply. :class:`_BrokerDown` if no broker listens;
         ``TimeoutError`` if it does not answer; an ``error`` reply raises
         :class:`InvalidRequest` with the broker's message."""
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
-            try:
-                sock.connect(str(self.socket_path))
-            except (FileNotFoundError, ConnectionRefusedError) as e:
-                raise _BrokerDown(str(e)) from e
+        try:
+            sock = connect_checked(self.socket_path, timeout)
+        except (FileNotFoundError, ConnectionRefusedError) as e:
+            raise _BrokerDown(str(e)) from e
+        except NotOurs as e:
+            self.log.warning("jupyter_agents: not connecting to the pty broker: %s", e)
+            raise BackendUnavailable(f"refusing the pty broker's socket: {e}") from e
+        with sock:
             sock.sendall(encode(header, payload))
             reply, body = read_frame_sync(sock)
         if reply["op"] == "error":
@@ -127,7 +137,7 @@ class BrokerBackend(Backend):
         if len(str(self.socket_path)) > _MAX_SOCKET_PATH:
             raise BackendUnavailable(
                 f"broker socket path {self.socket_path} is too long for a unix socket; "
-                "choose a shorter AgentsApp.state_dir"
+                f"choose a shorter AgentsApp.state_dir, such as {safe_short_dir()}"
             )
         ensure_private_dir(self.state_dir)
         ensure_private_dir(self.broker_dir)
@@ -381,10 +391,21 @@ class BrokerStream(QueuedStream[_Snapshot]):
             self._transport.close()
 
     async def _connect(self, socket_path: Path) -> None:
+        """Connect, and once the socket and its peer are known to be ours
+        (:func:`~.protocol.connect_checked`; else the stream fails with why and sends
+        nothing), send what is queued and serve the connection until it ends."""
         loop = asyncio.get_running_loop()
         gone: asyncio.Future[None] = loop.create_future()
+        try:
+            sock = await asyncio.to_thread(connect_checked, socket_path)
+        except NotOurs as e:
+            logging.getLogger("jupyter_agents").warning(
+                "jupyter_agents: not connecting to the pty broker: %s", e
+            )
+            raise
+        sock.setblocking(False)
         self._transport, _ = await loop.create_unix_connection(
-            lambda: FrameReader(self._dispatch, gone), str(socket_path)
+            lambda: FrameReader(self._dispatch, gone), sock=sock
         )
         try:
             if not self._closed:

@@ -48,11 +48,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import struct
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from ...paths import socket_not_ours
 
 PREFIX = struct.Struct("!II")
 MAX_HEADER = 1 << 20  # spawn carries a whole environment
@@ -85,6 +88,47 @@ def broker_paths(state_dir: Path) -> tuple[Path, Path, Path]:
     """(socket, pid file, log file) of the broker of ``state_dir`` (in ``broker/``)."""
     base = state_dir / "broker"
     return base / "socket", base / "broker.pid", base / "broker.log"
+
+
+def peer_not_ours(sock: socket.socket) -> str | None:
+    """Why the process at the other end of a connected unix socket must not be talked
+    to: it runs as another user (Linux ``SO_PEERCRED``); None if it runs as us, or the
+    platform cannot tell (then the 0600 socket in a 0700 dir is the only guard). The
+    broker asks it of every client, and every client of the broker before it sends."""
+    peercred = getattr(socket, "SO_PEERCRED", None)
+    if peercred is None:
+        return None
+    creds = sock.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i"))
+    pid, uid, _ = struct.unpack("3i", creds)
+    if uid != os.getuid():
+        return f"the process at the other end (pid {pid}) runs as uid {uid}, not as you"
+    return None
+
+
+def connect_checked(path: Path, timeout: float | None = None) -> socket.socket:
+    """A connection to the broker socket ``path`` once the socket file and the peer are
+    known to be ours (:func:`~jupyter_agents.paths.socket_not_ours`,
+    :func:`peer_not_ours`), else :class:`NotOurs` with why, before a byte is sent.
+    ``FileNotFoundError``/``ConnectionRefusedError``: no broker listens."""
+    why = socket_not_ours(path)
+    if why is not None:
+        raise NotOurs(why)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(str(path))
+        why = peer_not_ours(sock)
+        if why is not None:
+            raise NotOurs(why)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class NotOurs(OSError):
+    """The broker socket, or the process listening on it, is another user's: nothing
+    may be sent there (it could be a planted listener)."""
 
 
 class ProtocolError(Exception):

@@ -38,7 +38,6 @@ import logging
 import os
 import signal
 import socket
-import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ from ...procs import identify
 from ..base import SESSION_ID
 from . import protocol
 from .fanout import Client, HeldPty
-from .protocol import FrameReader, ProtocolError, broker_paths, encode
+from .protocol import FrameReader, ProtocolError, broker_paths, encode, peer_not_ours
 from .ptys import Pty, open_pty
 from .recorder import Recorder
 
@@ -338,18 +337,12 @@ def _valid_size(rows: object, cols: object) -> bool:
 
 
 def _same_user(transport: asyncio.BaseTransport) -> bool:
-    """Linux: the peer's uid must be ours (elsewhere the 0600 socket in a 0700 dir is
-    the only guard)."""
+    """The peer runs as us (:func:`~.protocol.peer_not_ours`)."""
     sock = transport.get_extra_info("socket")
-    peercred = getattr(socket, "SO_PEERCRED", None)
-    if sock is None or peercred is None:
-        return True
-    creds = sock.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i"))
-    _, uid, _ = struct.unpack("3i", creds)
-    if uid != os.getuid():
-        log.warning("refused a connection from uid %d", uid)
-        return False
-    return True
+    why = None if sock is None else peer_not_ours(sock)
+    if why is not None:
+        log.warning("refused a connection: %s", why)
+    return why is None
 
 
 def _read_pid(path: Path) -> int | None:

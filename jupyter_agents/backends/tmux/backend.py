@@ -18,7 +18,7 @@ from pathlib import Path
 from traitlets import Int, Unicode, default
 
 from ...errors import BackendUnavailable
-from ...paths import ensure_private_dir
+from ...paths import ensure_private_dir, safe_short_dir, socket_not_ours
 from ...procs import ended_within, identify, terminate_tree
 from ...segments import migrate_legacy
 from ..base import Backend, LiveSession, SpawnRequest, Stream, StreamListener, check_session_id
@@ -127,7 +127,14 @@ class TmuxBackend(Backend):
     # -- control plane ---------------------------------------------------------------
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """tmux running ``args`` against our server; :class:`BackendUnavailable` if it
+        cannot run, fails (with ``check``), or the socket is not ours: then nothing is
+        sent to whoever listens there."""
         tmux = self.tmux
+        why = socket_not_ours(tmux.socket)
+        if why is not None:
+            self.log.warning("jupyter_agents: not connecting to tmux: %s", why)
+            raise BackendUnavailable(f"refusing the tmux socket: {why}")
         try:
             proc = subprocess.run(
                 tmux.argv(*args),
@@ -169,7 +176,7 @@ class TmuxBackend(Backend):
         if len(str(self.socket_path)) > MAX_SOCKET_PATH:
             raise BackendUnavailable(
                 f"tmux socket path {self.socket_path} is too long for a unix socket; "
-                "choose a shorter AgentsApp.state_dir"
+                f"choose a shorter AgentsApp.state_dir, such as {safe_short_dir()}"
             )
         ensure_private_dir(self.tmux_dir)
         ensure_private_dir(self.transcript_dir)
@@ -301,4 +308,7 @@ class TmuxBackend(Backend):
             await control.aclose(timeout)
 
     def debug_attach_command(self, session_id: str) -> list[str]:
+        why = socket_not_ours(self.socket_path)
+        if why is not None:
+            raise BackendUnavailable(f"refusing the tmux socket: {why}")
         return [self.tmux_command, "-S", str(self.socket_path), "attach", "-t", f"={session_id}"]

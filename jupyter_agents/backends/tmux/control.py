@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ...paths import socket_not_ours
 from .formats import (
     Buffer,
     Commands,
@@ -260,6 +261,10 @@ class TmuxControl:
         # -N: attach-session would start a tmux server where there is none (one killed
         # while streams were open), with no session for anyone
         argv = self._tmux.argv("-N", "-C", "attach-session", "-f", "ignore-size", *target)
+        why = socket_not_ours(self._tmux.socket)
+        if why is not None:  # whoever listens there gets nothing from us
+            self._log.warning("jupyter_agents: not connecting to tmux: %s", why)
+            return False
         try:
             proc = self._proc = await asyncio.create_subprocess_exec(
                 *argv,
