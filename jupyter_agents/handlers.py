@@ -393,12 +393,14 @@ class RestoreAllHandler(ApiHandler):
 
 
 class KindsHandler(ApiHandler):
-    """``GET /api/agents/kinds``: the session kinds this server can start."""
+    """``GET /api/agents/kinds``: the session kinds this server knows, each with whether
+    its program is installed (``available``; if not, ``unavailable`` says what was
+    looked for and how to install it)."""
 
     @web.authenticated
     @authorized
-    def get(self) -> None:
-        self.reply([k.describe() for k in self.service.kinds.values()])
+    async def get(self) -> None:
+        self.reply(await self.call(self.service.describe_kinds))
 
 
 def _report(report: Report) -> dict[str, Any]:

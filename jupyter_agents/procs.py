@@ -216,9 +216,8 @@ def on_exit(pid: int, callback: Callable[[], None]) -> Callable[[], None]:
             )
             kq.control([event], 0, 0)
             fd = kq.fileno()
-    except ProcessLookupError:
-        loop.call_soon(fire)
-        return lambda: None
+    except ProcessLookupError:  # gone already (``fire`` would find nothing to cancel)
+        return loop.call_soon(callback).cancel
     except OSError:  # no pidfd in this kernel: check instead
         fd = -1
 

@@ -144,21 +144,25 @@ def write_prelude(
 _COMPLAINT = re.compile(r"(?i)\b(error|failed|not found|no \w+ found|refus|invalid|denied)")
 
 
-def last_words(tail: bytes, marker: str, width: int = 300) -> str | None:
+def last_words(tail: bytes, marker: str | None, width: int = 300) -> str | None:
     """What a process printed in ``tail`` (raw transcript bytes) after the last
     ``marker`` (the restore's marker line): its last line that says what went wrong
     (an error, something not found...), else its last line; at most ``width``
-    characters. None when nothing was printed after the marker.
+    characters. None when nothing was printed after the marker. Without a ``marker``,
+    what the whole tail says.
 
     >>> last_words(b"old\\r\\n--- m ---\\r\\n\\x1b[31mNo conversation found\\x1b[0m\\r\\n", "--- m")
     'No conversation found'
     >>> last_words(b"--- m ---\\nError: no rollout found\\nStack backtrace:\\n  0: ?\\n", "--- m")
     'Error: no rollout found'
     """
-    cut = tail.rfind(marker.encode())
-    if cut < 0:
-        return None
-    after = tail[cut:].split(b"\n", 1)[1] if b"\n" in tail[cut:] else b""
+    if marker is None:
+        after = tail
+    else:
+        cut = tail.rfind(marker.encode())
+        if cut < 0:
+            return None
+        after = tail[cut:].split(b"\n", 1)[1] if b"\n" in tail[cut:] else b""
     lines = [line.strip() for line in clean_text(after.decode("utf-8", "replace")).splitlines()]
     lines = [line for line in lines if line]
     told = [line for line in lines if _COMPLAINT.search(line)]
@@ -239,8 +243,8 @@ class Restorer:
         the backend that owned it (the default one if that cannot start any more).
 
         :class:`Conflict` if it still runs (or is orphaned: adopt it instead), its cwd is
-        gone or its kind is no longer configured. Under the state lock, so two
-        concurrent restores of one session launch one process.
+        gone, its kind is no longer configured or its program is not installed. Under the
+        state lock, so two concurrent restores of one session launch one process.
         """
         with state_lock(self.state_dir):
             session = self.store.get(session_id)
@@ -265,6 +269,11 @@ class Restorer:
             previous = session.status
             session.env = self.env.environment(session.env)
             kind = self.kinds[session.kind]
+            missing = kind.unavailable(session.env.get("PATH"))
+            if missing is not None:
+                reason = f"cannot restore: {missing}"
+                self.store.update(session_id, reason=reason)
+                raise Conflict(f"session {session_id}: {reason}")
             # a conversation file the CLI lost comes back from the archive first
             had_file = self.archive is not None and self.archive.put_back(session)
             launch = kind.resume(session, session.env, had_file)

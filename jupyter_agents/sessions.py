@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,14 @@ from .procs import (
     terminate_tree,
 )
 from .reconcile import Action, apply_plan
-from .restore import TAIL_BYTES, Restorer, fresh_banner, prelude_argv, write_prelude
+from .restore import (
+    TAIL_BYTES,
+    Restorer,
+    fresh_banner,
+    last_words,
+    prelude_argv,
+    write_prelude,
+)
 from .store import Session, SessionStore, Status, new_session_id, utcnow_iso
 from .terminal_state import Followed, ModeFollower
 from .transcripts import GapLog, Transcript
@@ -54,6 +62,9 @@ from .usage import FORMATS
 from .vt import check_title
 
 ENDED: tuple[Status, ...] = ("exited", "interrupted", "killed")
+#: an agent that fails within this many seconds of its start is said to have failed to
+#: start (its record gets a reason)
+EARLY_EXIT = 10.0
 
 
 @dataclasses.dataclass
@@ -151,6 +162,10 @@ class SessionService:
             self.log.info("jupyter_agents: reconciled at start: %s", counts)
         changed = {a.session_id: a for a in actions if a.kind in ("exit", "interrupt", "orphan")}
         for action in actions:
+            if action.kind == "exit" and action.exit_code is not None:
+                reason = self._early_exit(action.session_id, action.exit_code)
+                if reason is not None:
+                    self.store.update(action.session_id, reason=reason)
             if boot or action.session_id in changed:
                 self.log.info("jupyter_agents: %s", action.describe())
         for session in self.store.get_many(changed):
@@ -209,6 +224,12 @@ class SessionService:
         raise InvalidRequest(
             f"unknown session kind {str(name)[:40]!r}; known kinds: {', '.join(self.kinds)}"
         )
+
+    def describe_kinds(self) -> builtins.list[dict[str, Any]]:
+        """Every kind as clients see it (:meth:`~.agents.AgentKind.describe`): whether
+        it can start with the PATH new sessions get, and if not why. Looks on disk."""
+        path = self.env.environment().get("PATH")
+        return [kind.describe(path) for kind in self.kinds.values()]
 
     def transcript(self, session_id: str) -> Transcript:
         """The transcript of a recorded session (:class:`NotFound` for unknown ids)."""
@@ -389,6 +410,9 @@ class SessionService:
         workdir = self.env.resolve_cwd(cwd, strict=strict)
         launch = agent.launch(checked)
         env = self.env.environment()
+        why = agent.unavailable(env.get("PATH"))
+        if why is not None:
+            raise Conflict(f"cannot start a {agent.name} session: {why}")
         backend = self.backends.default()
         with state_lock(self.state_dir):
             if name is not None:
@@ -547,9 +571,14 @@ class SessionService:
         return ended
 
     def record_exit(self, session_id: str, exit_code: int) -> None:
-        """A streamed session's process ended with ``exit_code``: record it, release it."""
+        """A streamed session's process ended with ``exit_code``: record it, release it.
+        An agent that failed within :data:`EARLY_EXIT` seconds of its start gets a
+        ``reason``: its exit code and what it printed last (``codex: not found``)."""
+        reason = self._early_exit(session_id, exit_code)
         with state_lock(self.state_dir):
-            ended = self.set_status(session_id, "exited", ("running",), exit_code=exit_code)
+            ended = self.set_status(
+                session_id, "exited", ("running",), exit_code=exit_code, reason=reason
+            )
             if ended is not None:
                 self.backends.get(ended.backend).remove(session_id)
         if ended is not None:
@@ -559,6 +588,29 @@ class SessionService:
                 ended.name,
                 exit_code,
             )
+
+    def _early_exit(self, session_id: str, exit_code: int) -> str | None:
+        """The reason of an agent (not a shell) that exited with an error within
+        :data:`EARLY_EXIT` seconds of its start; None otherwise. Blocking (waits up to
+        1 s for its last output to reach the transcript)."""
+        session = self.store.get(session_id)
+        if session.kind == "shell" or exit_code == 0 or session.reason:
+            return None
+        try:
+            started = datetime.fromisoformat(session.created)
+        except ValueError:
+            return None
+        lived = (datetime.now(timezone.utc) - started).total_seconds()
+        if lived > EARLY_EXIT:
+            return None
+        transcript = self._transcript(session)
+        deadline = time.monotonic() + 1.0  # its last output may land a moment later
+        while (words := last_words(transcript.tail(16 * 1024), None)) is None:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        said = f": {words}" if words else ""
+        return f"{session.kind} exited {lived:.0f} s after it started (code {exit_code}){said}"
 
     def note_activity(self, session_id: str) -> None:
         """Output or input happened now: record ``last_activity`` and publish it."""

@@ -361,3 +361,48 @@ def test_restore_on_start_resumes_agents_not_shells(agents_server, fake_agents, 
     run = poll(lambda: starts_by_pid(fake_agents).get(models[agent["id"]]["pid"]))
     assert without_reporting(run["argv"]) == ["--session-id", agent["conversation_id"]]
     assert run["argv"][-2] == "--settings"
+
+
+def test_a_kind_whose_cli_is_missing_says_so_and_starts_nothing(
+    agents_server, fake_agents, project
+):
+    """No ``codex`` on the PATH sessions get: the kinds list says so, with what was looked
+    for and how to install it; starting one is a 409 naming it, and nothing starts
+    (before, a plain shell took its place); an interrupted codex session is not
+    restored either, and its record says why."""
+    (fake_agents.bin / "codex").unlink()
+    server = agents_server(env=fake_agents.env)
+    kinds = {k["name"]: k for k in server.request("GET", "/api/agents/kinds")[1]}
+    assert kinds["codex"]["available"] is False
+    assert kinds["codex"]["unavailable"] == (
+        "codex was not found on the server's PATH; install it: npm install -g @openai/codex"
+    )
+    assert kinds["claude"]["available"] is True and kinds["shell"]["available"] is True
+    assert "unavailable" not in kinds["claude"]
+    status, body = server.request(
+        "POST", "/api/agents/sessions", {"kind": "codex", "cwd": str(project)}
+    )
+    assert status == 409, body
+    assert body["message"].startswith("cannot start a codex session: codex was not found")
+    assert sessions(server) == {}
+    assert fake_agents.records("start") == []
+
+
+def test_an_agent_that_fails_at_once_keeps_why(agents_server, fake_agents, project):
+    """A CLI that exits with an error right after it starts: its record is ``exited``
+    with the code and a reason quoting what it printed, so the panel can say why."""
+    codex = fake_agents.bin / "codex"
+    codex.write_text("#!/bin/sh\necho 'codex: error: no model provider configured' >&2\nexit 3\n")
+    server = agents_server(env=fake_agents.env)
+    model = new(server, "codex", project)
+    viewer = server.ws(model["name"])
+    ended = poll(
+        lambda: (s := sessions(server)[model["id"]])["status"] == "exited" and s,
+        what="the session to end",
+    )
+    viewer.close()
+    assert ended["exit_code"] == 3
+    assert ended["reason"].startswith("codex exited "), ended["reason"]
+    assert ended["reason"].endswith(
+        "s after it started (code 3): codex: error: no model provider configured"
+    ), ended["reason"]

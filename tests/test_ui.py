@@ -867,6 +867,39 @@ def test_restart_notification_can_be_turned_off(lab: Lab, page: Any) -> None:
         lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")
 
 
+def test_a_kind_that_is_not_installed_is_disabled_with_why(lab: Lab, page: Any) -> None:
+    """No codex on the server's PATH: the panel shows "+ Codex" disabled with what was
+    looked for and how to install it, on a desktop and on a phone; the command says
+    the same and cannot run. The kinds are looked up when the page loads."""
+    codex = lab.bin / "codex"
+    kept = codex.read_bytes()
+    codex.unlink()
+    try:
+        for size, name in (((1400, 900), "desktop"), ((360, 740), "phone")):
+            page.set_viewport_size({"width": size[0], "height": size[1]})
+            open_lab(page, lab, reset=True)
+            panel = show_panel(page)
+            button = panel.locator("button[data-action='new'][data-kind='codex']")
+            assert button.is_disabled()
+            why = panel.locator(".jp-AgentsPanel-unavailable")
+            assert why.inner_text() == (
+                "not installed: codex was not found on the server's PATH; "
+                "install it: npm install -g @openai/codex"
+            )
+            assert not panel.locator("button[data-kind='claude']").is_disabled()
+            box, pane = why.bounding_box(), panel.bounding_box()
+            assert box and pane and box["x"] + box["width"] <= pane["x"] + pane["width"] + 1
+            shot(page, f"kind-not-installed-{name}")
+        enabled = page.evaluate(
+            "() => ['codex', 'claude'].map(kind => "
+            "window.jupyterapp.commands.isEnabled('jupyter-agents:new', {kind}))"
+        )
+        assert enabled == [False, True]
+    finally:
+        codex.write_bytes(kept)
+        codex.chmod(0o755)
+
+
 def test_labextension_is_installed_and_enabled() -> None:
     """What `pip install` promises: the prebuilt extension, enabled (no browser needed)."""
     out = subprocess.run(

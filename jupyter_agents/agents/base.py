@@ -9,7 +9,9 @@ asks the kind again on restore.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import shutil
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence, Set
@@ -165,6 +167,28 @@ class AgentKind(ABC):
         path = None if cid is None else self.conversation_file(session, cid)
         return [] if path is None else [path]
 
-    def describe(self) -> dict[str, Any]:
-        """A JSON description for clients (name and command)."""
-        return {"name": self.name, "command": self.command}
+    #: how a person installs this kind's CLI (shown when it is not found)
+    install: str | None = None
+
+    def unavailable(self, path: str | None) -> str | None:
+        """Why no session of this kind can start with ``path`` as ``$PATH`` (its
+        program is not there, or not executable), in a sentence naming the program and
+        how to install it; None when it can."""
+        program = self.command[0]
+        if os.sep in program:
+            found = os.path.isfile(program) and os.access(program, os.X_OK)
+        else:
+            found = shutil.which(program, path=path) is not None
+        if found:
+            return None
+        where = "" if os.sep in program else " on the server's PATH"
+        how = f"; install it: {self.install}" if self.install else ""
+        return f"{program} was not found{where}{how}"
+
+    def describe(self, path: str | None = None) -> dict[str, Any]:
+        """A JSON description for clients: name, command, and whether it can start with
+        ``path`` as ``$PATH`` (``available``; if not, ``unavailable``: why, and how to
+        install it)."""
+        why = self.unavailable(path)
+        described = {"name": self.name, "command": self.command, "available": why is None}
+        return described if why is None else {**described, "unavailable": why}

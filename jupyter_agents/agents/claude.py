@@ -114,6 +114,7 @@ class ClaudeKind(AgentKind):
     """``claude`` with an id assigned at launch and followed through ``/clear``."""
 
     name = "claude"
+    install = "npm install -g @anthropic-ai/claude-code"
     follows_conversation = True
     reports = "hooks"
     keeps_conversations = True

@@ -92,6 +92,7 @@ class CodexKind(AgentKind):
     """``codex`` with its id captured from its thread lock (or its own rollout)."""
 
     name = "codex"
+    install = "npm install -g @openai/codex"
     follows_conversation = True
     reports = "notify"
     keeps_conversations = True

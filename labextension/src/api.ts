@@ -113,6 +113,10 @@ export function displayName(s: Pick<ISession, 'name' | 'title'>): string {
 export interface IKind {
   name: string;
   command: string[] | string;
+  /** Whether its program was found (absent from older servers: assume it was). */
+  available?: boolean;
+  /** Why it cannot start and how to install it, when it cannot. */
+  unavailable?: string;
 }
 
 /** `POST /api/agents/restore`. */

@@ -114,11 +114,17 @@ export function addCommands(options: Commands.IOptions): void {
         ? label(kind)
         : trans.__('New %1 Session', label(kind));
     },
-    caption: args =>
-      trans.__(
-        'Start a %1 session that survives server restarts',
-        label(String(args.kind ?? 'shell'))
-      ),
+    caption: args => {
+      const kind = String(args.kind ?? 'shell');
+      const missing = model.unavailable(kind);
+      return missing
+        ? trans.__('%1 cannot start: %2', label(kind), missing)
+        : trans.__(
+            'Start a %1 session that survives server restarts',
+            label(kind)
+          );
+    },
+    isEnabled: args => !model.unavailable(String(args.kind ?? 'shell')),
     icon: args => kindIcon(String(args.kind ?? 'shell')),
     execute: async args => {
       const kind = String(args.kind ?? 'shell');

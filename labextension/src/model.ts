@@ -80,7 +80,14 @@ export class SessionsModel implements IAgentSessions {
     }, CONNECT_GRACE);
     this._onState(this._events, this._events.state);
     this._kindsReady = listKinds(this.serverSettings).then(
-      found => (this._kinds = found.map(k => k.name)),
+      found => {
+        this._unavailable = new Map(
+          found
+            .filter(k => k.available === false)
+            .map(k => [k.name, k.unavailable ?? ''])
+        );
+        return (this._kinds = found.map(k => k.name));
+      },
       () => this._kinds
     );
   }
@@ -117,6 +124,10 @@ export class SessionsModel implements IAgentSessions {
 
   get kindsReady(): Promise<string[]> {
     return this._kindsReady;
+  }
+
+  unavailable(kind: string): string | undefined {
+    return this._unavailable.get(kind);
   }
 
   get ready(): Promise<void> {
@@ -342,6 +353,7 @@ export class SessionsModel implements IAgentSessions {
   private _startSeen = false;
   private _offline = false;
   private _kinds: string[] = DEFAULT_KINDS;
+  private _unavailable = new Map<string, string>();
   private _kindsReady: Promise<string[]>;
   private _ready: Promise<void>;
   private _resolveReady: () => void = () => undefined;

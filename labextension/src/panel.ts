@@ -465,12 +465,27 @@ export class AgentsPanel extends Widget {
       const button = el('button', 'jp-AgentsPanel-new jp-mod-styled');
       button.dataset.action = 'new';
       button.dataset.kind = kind;
-      button.title = trans.__(
-        'New %1: a session that survives server restarts',
-        kindLabel(kind, trans)
-      );
+      const missing = this._model.unavailable(kind);
+      button.title = missing
+        ? trans.__('%1 cannot start: %2', kindLabel(kind, trans), missing)
+        : trans.__(
+            'New %1: a session that survives server restarts',
+            kindLabel(kind, trans)
+          );
       kindIcon(kind).element({ container: button, tag: 'span' });
       button.append(el('span', '', kindLabel(kind, trans)));
+      if (missing) {
+        // disabled, and why right under it: a phone has no hover
+        button.disabled = true;
+        button.dataset.unavailable = 'true';
+        const why = el(
+          'span',
+          'jp-AgentsPanel-unavailable',
+          trans.__('not installed: %1', missing)
+        );
+        this._toolbar.append(button, why);
+        continue;
+      }
       button.onclick = () => this._actions.create(kind);
       this._toolbar.append(button);
     }

@@ -53,6 +53,9 @@ export interface IAgentSessions {
   /** Resolves with the kinds once the server said (or did not answer). */
   readonly kindsReady: Promise<string[]>;
 
+  /** Why a kind cannot start (its program is not installed), or undefined if it can. */
+  unavailable(kind: string): string | undefined;
+
   /** Resolves after the first snapshot (or its failure). */
   readonly ready: Promise<void>;
 
