@@ -376,18 +376,42 @@ def cast_export(
         yield json.dumps([round(last, 3), "o", rest], ensure_ascii=False).encode() + b"\n"
 
 
+def skipping(
+    chunks: Iterable[tuple[int, bytes]], ranges: list[tuple[int, int]]
+) -> Iterator[tuple[int, bytes]]:
+    """``(offset, bytes)`` chunks without the bytes in ``ranges`` (``[start, end)``,
+    ascending, not overlapping).
+
+    >>> list(skipping([(0, b"abcdef"), (6, b"ghij")], [(2, 4), (5, 7)]))
+    [(0, b'ab'), (4, b'e'), (7, b'hij')]
+    """
+    for offset, data in chunks:
+        pos = offset
+        end = offset + len(data)
+        for a, b in ranges:
+            if b <= pos or a >= end:
+                continue
+            if a > pos:
+                yield pos, data[pos - offset : a - offset]
+            pos = max(pos, b)
+        if pos < end:
+            yield pos, data[pos - offset :]
+
+
 def export(session: Session, transcript: Transcript, fmt: str) -> Iterator[bytes]:
     """``session``'s transcript in format ``fmt`` (:data:`FORMATS`; else
     :class:`InvalidRequest`) as it is now, streamed: :func:`text_export`,
-    :func:`html_export` or :func:`cast_export` (sized as the session's terminal)."""
+    :func:`html_export` or :func:`cast_export` (sized as the session's terminal). The
+    text and HTML leave out what a restore printed again (its original is there); the
+    cast keeps it: it plays the terminal as it was."""
     if fmt not in FORMATS:
         raise InvalidRequest(f"unknown format {fmt[:20]!r}; one of {', '.join(FORMATS)}")
     title = f"{session.name or session.id} ({session.kind})"
     chunks = transcript.chunks()
     if fmt == "txt":
-        return text_export(data for _, data in chunks)
+        return text_export(data for _, data in skipping(chunks, transcript.replays()))
     if fmt == "html":
-        return html_export((data for _, data in chunks), title)
+        return html_export((data for _, data in skipping(chunks, transcript.replays())), title)
     size = (session.cols or 80, session.rows or 24)
     return cast_export(chunks, transcript.timeline(), *size, title)
 

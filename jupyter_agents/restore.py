@@ -282,6 +282,7 @@ class Restorer:
                 session.name = next_free_name(self.store.live_names())
             transcript = Transcript(session.id, backend.transcript_path(session.id))
             prelude = write_prelude(self.state_dir, session, transcript, self.tail_bytes)
+            transcript.mark_replay(prelude.read_bytes())  # searched once, where it was
             try:
                 if session.backend != backend.name:
                     session.backend = backend.name

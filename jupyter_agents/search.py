@@ -220,6 +220,7 @@ def search(
         if source == "t":
             transcript = transcript_of(session.id)
             timeline = transcript.timeline()
+            replays = transcript.replays()  # found once, where first printed
             if since_ms is not None and timeline and timeline[-1][1] < since_ms:
                 timeline, position = [], None  # nothing written since: skip its transcript
             t0 = timeline[0][1] if timeline else None
@@ -229,6 +230,8 @@ def search(
                 )
                 scanned += read
                 for offset, line, span in found:
+                    if any(a <= offset < b for a, b in replays):
+                        continue
                     ms = time_at(timeline, offset)
                     if since_ms is not None and (ms is None or ms < since_ms):
                         continue

@@ -11,6 +11,11 @@ Layout of one session's transcript, ``<state dir>/transcripts/<session id>/`` (0
     <start>.idx               its timing index (0600): when its output was written
     gap-<offset>-<unixtime>   empty: output at byte <offset> was lost at that time
                               (a write failed, e.g. the disk was full)
+    replay-<offset>           empty: the output from byte <offset> on begins with a
+                              replay of earlier output (a restore's prelude: an old
+                              tail, then its marker line), which search and the text
+                              exports skip: its original is found where it was first
+                              printed
 
 Offsets are *logical*: bytes since the session first began (restores append), unpadded
 decimal. The segment with the highest start is the one being written; segments are
@@ -23,7 +28,10 @@ when writes work again.
 
 A timing index holds one line per entry, ``<offset> <unix time in ms>`` for the first
 and ``<offset delta> <ms delta>`` from the one before for the others: the output from
-that offset on was written at that time. A writer adds an entry for a write of output
+that offset on was written at that time. A writer that opens a segment another writer
+began (a restored session appends to its transcript) starts with an absolute line too:
+a line whose time is at least :data:`ABSOLUTE_MS` (2001 in unix ms; no delta is ever
+that long) is absolute, offset and time. A writer adds an entry for a write of output
 at least :data:`INDEX_INTERVAL` after the segment's previous entry (and for the first
 write into a segment), so the output between two entries came within that interval of
 the first. An index is at most ``1/INDEX_SHARE`` of its segment's size: a segment whose
@@ -54,8 +62,11 @@ MIN_SEGMENT_BYTES = 64 << 10
 INDEX_INTERVAL = 0.1
 #: a segment's timing index holds at most 1/INDEX_SHARE of its size
 INDEX_SHARE = 8
+#: an index line with a time at least this is absolute (module docstring)
+ABSOLUTE_MS = 10**12
 _SEGMENT = re.compile(r"(0|[1-9][0-9]*)\.log")
 _GAP = re.compile(r"gap-(0|[1-9][0-9]*)-([0-9]+)")
+_REPLAY = re.compile(r"replay-(0|[1-9][0-9]*)")
 
 
 def segmenting(max_bytes: int) -> tuple[int, int]:
@@ -98,10 +109,13 @@ def index_entry(offset: int, when: float, last: tuple[int, int] | None) -> bytes
 
 def parse_index(data: bytes) -> list[tuple[int, int]]:
     r"""The entries of one segment's timing index, ``(offset, unix time in ms)``, up to
-    its first malformed line (a writer killed mid-line).
+    its first malformed line (a writer killed mid-line). Absolute lines after the first
+    (a second writer's: module docstring) restart the sums.
 
     >>> parse_index(b"4096 1767225600250\n100 250\n7 1")
     [(4096, 1767225600250), (4196, 1767225600500)]
+    >>> parse_index(b"0 1767225600250\n100 250\n5000 1767229200000\n10 5\n")[2:]
+    [(5000, 1767229200000), (5010, 1767229200005)]
     """
     entries: list[tuple[int, int]] = []
     offset = ms = 0
@@ -109,14 +123,11 @@ def parse_index(data: bytes) -> list[tuple[int, int]]:
         fields = line.split(b" ")
         if len(fields) != 2 or not all(f.isdigit() for f in fields):
             break
-        offset, ms = (
-            (int(fields[0]), int(fields[1]))
-            if not entries
-            else (
-                offset + int(fields[0]),
-                ms + int(fields[1]),
-            )
-        )
+        first, second = int(fields[0]), int(fields[1])
+        if not entries or second >= ABSOLUTE_MS:
+            offset, ms = first, second
+        else:
+            offset, ms = offset + first, ms + second
         entries.append((offset, ms))
     return entries
 
@@ -142,13 +153,23 @@ def gap_name(offset: int, when: float) -> str:
     return f"gap-{offset}-{int(when)}"
 
 
+def replay_name(offset: int) -> str:
+    """The file name of the marker of a replay starting at ``offset``.
+
+    >>> replay_name(4096)
+    'replay-4096'
+    """
+    return f"replay-{offset}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Listing:
-    """What a transcript directory holds: segment starts and gaps ``(offset, unix
-    time)``, both ascending."""
+    """What a transcript directory holds: segment starts, gaps ``(offset, unix time)``
+    and replay starts, all ascending."""
 
     starts: list[int]
     gaps: list[tuple[int, int]]
+    replays: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def first(self) -> int:
@@ -157,19 +178,23 @@ class Listing:
 
 
 def parse_listing(names: Iterable[str]) -> Listing:
-    """The segments and gap markers among a transcript directory's file names (anything
-    else, e.g. a zero-padded name, is ignored).
+    """The segments, gap and replay markers among a transcript directory's file names
+    (anything else, e.g. a zero-padded name, is ignored).
 
     >>> parse_listing(["65536.log", "0.log", "gap-70000-1767225600", "x.log", "007.log"])
-    Listing(starts=[0, 65536], gaps=[(70000, 1767225600)])
+    Listing(starts=[0, 65536], gaps=[(70000, 1767225600)], replays=[])
+    >>> parse_listing(["0.log", "replay-512", "replay-0"]).replays
+    [0, 512]
     """
-    starts, gaps = [], []
+    starts, gaps, replays = [], [], []
     for name in names:
         if m := _SEGMENT.fullmatch(name):
             starts.append(int(m[1]))
         elif m := _GAP.fullmatch(name):
             gaps.append((int(m[1]), int(m[2])))
-    return Listing(sorted(starts), sorted(gaps))
+        elif m := _REPLAY.fullmatch(name):
+            replays.append(int(m[1]))
+    return Listing(sorted(starts), sorted(gaps), sorted(replays))
 
 
 def segments_to_drop(starts: list[int], keep: int) -> list[int]:

@@ -445,6 +445,7 @@ class SessionService:
                     self.restorer.tail_bytes,
                     fresh_banner(agent.name, after),
                 )
+                self._transcript(session).mark_replay(shown.read_bytes())
                 argv = prelude_argv(shown, argv)
             self.launch(session, launch, argv, was=None)
         if agent.name in FORMATS:

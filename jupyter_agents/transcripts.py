@@ -26,12 +26,14 @@ from typing import TypeVar
 
 from . import params
 from .errors import NotFound, OutOfRange
+from .paths import create_private_file, ensure_private_dir
 from .segments import (
     Listing,
     index_name,
     migrate_legacy,
     parse_index,
     parse_listing,
+    replay_name,
     segment_name,
 )
 
@@ -169,6 +171,53 @@ class Transcript:
             return []
         first, gaps = found
         return [(o, datetime.fromtimestamp(t, timezone.utc)) for o, t in gaps if o >= first]
+
+    def mark_replay(self, replayed: bytes) -> None:
+        """Say that the output from its end on begins with ``replayed`` printed again (a
+        restore's prelude: :mod:`jupyter_agents.restore`), which :meth:`replays` then
+        gives; the directory is made if there is none yet. Blocking."""
+        ensure_private_dir(self.path)
+        marker = self.path / replay_name(self.size())
+        create_private_file(marker)
+        newlines = replayed.count(b"\n")
+        marker.write_text(f"{len(replayed)} {newlines}")
+
+    def replays(self) -> list[tuple[int, int]]:
+        """The byte ranges ``[start, end)`` of its kept bytes that replay earlier output
+        (:meth:`mark_replay`), ascending. A terminal prints each newline of a replay as
+        CR LF, so a range is its bytes plus one per newline, as long as its end is where
+        the replay's last line ends (else, the bytes alone). Blocking."""
+
+        def step(dir_fd: int, listing: Listing, end: int) -> list[tuple[int, int, int]]:
+            found = []
+            for start in listing.replays:
+                try:
+                    fd = os.open(replay_name(start), os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
+                except FileNotFoundError:
+                    continue
+                try:
+                    fields = os.read(fd, 64).split()
+                finally:
+                    os.close(fd)
+                if len(fields) == 2 and all(f.isdigit() for f in fields):
+                    found.append((start, int(fields[0]), int(fields[1])))
+            return found
+
+        try:
+            marked = self._look(step)
+        except NotFound:
+            return []
+        ranges = []
+        first = self.start()
+        for start, length, newlines in marked:
+            end = start + length + newlines
+            with contextlib.suppress(NotFound, OutOfRange):
+                last = self.read(end - 3, 3)[0]
+                if len(last) == 3 and last != b"\r\r\n":
+                    end = start + length  # printed as it is (no CR added)
+            if end > first:
+                ranges.append((max(start, first), end))
+        return ranges
 
     def ended_at(self) -> datetime | None:
         """When it was last written (the newest segment's mtime), if it has a segment."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import subprocess
 import sys
 import urllib.parse
@@ -19,7 +20,13 @@ import pyte
 import pytest
 
 from jupyter_agents.backends.broker.recorder import Recorder
-from jupyter_agents.pytest_plugin import ServerProcess, poll, transcript, transcript_bytes
+from jupyter_agents.pytest_plugin import (
+    ServerProcess,
+    kill_backends,
+    poll,
+    transcript,
+    transcript_bytes,
+)
 from jupyter_agents.query import Query
 from jupyter_agents.search import search
 from jupyter_agents.store import Session
@@ -303,3 +310,48 @@ def test_exports_text_html_and_cast(agents_server, agents_backend, tmp_path):
 
     assert api(server, f"/api/agents/sessions/{sid}/export", format="pdf")[0] == 400
     assert api(server, "/api/agents/sessions/nosuchsession/export", format="txt")[0] == 404
+
+
+@both_backends
+def test_a_line_is_found_once_at_its_time_across_three_restores(
+    agents_server, agents_backend, tmp_path
+):
+    """A shell prints a marker once; then, three times, its backend dies (a reboot)
+    and the session is restored, which shows the old tail again under a marker line.
+    Search finds the marker once, dated within a second of its printing (not in 2083:
+    a second writer's absolute index line is not read as a delta); the text export and
+    ``jupyter agents grep`` show it once too."""
+    server = agents_server()
+    shell = new(server, "shell", tmp_path)
+    printed = datetime.now(timezone.utc)
+    server.type_line(shell["name"], "echo ONCE-$((6*7))-ONLY", "ONCE-42-ONLY\r\n")
+    poll(lambda: b"ONCE-42-ONLY" in transcript_bytes(server.state_dir, shell["id"]), what="it")
+    for n in range(3):
+        server.stop()
+        kill_backends(server.state_dir)
+        server.start()
+        status, body = server.request("POST", f"/api/agents/sessions/{shell['id']}/restore")
+        assert status == 200, body
+        server.type_line(shell["name"], f"echo AFTER-{n}-$((1+1))", f"AFTER-{n}-2\r\n")
+    raw = transcript_bytes(server.state_dir, shell["id"])
+    # printed once; each restore replays the old tail, earlier replays included
+    assert raw.count(b"ONCE-42-ONLY\r") == 1 + 1 + 2 + 4
+    status, page = api(server, "/api/agents/search", q="ONCE-42-ONLY")
+    assert status == 200, page
+    hits = [h for h in page["hits"] if h["source"] == "transcript"]
+    assert len(hits) == 1, hits
+    when = datetime.fromisoformat(hits[0]["time"])
+    assert abs((when - printed).total_seconds()) < 1.5, (when, printed)
+    later = [h["time"] for h in api(server, "/api/agents/search", q="AFTER-2-2")[1]["hits"]]
+    assert len(later) == 1
+    assert abs(datetime.fromisoformat(later[0]) - datetime.now(timezone.utc)) < timedelta(
+        seconds=30
+    )
+    status, text = server.request("GET", f"/api/agents/sessions/{shell['id']}/export?format=txt")
+    assert status == 200 and isinstance(text, bytes)
+    assert text.count(b"ONCE-42-ONLY") == 1, text.decode(errors="replace")[-2000:]
+    assert text.count(b"AFTER-2-2") == 1
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    grep = jupyter_agents(server.state_dir, env, "grep", "ONCE-42-ONLY")
+    assert grep.returncode == 0, grep.stderr
+    assert grep.stdout.count("ONCE-42-ONLY") == 1, grep.stdout

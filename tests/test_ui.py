@@ -596,6 +596,17 @@ def test_reopened_tab_restored_in_place_offers_a_fresh_shell(lab: Lab, page: Any
     )
     assert resumed["conversation_id"] == agent["conversation_id"]
     assert resumed["argv"][1:3] == ["--resume", agent["conversation_id"]]
+
+    # the restart notification counts what is still interrupted (earlier tests left
+    # some), not the two sessions the tabs restored in place
+    def toast_is_current() -> bool:
+        left = sum(s["status"] == "interrupted" for s in lab.sessions().values())
+        said = " ".join(page.locator(".Toastify__toast", has_text="restarted").all_inner_texts())
+        if left == 0:
+            return "interrupted" not in said
+        return re.search(rf"\b{left} sessions? interrupted", said) is not None
+
+    poll(toast_is_current, what="a restart notification that counts what is interrupted now")
     wait_text(page, r"REOPEN-16")  # its earlier output, above the new shell
     shot(page, "3-reopened-tab-restored")
     before = {s["id"] for s in lab.sessions().values() if s["status"] == "running"}

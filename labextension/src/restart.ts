@@ -98,29 +98,60 @@ export async function notifyRestart(options: {
     return;
   }
   const { commands } = app;
+  const actions = (count: number) => [
+    ...(count
+      ? [
+          {
+            label: trans.__('Restore all'),
+            displayType: 'accent' as const,
+            callback: () => void commands.execute(CommandIDs.restoreAll)
+          }
+        ]
+      : []),
+    ...(commands.hasCommand(CommandIDs.showPanel)
+      ? [
+          {
+            label: trans.__('Show agents'),
+            callback: () => void commands.execute(CommandIDs.showPanel)
+          }
+        ]
+      : [])
+  ];
   const notify = interrupted ? Notification.warning : Notification.info;
-  notify(message, {
+  const id = notify(message, {
     autoClose: interrupted ? false : 8000,
-    actions: [
-      ...(interrupted
-        ? [
-            {
-              label: trans.__('Restore all'),
-              displayType: 'accent' as const,
-              callback: () => void commands.execute(CommandIDs.restoreAll)
-            }
-          ]
-        : []),
-      ...(commands.hasCommand(CommandIDs.showPanel)
-        ? [
-            {
-              label: trans.__('Show agents'),
-              callback: () => void commands.execute(CommandIDs.showPanel)
-            }
-          ]
-        : [])
-    ]
+    actions: actions(interrupted)
   });
+  if (!interrupted) {
+    return;
+  }
+  // never stale: it counts what is still interrupted (tabs restore sessions in place,
+  // a person restores them elsewhere) and goes once nothing is left to restore
+  let shown = interrupted;
+  const follow = () => {
+    const now = (model.sessions ?? []).filter(
+      s => s.status === 'interrupted'
+    ).length;
+    if (now === shown) {
+      return;
+    }
+    shown = now;
+    const text = restartMessage({ reattached, interrupted: now }, trans);
+    if (now === 0 || text === null) {
+      Notification.dismiss(id);
+      model.changed.disconnect(follow);
+      return;
+    }
+    Notification.update({
+      id,
+      message: text,
+      type: 'warning',
+      autoClose: false,
+      actions: actions(now)
+    });
+  };
+  model.changed.connect(follow);
+  follow();
 }
 
 /**

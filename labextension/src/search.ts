@@ -346,10 +346,14 @@ export class TranscriptSearch {
       head.append(label);
     }
     if (hit.time) {
+      const when = new Date(hit.time);
+      const thisYear = when.getFullYear() === new Date().getFullYear();
       const time = el(
         'span',
         'jp-AgentsSearch-time',
-        new Date(hit.time).toLocaleString(undefined, {
+        when.toLocaleString(undefined, {
+          // the year when it is not this one
+          ...(thisYear ? {} : { year: 'numeric' }),
           month: 'short',
           day: 'numeric',
           hour: '2-digit',

@@ -1,7 +1,8 @@
 /**
  * Status-bar item: how many agent sessions need you (waiting for input, asking
  * permission, stopped on an error), then how many are running, interrupted,
- * orphaned. A click opens the Agents panel.
+ * orphaned; only the counts that are not 0 show (an empty server shows the icon
+ * alone). A click opens the Agents panel.
  */
 import { TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
@@ -46,23 +47,15 @@ export class AgentsStatus extends Widget {
       if (count > 0 && status !== 'running') {
         span.classList.add('jp-mod-attention');
       }
+      span.hidden = count === 0; // present (for its count) but only shown when not 0
       return span;
     };
-    if (needsYou > 0) {
-      this.node.append(
-        part(
-          'needs-you',
-          needsYou,
-          trans._n('%1 needs you', '%1 need you', needsYou)
-        )
-      );
-    } else {
-      // present (for its count) but not shown
-      const none = part('needs-you', 0, '');
-      none.hidden = true;
-      this.node.append(none);
-    }
     this.node.append(
+      part(
+        'needs-you',
+        needsYou,
+        trans._n('%1 needs you', '%1 need you', needsYou)
+      ),
       part('running', running, trans.__('%1 running', running)),
       part('interrupted', interrupted, trans.__('%1 interrupted', interrupted)),
       part('orphaned', orphaned, trans.__('%1 orphaned', orphaned))
