@@ -79,23 +79,35 @@ def digest(payload: Mapping[str, Any], now: float) -> dict[str, Any]:
     }
 
 
-def state_after(record: Mapping[str, Any]) -> tuple[Attention, str | None] | None:
-    """The attention state (and reason) a spooled event puts a session in; None when
-    the event says nothing about it.
+def state_after(
+    record: Mapping[str, Any], current: Attention | None = None
+) -> tuple[Attention, str | None] | None:
+    """The attention state (and reason) a spooled event puts a session in, from its
+    ``current`` one; None when the event says nothing about it. A CLI that started (or
+    resumed) and was asked nothing is ``ready``, not waiting: no turn ended, so nobody
+    is needed, and its "still idle" reminder changes nothing.
 
     >>> state_after({"event": "Notification", "type": "permission_prompt"})
     ('permission', None)
     >>> state_after({"event": "StopFailure", "error": "rate_limit"})
     ('error', 'rate_limit')
+    >>> state_after({"event": "SessionStart"}), state_after({"event": "Stop"}, "ready")
+    (('ready', None), ('waiting', None))
+    >>> state_after({"event": "Notification", "type": "idle_prompt"}, "ready") is None
+    True
     """
     event, kind = record.get("event"), record.get("type")
+    if event == "SessionStart":
+        return "ready", None
+    if event == "Notification" and kind == "idle_prompt" and current in ("ready", None):
+        return None
     if event in ("UserPromptSubmit", "PreToolUse", "PostToolUse"):
         return "working", None
     if event == "PermissionRequest" or (event == "Notification" and kind == "permission_prompt"):
         return "permission", None
     if event == "Notification" and kind in ("idle_prompt", "elicitation_dialog"):
         return "waiting", kind if kind != "idle_prompt" else None
-    if event in ("SessionStart", "Stop", "agent-turn-complete"):
+    if event in ("Stop", "agent-turn-complete"):
         return "waiting", None
     if event == "StopFailure":
         return "error", str(record.get("error") or "unknown error")
@@ -285,7 +297,7 @@ class AttentionTracker:
                 continue  # applied before (by this or another process)
             if record.get("event") == "SessionStart":
                 session = self._follow(session, record.get("conversation"))
-            state = state_after(record)
+            state = state_after(record, session.attention)
             if state is None or state == (session.attention, session.attention_reason):
                 continue
             changed += self._set(session, state[0], state[1], record["t"], source)

@@ -29,7 +29,7 @@ CLOSE_TIMEOUT = 10.0
 
 Status = Literal["running", "exited", "interrupted", "orphaned", "killed"]
 #: what an agent session needs: ``waiting``, ``permission`` and ``error`` need the user
-Attention = Literal["working", "waiting", "permission", "error", "unknown"]
+Attention = Literal["ready", "working", "waiting", "permission", "error", "unknown"]
 
 #: Forward migrations; ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[str, ...] = (

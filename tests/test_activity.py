@@ -84,7 +84,7 @@ def test_a_working_agent_keeps_the_server_active_until_keepalive(
     server = agents_server(env=fake_agents.env, args=ARGS)
     new(server, "shell", tmp_path)  # an idle shell beside it
     agent = new(server, "claude", tmp_path)
-    reaches(server, agent["id"], "waiting")
+    reaches(server, agent["id"], "ready")
     client = server.ws(agent["name"])
     client.wait_for("FAKE CLAUDE conversation")
     client.stdin("/hold\r")  # the last human input: the tool "runs" until the next line

@@ -85,7 +85,7 @@ def test_each_transition_reaches_the_model_and_the_events(agents_server, fake_ag
         settings = json.loads(Path(run["argv"][-1]).read_text())
         assert set(settings["hooks"]) >= {"SessionStart", "Stop", "StopFailure", "Notification"}
 
-        start = reaches(server, sid, "waiting")  # SessionStart
+        start = reaches(server, sid, "ready")  # SessionStart: started, asked nothing
         assert start["attention_source"] == "hooks"
         assert start["attention_reason"] is None
         assert model(server, shell["id"])["attention"] is None  # shells report nothing
@@ -120,7 +120,7 @@ def test_each_transition_reaches_the_model_and_the_events(agents_server, fake_ag
         times = [iso(m["attention_since"]) for m in seen]
         assert times == sorted(times) and len(set(times)) == len(times), times
 
-        expected = ["waiting", "working", "waiting", *(state for _, state in steps)]
+        expected = ["ready", "working", "waiting", *(state for _, state in steps)]
         got = poll(
             lambda: (
                 len(events.of(sid, "attention")) >= len(expected) and events.of(sid, "attention")
@@ -147,7 +147,7 @@ def test_each_transition_reaches_the_model_and_the_events(agents_server, fake_ag
         poll(lambda: model(server, sid)["conversation_id"] == cleared[0], what="id after /clear")
         conversation = poll(lambda: events.of(sid, "conversation"), what="conversation event")
         assert conversation[-1]["conversation_id"] == cleared[0]
-        reaches(server, sid, "waiting")
+        reaches(server, sid, "ready")  # a new conversation, asked nothing yet
 
         # the spool keeps status, never what was typed
         spool = server.state_dir / "spool" / f"{sid}.jsonl"
@@ -171,7 +171,7 @@ def test_events_spooled_while_no_server_runs_are_applied_at_start(
     server = agents_server(env=fake_agents.env)
     agent = new(server, "claude", project)
     sid = agent["id"]
-    reaches(server, sid, "waiting")
+    reaches(server, sid, "ready")
     server.stop(signal.SIGKILL)  # tmux keeps the agent running, nobody reads the spool
 
     socket = server.state_dir / "tmux" / "socket"
@@ -260,9 +260,13 @@ def test_cli_wait_and_the_attention_column(agents_server, agents_state_dir, fake
     agent = new(server, "claude", project)
     sid = agent["id"]
     shell = new(server, "shell", project)
-    reaches(server, sid, "waiting")
+    reaches(server, sid, "ready")  # asked nothing yet: not a session that needs you
     client = server.ws(agent["name"])
     client.wait_for("FAKE CLAUDE conversation")
+    code, out, _ = cli(agents_state_dir, "wait", sid, "--timeout", "1")
+    assert code == 7 and out == ""
+    client.stdin("hello\r")  # a turn ends: now it waits for its user
+    reaches(server, sid, "waiting")
 
     # exit codes: 0 waiting for input, 5 permission, 6 error, 7 timed out
     code, out, _ = cli(agents_state_dir, "wait", sid, "--timeout", "10")
@@ -346,7 +350,7 @@ def test_hooks_never_import_from_the_project_folder(
     server = agents_server(env={**fake_agents.env, "HOSTILE_MARK": str(mark)})
     agent = new(server, kind, project)
     if kind == "claude":
-        reaches(server, agent["id"], "waiting")  # SessionStart, through the hook
+        reaches(server, agent["id"], "ready")  # SessionStart, through the hook
         server.type_line(agent["name"], "hello", "claude heard: hello")
         poll(lambda: hooks_fired(fake_agents, "Stop"), what="the Stop hook")
     else:

@@ -135,10 +135,10 @@ def test_real_claude_through_our_api(agents_server, tmp_path, monkeypatch):
         )
         assert ours[0]["conversation"] == first
         assert "prompt" not in json.dumps(ours)
-        after_start = poll(
-            lambda: (m := model(server, sid))["attention"] == "waiting" and m,
+        after_start = poll(  # started, asked nothing: not "needs you"
+            lambda: (m := model(server, sid))["attention"] == "ready" and m,
             timeout=60,
-            what="waiting after SessionStart",
+            what="ready after SessionStart",
         )
         assert after_start["attention_source"] == "hooks"
         assert after_start["conversation_id"] == first
@@ -174,9 +174,9 @@ def test_real_claude_through_our_api(agents_server, tmp_path, monkeypatch):
             what="the model to follow /clear",
         )
         again = poll(
-            lambda: (m := model(server, sid))["attention"] == "waiting" and m,
+            lambda: (m := model(server, sid))["attention"] == "ready" and m,
             timeout=60,
-            what="waiting after /clear",
+            what="ready after /clear",
         )
         assert again["attention_reason"] is None
         client.close()

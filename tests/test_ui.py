@@ -713,10 +713,13 @@ def spooled(lab: Lab, sid: str, event: str) -> list[float]:
 
 
 def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, page: Any) -> None:
-    """A Claude Code session (the fake CLI runs the hooks it is given) that finishes a
-    turn: its badge says waiting (group "Needs you"), the status bar counts it, a
+    """A Claude Code session (the fake CLI runs the hooks it is given): just started,
+    it is ``ready``, not "needs you"; once a turn finishes while the person works
+    elsewhere, its badge says waiting (group "Needs you"), the status bar counts it, a
     notification with "Open" appears, its terminal tab is marked, the Running sidebar
-    lists it first. The time from the Stop hook to the badge is printed, not asserted."""
+    lists it first. While its tab has the focus, a permission request shows on the
+    badge and the tab but pops no notification. The time from the Stop hook to the
+    badge is printed, not asserted."""
     open_lab(page, lab, reset=True)
     show_panel(page)
     created = lab.server.request("POST", "/api/agents/sessions", {"kind": "claude"})
@@ -726,11 +729,12 @@ def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, p
         "(name) => window.jupyterapp.commands.execute('jupyter-agents:open', {name})", name
     )
     wait_text(page, r"FAKE CLAUDE")
-    # at its prompt after SessionStart: waiting, but no news (no notification)
-    page.wait_for_selector(
-        f"#jupyter-agents-panel .jp-AgentsPanel-row[data-session-id='{sid}'][data-attention]",
-        state="attached",
-    )
+    # at its prompt after SessionStart: ready, asked nothing, so nobody is needed
+    ready = row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='ready']")
+    ready.wait_for()
+    assert ready.inner_text() == "ready"
+    assert row(page, sid).get_attribute("data-group") != "needs"
+    assert int(page.locator(".jp-AgentsStatus-needs-you").get_attribute("data-count")) == 0
     # a turn that holds a tool: working
     type_in_terminal(page, "/hold\n")
     page.wait_for_selector(
@@ -740,8 +744,12 @@ def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, p
     assert page.locator(".Toastify__toast", has_text="waiting for your input").count() == 0
     page.evaluate(BADGE_TIMES, sid)
     stops = len(spooled(lab, sid, "Stop"))
-    # the tool ends, the reply comes, the turn stops: waiting
-    type_in_terminal(page, "go on\n")
+    # the person works elsewhere (the panel's filter); the tool ends, the reply comes,
+    # the turn stops: waiting
+    show_panel(page).locator(".jp-AgentsPanel-filter").focus()
+    elsewhere = lab.server.ws(name)
+    elsewhere.wait_for(lambda c: len(c.messages) >= 2)
+    elsewhere.stdin("go on\r")
     badge = row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='waiting']")
     badge.wait_for()
     assert row(page, sid).get_attribute("data-group") == "needs"
@@ -790,10 +798,20 @@ def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, p
         lambda: page.locator(".lm-TabBar-tab.jp-AgentsAttention-tab").count() == 0,
         what="the tab marker to go",
     )
-    # a permission prompt: needs you again, and says so
+    # a permission prompt while the person types in its tab: the badge and the tab
+    # say so, no notification pops up over what they look at
     type_in_terminal(page, "/perm\n")
     row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='permission']").wait_for()
+    page.wait_for_timeout(1500)
+    assert page.locator(".Toastify__toast", has_text="asks for your permission").count() == 0
+    # the same while they work elsewhere: needs you, and a notification says so
+    show_panel(page).locator(".jp-AgentsPanel-filter").focus()
+    elsewhere.stdin("/hold\r")
+    row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='working']").wait_for()
+    elsewhere.stdin("/perm\r")
+    row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='permission']").wait_for()
     page.locator(".Toastify__toast", has_text="asks for your permission").first.wait_for()
+    elsewhere.close()
     shot(page, "6-permission")
 
 

@@ -14,7 +14,7 @@ export type Status =
  * and kinds that do not report). `waiting`, `permission` and `error` need the user.
  */
 export type Attention =
-  'working' | 'waiting' | 'permission' | 'error' | 'unknown';
+  'ready' | 'working' | 'waiting' | 'permission' | 'error' | 'unknown';
 
 /** The session model of `GET /api/agents/sessions`. */
 export interface ISession {

@@ -2,7 +2,7 @@
  * Attention: which agent sessions need their user, everywhere the user looks.
  *
  * The server tells us each agent session's `attention` (exact, from the CLI's hooks):
- * `working`, `waiting` (turn finished), `permission` (approval asked), `error` (with
+ * `ready` (started or resumed, asked nothing yet), `working`, `waiting` (turn finished), `permission` (approval asked), `error` (with
  * a reason), `unknown`. "Needs you" = waiting, permission, error. Pure helpers first
  * (labels, groups, what changed), then `AttentionWatcher`, which turns changes into a
  * JupyterLab notification (with "Open"), an optional browser notification while the
@@ -63,6 +63,8 @@ export function attentionLabel(
   trans: TranslationBundle = nullTranslator.load(DOMAIN)
 ): string {
   switch (attention) {
+    case 'ready':
+      return trans.__('ready');
     case 'working':
       return trans.__('working');
     case 'waiting':
@@ -85,6 +87,8 @@ export function attentionSentence(
 ): string {
   const who = trans.__('%1 session %2', kindLabel(s.kind, trans), s.name);
   switch (s.attention) {
+    case 'ready':
+      return trans.__('%1 is ready: nothing asked yet', who);
     case 'working':
       return trans.__('%1 is working', who);
     case 'waiting':
@@ -291,9 +295,31 @@ export class AttentionWatcher {
     this._options.model.changed.disconnect(this.update, this);
   }
 
+  /** Whether `session`'s tab is shown, focused, on a visible page that has the focus. */
+  private _watched(session: ISession): boolean {
+    if (document.visibilityState !== 'visible' || !document.hasFocus()) {
+      return false;
+    }
+    for (const tab of this._options.tabs()) {
+      const node = (tab as unknown as { node?: HTMLElement }).node;
+      if (
+        !tab.isDisposed &&
+        tab.content.session.name === session.name &&
+        node?.offsetParent &&
+        node.contains(document.activeElement)
+      ) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   private _notify(session: ISession): void {
     const { trans, open } = this._options;
     const message = attentionSentence(session, trans);
+    if (this._watched(session)) {
+      return; // the person is looking at it: the tab and the row say it already
+    }
     if (this.notifications) {
       const previous = this._shown.get(session.id);
       if (previous) {
