@@ -77,6 +77,8 @@ class LiveTerminal:
         #: viewers that fell :data:`LAG_BYTES` behind: no live output until caught up
         self._lagging: set[Viewer] = set()
         self._size: tuple[int, int] | None = None
+        #: the viewer that typed last: its size is the session's (None: nobody typed)
+        self._typist: Viewer | None = None
         self.stream = streams.backends.get(session.backend).attach(session.id, self)
 
     def add_viewer(self, viewer: Viewer) -> None:
@@ -110,6 +112,8 @@ class LiveTerminal:
         if viewer not in self.viewers:
             return
         del self.viewers[viewer]
+        if viewer is self._typist:
+            self._typist = None
         if viewer in self._active:
             self._active.remove(viewer)
         self._lagging.discard(viewer)
@@ -120,24 +124,35 @@ class LiveTerminal:
             self.streams.drop(self, disconnect=False)
 
     def set_size(self, viewer: Viewer, rows: int, cols: int) -> None:
-        """Remember this viewer's size; the session gets the smallest of all viewers."""
+        """Remember this viewer's size; the session takes it if this viewer sets the
+        size (:meth:`_apply_size`)."""
         if viewer in self.viewers:
             self.viewers[viewer] = (rows, cols)
             self._apply_size()
             self.streams.touch(self.session.id)
 
     def _apply_size(self) -> None:
-        sizes = [s for s in self.viewers.values() if s is not None]
-        if not sizes:
+        """The session gets the size of the viewer that typed last (tmux's
+        ``window-size latest``): the person at the keyboard, so a phone that opens the
+        session only to look never reflows the desktop's work. Until someone typed
+        here (or once the one who did left), the size of the viewer that gave one
+        first. Watchers never size it (their frames are dropped)."""
+        sized = [s for s in self.viewers.values() if s is not None]
+        if not sized:
             return
-        size = (min(r for r, _ in sizes), min(c for _, c in sizes))
+        typed = self.viewers.get(self._typist) if self._typist is not None else None
+        size = typed or sized[0]
         if size != self._size:
             self._size = size
             self.stream.resize(*size)
             self.streams.offload(self.streams.service.set_size, self.session.id, *size)
 
-    def write(self, data: str) -> None:
-        """Input from a viewer: a person's (it restarts an agent's keep-alive)."""
+    def write(self, data: str, viewer: Viewer | None = None) -> None:
+        """Input from ``viewer``: a person's (it restarts an agent's keep-alive); from
+        now on the session takes that viewer's size (:meth:`_apply_size`)."""
+        if viewer is not None and viewer is not self._typist and viewer in self.viewers:
+            self._typist = viewer
+            self._apply_size()
         self.stream.write(data)
         self.streams.touch(self.session.id, human=True)
         if self.streams.attendance is not None:

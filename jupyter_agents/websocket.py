@@ -118,7 +118,7 @@ class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ign
                 self.log.debug("jupyter_agents: ignored malformed terminal frame")
             return
         if msg[0] == "stdin":
-            self.terminal.write(msg[1])
+            self.terminal.write(msg[1], self)
         else:
             self.terminal.set_size(self, msg[1], msg[2])
 

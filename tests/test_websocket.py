@@ -69,24 +69,36 @@ def test_stdin_bytes_arrive_unchanged(agents_server):
     c.close()
 
 
-def test_resize_applies_smallest_client(agents_server):
+def test_the_client_that_typed_last_sets_the_size(agents_server):
+    """Two clients of one session (a desktop and a phone): the one that typed last sets
+    the pty size, as ``stty size`` in the session shows; the other resizing without
+    typing changes nothing; once the typist leaves, the remaining client's size
+    applies. (Before: the smallest client's size, so a phone opening a session shrank
+    the desktop's terminal to 27 columns.)"""
     server = agents_server()
-    a = open_terminal(server)
+    desk = open_terminal(server)
     name = server.request("GET", "/api/terminals")[1][0]["name"]
-    b = server.ws(name)
-    b.wait_for(lambda c: len(c.messages) >= 2)
-    a.send("set_size", 40, 120, 800, 1200)
-    b.send("set_size", 30, 150, 600, 1500)
-    a.drain(0.5)  # the two frames travel on two connections: let both land first
-    a.stdin("echo SIZE=$(tput lines)x$(tput cols)\r")
-    a.wait_for(lambda c: re.search(r"SIZE=\d+x\d+", c.text) is not None)
-    assert "SIZE=30x120" in a.text
-    b.close()
-    a.drain(0.5)
-    a.stdin("echo AFTER=$(tput lines)x$(tput cols)\r")
-    a.wait_for(lambda c: re.search(r"AFTER=\d+x\d+", c.text) is not None)
-    assert "AFTER=40x120" in a.text
-    a.close()
+    desk.send("set_size", 43, 148, 800, 1400)
+
+    def size(client: TermClient, tag: str) -> str:
+        client.stdin(f"echo {tag}=$(stty size | tr ' ' x)\r")
+        client.wait_for(lambda c: re.search(tag + r"=\d+x\d+", c.text) is not None)
+        return re.findall(tag + r"=(\d+x\d+)", desk.text + client.text)[-1]
+
+    assert size(desk, "DESK") == "43x148"
+    phone = server.ws(name)
+    phone.wait_for(lambda c: len(c.messages) >= 2)
+    phone.send("set_size", 34, 27, 700, 360)  # opened to look, not to type
+    phone.drain(0.5)
+    assert size(desk, "STILL") == "43x148"  # the desktop typed last
+    assert size(phone, "PHONE") == "34x27"  # now the phone did
+    desk.send("set_size", 40, 120, 800, 1200)  # the desktop resizes, without typing
+    desk.drain(0.5)
+    assert size(phone, "AGAIN") == "34x27"
+    phone.close()
+    desk.drain(0.5)
+    assert size(desk, "AFTER") == "40x120"
+    desk.close()
 
 
 def rendered(texts: list[str], rows: int = 24, cols: int = 80) -> list[list[str]]:
