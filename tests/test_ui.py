@@ -929,6 +929,29 @@ def test_a_kind_that_is_not_installed_is_disabled_with_why(lab: Lab, page: Any) 
         codex.chmod(0o755)
 
 
+def test_losing_the_backend_is_announced_with_restore(lab: Lab, page: Any) -> None:
+    """The tmux server dies while a terminal tab is open: the page says which terminal
+    was interrupted and why, with Restore, as the event arrives (the latency is
+    printed, not asserted); Restore brings it back running."""
+    open_lab(page, lab, reset=True)
+    new_terminal(page)
+    typed_until(page, "echo BEFORE-$((2*21))", r"BEFORE-42")
+    name = page.evaluate("() => window.jupyterapp.shell.currentWidget.content.session.name")
+    sid = running_by_name(lab, name)["id"]
+    killed = time.monotonic()
+    kill_backends(lab.state_dir)
+    toast = page.locator(".Toastify__toast", has_text="was interrupted")
+    toast.first.wait_for(timeout=20000)
+    print(f"\nbackend lost -> announced in {time.monotonic() - killed:.2f} s")
+    said = toast.first.inner_text()
+    assert f"Terminal {name} was interrupted: its tmux server ended" in said, said
+    page.wait_for_timeout(800)  # the toast has slid in
+    shot(page, "backend-lost")
+    toast.first.locator("button", has_text="Restore").click()
+    poll(lambda: lab.sessions()[sid]["status"] == "running", what="the session restored")
+    lab.server.request("DELETE", f"/api/agents/sessions/{sid}")
+
+
 def test_labextension_is_installed_and_enabled() -> None:
     """What `pip install` promises: the prebuilt extension, enabled (no browser needed)."""
     out = subprocess.run(

@@ -44,7 +44,7 @@ import { InterruptedTabs, TerminalWidget } from './interrupted';
 import { DEFAULT_POLL_INTERVAL, SessionsModel } from './model';
 import { AgentsPanel, commandActions } from './panel';
 import { addReplayCommand } from './replay';
-import { followRestarts } from './restart';
+import { followLosses, followRestarts } from './restart';
 import { addRenameTerminal, TabTitles } from './titles';
 import { runningManager } from './running';
 import { addShareCommands } from './sharing';
@@ -264,6 +264,12 @@ const restartNotification: JupyterFrontEndPlugin<void> = {
       state,
       trans: load(translator),
       ready,
+      enabled: () => enabled
+    });
+    followLosses({
+      app,
+      model,
+      trans: load(translator),
       enabled: () => enabled
     });
   }

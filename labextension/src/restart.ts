@@ -3,6 +3,10 @@
  * running) and the sessions interrupted, and offers to restore the latter. Shown once
  * per server start; which start was last shown is kept in the workspace (`IStateDB`),
  * so a reload or a second tab does not repeat it.
+ *
+ * While the server runs: running sessions that become interrupted (their tmux server
+ * or broker ended: the tabs close) are announced on every open page as the event
+ * arrives, naming them and offering to restore them (`followLosses`).
  */
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { Notification } from '@jupyterlab/apputils';
@@ -182,4 +186,77 @@ export function followRestarts(options: {
   if (model.started) {
     void onStart(model.started);
   }
+}
+
+/** The sentence announcing running sessions that became interrupted meanwhile. */
+export function lossMessage(
+  names: string[],
+  backends: string[],
+  trans: TranslationBundle
+): string {
+  const which = names.join(', ');
+  const what = backends.length === 1 ? backends[0] : backends.join(' and ');
+  return trans._n(
+    'Terminal %2 was interrupted: its %3 server ended. Its output is kept; Restore starts it again.',
+    'Terminals %2 were interrupted: their %3 server ended. Their output is kept; Restore starts them again.',
+    names.length,
+    which,
+    what === 'broker' ? trans.__('pty broker') : what
+  );
+}
+
+/**
+ * Announce running sessions that become interrupted while this page watches the same
+ * server (a server restart is `notifyRestart`'s), within the event's delivery: which
+ * ones, what happened, and Restore.
+ */
+export function followLosses(options: {
+  app: JupyterFrontEnd;
+  model: IAgentSessions;
+  trans: TranslationBundle;
+  enabled: () => boolean;
+}): void {
+  const { app, model, trans, enabled } = options;
+  let seen = new Map<string, string>();
+  let started = model.started;
+  let id: string | undefined;
+  model.changed.connect(() => {
+    const sessions = model.sessions;
+    if (sessions === undefined) {
+      return;
+    }
+    const now = new Map(sessions.map(s => [s.id, s.status]));
+    const sameServer = started !== undefined && started === model.started;
+    const lost = sameServer
+      ? sessions.filter(
+          s => s.status === 'interrupted' && seen.get(s.id) === 'running'
+        )
+      : [];
+    seen = now;
+    started = model.started;
+    if (!lost.length || !enabled()) {
+      return;
+    }
+    const names = lost.map(s => s.title || s.name);
+    const backends = Array.from(new Set(lost.map(s => s.backend)));
+    const message = lossMessage(names, backends, trans);
+    if (id !== undefined) {
+      Notification.dismiss(id);
+    }
+    id = Notification.warning(message, {
+      autoClose: false,
+      actions: [
+        {
+          label: trans.__('Restore'),
+          displayType: 'accent' as const,
+          callback: () =>
+            void Promise.all(
+              lost.map(s =>
+                app.commands.execute(CommandIDs.restore, { id: s.id })
+              )
+            )
+        }
+      ]
+    });
+  });
 }
