@@ -78,6 +78,29 @@ export function addCommands(options: Commands.IOptions): void {
 
   const open = async (name: string): Promise<void> => {
     try {
+      // JupyterLab starts a new shell for a name that does not run: never that here
+      if (terminals.isAvailable()) {
+        await terminals.refreshRunning();
+        if (!Array.from(terminals.running()).some(t => t.name === name)) {
+          await model.refresh();
+          const ended = (model.sessions ?? [])
+            .filter(s => s.name === name)
+            .sort((a, b) => (a.created < b.created ? 1 : -1))[0];
+          const why = ended
+            ? ended.reason ||
+              trans.__(
+                '%1 (exit code %2)',
+                ended.status,
+                ended.exit_code ?? '?'
+              )
+            : trans.__('no such session');
+          Notification.warning(
+            trans.__('Terminal %1 is not running: %2', name, why),
+            { autoClose: false }
+          );
+          return;
+        }
+      }
       await commands.execute('terminal:open', { name });
     } catch (error) {
       fail(trans.__('Could not open terminal %1', name), error);
