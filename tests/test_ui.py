@@ -963,6 +963,32 @@ def test_opening_an_agent_that_failed_says_why_and_starts_no_shell(lab: Lab, pag
         codex.chmod(0o755)
 
 
+def test_on_a_phone_open_shows_the_terminal_alone(lab: Lab, page: Any) -> None:
+    """At 360x740: the panel's buttons are at least 32 px to touch; Open folds the
+    sidebar away and shows the terminal alone (single-document mode), so the session
+    gets the phone's full width, not the 77 px the sidebar left."""
+    page.set_viewport_size({"width": 360, "height": 740})
+    open_lab(page, lab, reset=True)
+    panel = show_panel(page)
+    for button in panel.locator("button[data-action='new']").all():
+        box = button.bounding_box()
+        assert box and box["height"] >= 32, box
+    status, shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})
+    assert status == 201, shell
+    page.evaluate(
+        "(name) => window.jupyterapp.commands.execute('jupyter-agents:open', {name})",
+        shell["name"],
+    )
+    typed_until(page, "echo PHONE-$((3*3))", r"PHONE-9")
+    assert not panel.is_visible()
+    assert page.evaluate("() => window.jupyterapp.shell.mode") == "single-document"
+    cols = poll(lambda: lab.sessions()[shell["id"]]["cols"], what="the tab's size")
+    assert cols >= 35, cols  # 360 px of terminal, not what a sidebar leaves
+    shot(page, "phone-terminal")
+    page.evaluate("() => { window.jupyterapp.shell.mode = 'multiple-document'; }")
+    lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")
+
+
 def test_losing_the_backend_is_announced_with_restore(lab: Lab, page: Any) -> None:
     """The tmux server dies while a terminal tab is open: the page says which terminal
     was interrupted and why, with Restore, as the event arrives (the latency is

@@ -55,6 +55,28 @@ export async function sessionOf(
   return find();
 }
 
+/** Below this width (CSS px) a page is laid out for a phone. */
+export const PHONE_WIDTH = 600;
+
+/**
+ * On a phone-sized page, show the opened terminal alone: the sidebar folds away (it
+ * would leave the terminal 77 px, the columns of which would then size the session)
+ * and Lab shows one document at a time.
+ */
+export function phoneLayout(app: JupyterFrontEnd): void {
+  if (window.innerWidth >= PHONE_WIDTH) {
+    return;
+  }
+  const shell = app.shell as JupyterFrontEnd.IShell & {
+    collapseLeft?: () => void;
+    mode?: string;
+  };
+  shell.collapseLeft?.();
+  if (shell.mode !== undefined) {
+    shell.mode = 'single-document';
+  }
+}
+
 export namespace Commands {
   export interface IOptions {
     app: JupyterFrontEnd;
@@ -102,6 +124,7 @@ export function addCommands(options: Commands.IOptions): void {
         }
       }
       await commands.execute('terminal:open', { name });
+      phoneLayout(app);
     } catch (error) {
       fail(trans.__('Could not open terminal %1', name), error);
     }
