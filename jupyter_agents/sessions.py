@@ -593,7 +593,7 @@ class SessionService:
     def _early_exit(self, session_id: str, exit_code: int) -> str | None:
         """The reason of an agent (not a shell) that exited with an error within
         :data:`EARLY_EXIT` seconds of its start; None otherwise. Blocking (waits up to
-        1 s for its last output to reach the transcript)."""
+        3 s for its last output to reach the transcript: a loaded machine's writer)."""
         session = self.store.get(session_id)
         if session.kind == "shell" or exit_code == 0 or session.reason:
             return None
@@ -605,7 +605,7 @@ class SessionService:
         if lived > EARLY_EXIT:
             return None
         transcript = self._transcript(session)
-        deadline = time.monotonic() + 1.0  # its last output may land a moment later
+        deadline = time.monotonic() + 3.0  # its last output may land a moment later
         while (words := last_words(transcript.tail(16 * 1024), None)) is None:
             if time.monotonic() >= deadline:
                 break

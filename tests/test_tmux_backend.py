@@ -47,7 +47,8 @@ def test_user_strings_reach_the_process_literally(backend, tmp_path, weird):
     cwd = tmp_path / f"dir {weird}"
     cwd.mkdir()
     out = tmp_path / "out"
-    script = f'printf "%s|%s" "$PWD" "$WEIRD" > {out}; sleep 30'
+    # written whole, then renamed: the redirection makes the file empty before printf
+    script = f'printf "%s|%s" "$PWD" "$WEIRD" > {out}.part; mv {out}.part {out}; sleep 30'
     backend.spawn(
         SpawnRequest(
             "s1", ["sh", "-c", script], str(cwd), {"WEIRD": weird, "PATH": os.environ["PATH"]}
