@@ -79,8 +79,9 @@ def talked(lab: Lab, words: str) -> tuple[dict[str, Any], Path]:
     return agent, poll(whole, timeout=30, what="the archive to hold the conversation")
 
 
-def test_a_conversation_opens_as_a_document(lab: Lab, page: Any) -> None:
-    agent, _ = talked(lab, "show-me-as-markdown")
+def open_conversation(lab: Lab, page: Any, agent: dict[str, Any]) -> Any:
+    """Open ``agent``'s conversation from its panel row on a fresh Lab page; its
+    document's view, once the heading shows."""
     open_lab(page, lab, reset=True)
     show_panel(page)
     row(page, agent["id"]).locator("button[data-action='conversation']").click()
@@ -88,6 +89,12 @@ def test_a_conversation_opens_as_a_document(lab: Lab, page: Any) -> None:
         f".jp-AgentsConversationDocument .jp-AgentsConversation[data-session-id='{agent['id']}']"
     )
     doc.locator("h1").wait_for()
+    return doc
+
+
+def test_a_conversation_opens_as_a_document(lab: Lab, page: Any) -> None:
+    agent, _ = talked(lab, "show-me-as-markdown")
+    doc = open_conversation(lab, page, agent)
     assert f"claude session {agent['name']}" in doc.locator("h1").inner_text()
     assert "show-me-as-markdown" in doc.locator("blockquote").first.inner_text()
     tool = doc.locator("li", has_text="Tool call")
@@ -141,13 +148,7 @@ def test_a_conversation_loads_nothing_from_elsewhere(
         f'<picture><source srcset="http://{host}/set.png?d=SECRET-6"><img alt="y"></picture>',
     ]
     agent, _ = talked(lab, " ".join(leaks))
-    open_lab(page, lab, reset=True)
-    show_panel(page)
-    row(page, agent["id"]).locator("button[data-action='conversation']").click()
-    doc = page.locator(
-        f".jp-AgentsConversationDocument .jp-AgentsConversation[data-session-id='{agent['id']}']"
-    )
-    doc.locator("h1").wait_for()
+    doc = open_conversation(lab, page, agent)
     doc.locator("blockquote").first.wait_for()  # the first turn is shown
     page.wait_for_timeout(1500)  # what would load has had its chance
     assert got == [], f"the view fetched {got}"
