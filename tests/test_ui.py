@@ -13,6 +13,7 @@ DESIGN.md section 9 describes: JupyterLab draws terminals on a canvas.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -175,10 +176,11 @@ def playwright() -> Any:
     return sync_api
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+@contextlib.contextmanager
+def running_lab(root: Path) -> Iterator[Lab]:
+    """A module's Lab in ``root``: its server started, a browser, both ended after (the
+    server SIGKILLed, its backend killed)."""
     sync_api = playwright()
-    root = tmp_path_factory.mktemp("ui")
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         lab = Lab(root, browser)
@@ -189,6 +191,12 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             lab.server.stop(signal.SIGKILL)
             kill_backends(lab.state_dir)
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with running_lab(tmp_path_factory.mktemp("ui")) as lab:
+        yield lab
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ CLIs and kill the tmux server. Screenshots go to ``tests/artifacts/ui/``."""
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,8 +13,6 @@ from typing import Any
 import pytest
 import test_ui
 from test_ui import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     Lab,
     new_terminal,
     open_lab,
@@ -36,18 +33,8 @@ pytestmark = [pytest.mark.ui, pytest.mark.timeout(180)]
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    sync_api = test_ui.playwright()
-    root = tmp_path_factory.mktemp("ui-failures")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        lab = Lab(root, browser)
-        try:
-            lab.server.start()
-            yield lab
-        finally:
-            lab.server.stop(signal.SIGKILL)
-            kill_backends(lab.state_dir)
-            browser.close()
+    with test_ui.running_lab(tmp_path_factory.mktemp("ui-failures")) as lab:
+        yield lab
 
 
 def test_opening_an_agent_that_failed_says_why_and_starts_no_shell(lab: Lab, page: Any) -> None:
