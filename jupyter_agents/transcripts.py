@@ -113,6 +113,19 @@ def _read_span(dir_fd: int, starts: list[int], offset: int, count: int) -> bytes
     return b"".join(parts)
 
 
+def _read_in(dir_fd: int, name: str, limit: int | None = None) -> bytes | None:
+    """The bytes of file ``name`` in directory ``dir_fd`` (at most ``limit``; all of it
+    without), never through a symlink; None if it is not there (any more)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    try:
+        return os.read(fd, os.fstat(fd).st_size if limit is None else limit)
+    finally:
+        os.close(fd)
+
+
 class Transcript:
     """The raw output log of one session: the directory ``path`` of its segments
     (module docstring; a transcript of the one-file layout is migrated on opening).
@@ -191,14 +204,10 @@ class Transcript:
         def step(dir_fd: int, listing: Listing, end: int) -> list[tuple[int, int, int]]:
             found = []
             for start in listing.replays:
-                try:
-                    fd = os.open(replay_name(start), os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
-                except FileNotFoundError:
+                data = _read_in(dir_fd, replay_name(start), 64)
+                if data is None:
                     continue
-                try:
-                    fields = os.read(fd, 64).split()
-                finally:
-                    os.close(fd)
+                fields = data.split()
                 if len(fields) == 2 and all(f.isdigit() for f in fields):
                     found.append((start, int(fields[0]), int(fields[1])))
             return found
@@ -241,14 +250,9 @@ class Transcript:
         def step(dir_fd: int, listing: Listing, end: int) -> list[tuple[int, int]]:
             entries: list[tuple[int, int]] = []
             for start in listing.starts:
-                try:
-                    fd = os.open(index_name(start), os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
-                except FileNotFoundError:
+                data = _read_in(dir_fd, index_name(start))
+                if data is None:
                     continue
-                try:
-                    data = os.read(fd, os.fstat(fd).st_size)
-                finally:
-                    os.close(fd)
                 entries.extend(e for e in parse_index(data) if e[0] < end)
             return entries
 
