@@ -161,3 +161,32 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             print(f"  {proc.pid} {' '.join(proc.info['cmdline'])[:160]}", file=sys.stderr)
             proc.kill()
         session.exitstatus = 1
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A browser test that fails reports what the page had: its address, the element
+    with the keyboard focus, the widget JupyterLab shows and the console's last lines
+    (CI keeps only the printed report, not the screenshots)."""
+    report = yield
+    page = getattr(item, "funcargs", {}).get("page")
+    if report.when == "call" and report.failed and page is not None:
+        lines = [f"url: {page.url}"]
+        try:
+            lines.append(
+                "page: "
+                + str(
+                    page.evaluate(
+                        "() => { const a = document.activeElement;"
+                        " const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+                        " return {focus: a ? a.outerHTML.slice(0, 300) : null,"
+                        " current: w ? w.id + ' ' + w.title.label : null,"
+                        " hasFocus: document.hasFocus()}; }"
+                    )
+                )
+            )
+        except Exception as error:  # the page may be gone or hung: say so, lose nothing
+            lines.append(f"page not readable: {error}")
+        lines += getattr(page, "_agents_console", [])[-40:]
+        report.sections.append(("browser", "\n".join(lines)))
+    return report

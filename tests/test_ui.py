@@ -206,10 +206,20 @@ def page(lab: Lab, request: pytest.FixtureRequest) -> Iterator[Any]:
     context = lab.context()
     page = context.new_page()
     page.set_default_timeout(20000)
+    watch_console(page)
     try:
         yield page
     finally:
         close_pages(context, request.node.name)
+
+
+def watch_console(page: Any) -> None:
+    """Keep the page's console messages and errors (``page._agents_console``), which a
+    failing test's report prints (conftest.py)."""
+    kept: list[str] = []
+    page._agents_console = kept
+    page.on("console", lambda m: kept.append(f"console.{m.type}: {m.text[:300]}"))
+    page.on("pageerror", lambda e: kept.append(f"pageerror: {str(e)[:300]}"))
 
 
 def close_pages(context: Any, test: str) -> None:
@@ -827,10 +837,12 @@ def test_panel_filter_and_keyboard(lab: Lab, page: Any) -> None:
     """The filter box narrows the list (name, kind, folder, conversation id); Up/Down
     move the selection, Enter opens, Delete asks before killing."""
     shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    claude = lab.server.request("POST", "/api/agents/sessions", {"kind": "claude"})[1]
     try:
         open_lab(page, lab, reset=True)
         panel = show_panel(page)
         wait_status(page, shell["id"], "running")
+        wait_status(page, claude["id"], "running")
         live = panel.locator(".jp-AgentsPanel-group[open] .jp-AgentsPanel-row")
         assert live.count() >= 2
         filter_box = panel.locator(".jp-AgentsPanel-filter")
@@ -854,7 +866,8 @@ def test_panel_filter_and_keyboard(lab: Lab, page: Any) -> None:
         filter_box.press("ArrowDown")
         selected = panel.locator(".jp-AgentsPanel-row.jp-mod-selected")
         assert selected.get_attribute("data-session-id") == shell["id"]
-        page.keyboard.press("Enter")
+        # to the selected row itself: a Lab still settling may move the page's focus
+        selected.press("Enter")
         poll(
             lambda: page.evaluate(
                 "(name) => { const w = window.jupyterapp.shell.currentWidget;"
@@ -867,11 +880,11 @@ def test_panel_filter_and_keyboard(lab: Lab, page: Any) -> None:
         # Delete asks first: cancel keeps it, confirm kills it
         show_panel(page)
         row(page, shell["id"]).click()
-        page.keyboard.press("Delete")
+        row(page, shell["id"]).press("Delete")
         page.locator(".jp-Dialog button.jp-mod-reject").click()
         assert lab.sessions()[shell["id"]]["status"] == "running"
         row(page, shell["id"]).click()
-        page.keyboard.press("Delete")
+        row(page, shell["id"]).press("Delete")
         page.locator(".jp-Dialog button.jp-mod-accept", has_text="Kill").click()
         wait_status(page, shell["id"], "killed")
         filter_box.fill("")
@@ -880,8 +893,9 @@ def test_panel_filter_and_keyboard(lab: Lab, page: Any) -> None:
         assert ended.get_attribute("open") is None
         shot(page, "7-panel-groups")
     finally:
-        if lab.sessions()[shell["id"]]["status"] == "running":
-            lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")
+        for made in (shell, claude):
+            if lab.sessions()[made["id"]]["status"] == "running":
+                lab.server.request("DELETE", f"/api/agents/sessions/{made['id']}")
 
 
 def test_restart_notification_can_be_turned_off(lab: Lab, page: Any) -> None:

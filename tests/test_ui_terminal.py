@@ -40,6 +40,7 @@ from test_ui import (
     typed_until,
     wait_notification,
     wait_text,
+    watch_console,
 )
 
 from jupyter_agents.pytest_plugin import kill_backends, poll
@@ -123,6 +124,7 @@ def page(lab: Lab, request: pytest.FixtureRequest) -> Iterator[Any]:
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=lab.server.base)
     page = context.new_page()
     page.set_default_timeout(20000)
+    watch_console(page)
     try:
         yield page
     finally:
