@@ -10,7 +10,7 @@ from typing import Any
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Float, TraitError, Type
 
-from . import sharing
+from . import provenance, sharing
 from .activity import ServerActivity
 from .attention import listen_for_hooks
 from .auth import sharing_refused
@@ -101,12 +101,18 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             debug = " ".join(backend.debug_attach_command("<session id>"))
         except AgentsError as e:  # its socket is not ours: said again on first use
             debug = str(e)
+        where = provenance.source(self.serverapp, provenance.AGENTS_SECTIONS, "backend")
+        chosen = "chosen by backend=auto" if self.backend == "auto" else "configured"
         self.log.info(
             "jupyter_agents: backend %s (%s; debug: %s)",
             backend.name,
-            "chosen by backend=auto" if self.backend == "auto" else "configured",
+            chosen if where == provenance.DEFAULT else f"{chosen}, from {where}",
             debug,
         )
+        for name in provenance.HUB_SETTINGS:
+            where = provenance.source(self.serverapp, provenance.AGENTS_SECTIONS, name)
+            value = provenance.describe(getattr(self, name), where)
+            self.log.info("jupyter_agents: setting %s = %s", name, value)
         assert self.serverapp.event_logger is not None
         self.serverapp.event_logger.register_event_schema(SCHEMA_PATH)
         # before the first request: the first GET /api/terminals must list survivors
@@ -209,7 +215,9 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         if self.shares is not None:
             assert self.serverapp is not None
             reason = sharing_refused(self.serverapp.web_app.settings)
-            self.log.info("jupyter_agents: %s", reason or "read-only sharing available")
+            where = provenance.source(self.serverapp, ("ServerApp",), "authorizer_class")
+            how = f"authorizer_class {where if where == provenance.DEFAULT else 'from ' + where}"
+            self.log.info("jupyter_agents: %s (%s)", reason or "read-only sharing available", how)
             self._sharing = asyncio.ensure_future(self.shares.run())
         for session in self._restored:
             loop.run_in_executor(None, service.restorer.check_resumed, session)
