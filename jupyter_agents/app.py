@@ -13,7 +13,7 @@ from traitlets import Float, TraitError, Type
 from . import provenance, sharing
 from .activity import ServerActivity
 from .attention import listen_for_hooks
-from .auth import sharing_refused
+from .auth import narrow_hub_identity, sharing_refused
 from .config import AgentsSettings, default_shell
 from .errors import AgentsError
 from .events import SCHEMA_ID, SCHEMA_PATH, SessionEvent
@@ -59,6 +59,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
     _restored: list[Session]
     _started: asyncio.Future[None] | None = None
     _stopping = False
+    _narrowed = False
 
     def _link_jupyter_server_extension(self, serverapp: Any) -> None:
         """Take the terminal routes over from jupyter_server_terminals.
@@ -80,6 +81,8 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
 
     def initialize_settings(self) -> None:
         assert self.serverapp is not None
+        # jupyterhub-singleuser replaces a configured identity_provider_class
+        self._narrowed = narrow_hub_identity(self.serverapp)
         if not self.serverapp.terminals_enabled:
             self.settings["terminals_available"] = False
             return
@@ -217,6 +220,8 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             reason = sharing_refused(self.serverapp.web_app.settings)
             where = provenance.source(self.serverapp, ("ServerApp",), "authorizer_class")
             how = f"authorizer_class {where if where == provenance.DEFAULT else 'from ' + where}"
+            if self._narrowed:
+                how += "; jupyterhub-singleuser's identity provider narrowed to ours"
             self.log.info("jupyter_agents: %s (%s)", reason or "read-only sharing available", how)
             self._sharing = asyncio.ensure_future(self.shares.run())
         for session in self._restored:

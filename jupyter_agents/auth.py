@@ -116,6 +116,26 @@ class ViewerIdentityProvider(OwnerOnlyIdentity, _IdentityProvider):  # type: ign
     :class:`OwnerOnlyIdentity`."""
 
 
+def narrow_hub_identity(serverapp: Any) -> bool:
+    """Make JupyterHub's identity provider ours where the admin asked for sharing.
+
+    jupyterhub-singleuser sets ``ServerApp.identity_provider_class`` over every config
+    file, so ``c.ServerApp.identity_provider_class`` in one never applies (only on the
+    command line). With :class:`ViewerAuthorizer` active and JupyterHub's own provider in
+    place, the provider is narrowed in place to :class:`ViewerIdentityProvider` (it adds
+    methods, no state), so every holder of it (the authorizer, the web app's settings,
+    its cookie hooks) applies the owner-only rule: the config file form of sharing works
+    as the command-line one does. Narrowing only ever refuses more. Returns whether it
+    narrowed."""
+    provider = getattr(serverapp, "identity_provider", None)
+    if _IdentityProvider is IdentityProvider or type(provider) is not _IdentityProvider:
+        return False
+    if not isinstance(getattr(serverapp, "authorizer", None), ViewerAuthorizer):
+        return False
+    provider.__class__ = ViewerIdentityProvider
+    return True
+
+
 def sharing_refused(settings: dict[str, Any]) -> str | None:
     """Why this server cannot share sessions read-only (None: it can): it needs an
     owner and both classes of this module active."""
