@@ -24,6 +24,7 @@ from traitlets import TraitError
 
 from . import conversation_export, prune, usage
 from .attention import NEEDS_YOU
+from .backends.base import DETACH_KEY_NAME
 from .config import open_sessions
 from .display import text_table
 from .errors import AgentsError, Conflict, InvalidRequest, NotFound
@@ -32,12 +33,15 @@ from .query import MAX_LIMIT, parse_query
 from .render import FORMATS, export, export_name
 from .search import search_sessions
 from .sessions import SessionService
+from .store import Session
 from .usage import PRICES_AS_OF, Summary, format_cost, format_tokens
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT = 1, 2, 3, 4
 #: ``wait``'s exit codes: what the session needs (0: input), or that the wait timed out
 EXIT_WAIT = {"waiting": 0, "permission": 5, "error": 6}
 EXIT_TIMEOUT = 7
+#: how the attach hint names the detach key (tmux's ``C-]``, as a terminal user says it)
+DETACH_HINT = "Ctrl-" + DETACH_KEY_NAME.removeprefix("C-")
 
 
 def progress(done: int, total: int, label: str, out: TextIO) -> None:
@@ -177,6 +181,8 @@ def cmd_new(service: SessionService, args: argparse.Namespace) -> int:
     session, _ = service.create(
         name=args.name, cwd=args.cwd or os.getcwd(), kind=args.kind, args=args.args, strict=True
     )
+    if args.attach:
+        return attach(service, session)
     print(json.dumps(session.to_model(), indent=2) if args.json else session.id)
     return 0
 
@@ -345,11 +351,33 @@ def cmd_reconcile(service: SessionService, args: argparse.Namespace) -> int:
 
 
 def cmd_attach(service: SessionService, args: argparse.Namespace) -> int:
-    session = service.lookup(args.id)
+    return attach(service, service.lookup(args.id))
+
+
+def attach(service: SessionService, session: Session) -> int:
+    """Replace this process by the backend's attach client on this terminal, after one
+    line (stderr) saying how to leave: :data:`DETACH_KEY_NAME` detaches, exit 0, the
+    session running. An ended session: :class:`Conflict` saying what can be done."""
     if session.status not in ("running", "orphaned"):
-        raise Conflict(f"session {session.id} is {session.status}; nothing to attach to")
+        raise Conflict(
+            f"session {session.id} is {session.status}; nothing to attach to (restore it: "
+            f"jupyter agents restore {session.id}; its output: jupyter agents log {session.id})"
+        )
     argv = service.backends.get(session.backend).debug_attach_command(session.id)
-    os.execvp(argv[0], argv)  # noqa: S606 - argv from the backend, never a shell
+    print(
+        f"attaching to {session.id} (terminal {session.name!r}); detach with "
+        f"{DETACH_HINT}: the session keeps running",
+        file=sys.stderr,
+        flush=True,
+    )
+    service.close()
+    # inside the user's own tmux too: our socket is another server, not a nested session
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    try:
+        os.execvpe(argv[0], argv, env)  # noqa: S606 - argv from the backend, never a shell
+    except OSError as e:
+        print(f"jupyter agents: cannot run {argv[0]}: {e.strerror}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def cmd_kill_server(service: SessionService, args: argparse.Namespace) -> int:
@@ -458,7 +486,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["running", "exited", "interrupted", "orphaned", "killed"],
         help="only these statuses (repeatable)",
     )
-    add("show", "one session as JSON").add_argument("id")
+    p = add("show", "one session: what it is, why it ended, how to act on it")
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true", help="JSON, the REST model")
     p = add(
         "cost",
         "what agent sessions spent (estimated from AgentsApp.prices): per session, per "
@@ -482,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cwd", help="working directory (default: the current one)")
     p.add_argument("--name", help="terminal name (default: the next free number)")
     p.add_argument("--json", action="store_true", help="print the model, not just the id")
+    p.add_argument("--attach", action="store_true", help="then attach this terminal to it")
     p.add_argument("args", nargs="*", help="arguments for the agent CLI (after --)")
     p = add("log", "print a session's raw transcript")
     p.add_argument("id")
@@ -541,7 +572,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", nargs="?")
     p.add_argument("--all", action="store_true", help="every interrupted session")
     add("reconcile", "match the store with the backend now and print what changed")
-    add("attach", "attach this terminal to a session (tmux attach)").add_argument("id")
+    add(
+        "attach", f"attach this terminal to a running session ({DETACH_HINT} detaches)"
+    ).add_argument("id")
     add("kill-server", "emergency stop of the backend: every session ends")
     p = add(
         "wait",

@@ -28,6 +28,11 @@ from ..segments import DEFAULT_MAX_BYTES
 if TYPE_CHECKING:
     from ..terminal_state import Followed
 
+#: the key that detaches a terminal attached by :meth:`Backend.debug_attach_command`
+#: (Ctrl-]: what telnet uses; tmux's prefix is off on our socket): its byte, and its name
+#: for people and for tmux's ``bind-key``
+DETACH_KEY, DETACH_KEY_NAME = b"\x1d", "C-]"
+
 #: what a session id looks like everywhere (store, tmux session names, broker frames)
 SESSION_ID = re.compile(r"\w{1,128}", re.ASCII)
 
@@ -306,7 +311,9 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
 
     @abstractmethod
     def debug_attach_command(self, session_id: str) -> list[str]:
-        """The command a user can run to look at the session directly."""
+        """The command a user can run to look at the session directly: it attaches the
+        terminal it runs in, and :data:`DETACH_KEY` (which then never reaches the
+        session's program) returns from it with exit status 0, the session running."""
 
     def monitor(self, on_lost: Callable[[], object]) -> Callable[[], None]:
         """Start checking, from the running event loop, that the owning process lives.

@@ -18,9 +18,8 @@ import termios
 import tty
 from pathlib import Path
 
+from ..base import DETACH_KEY as DETACH
 from .protocol import NotOurs, broker_paths, connect_checked, encode, read_frame_sync
-
-DETACH = b"\x1d"
 
 
 def attach(state_dir: Path, session_id: str) -> int:

@@ -21,7 +21,15 @@ from ...errors import BackendUnavailable
 from ...paths import ensure_private_dir, safe_short_dir, socket_not_ours
 from ...procs import ended_within, identify, terminate_tree
 from ...segments import migrate_legacy
-from ..base import Backend, LiveSession, SpawnRequest, Stream, StreamListener, check_session_id
+from ..base import (
+    DETACH_KEY_NAME,
+    Backend,
+    LiveSession,
+    SpawnRequest,
+    Stream,
+    StreamListener,
+    check_session_id,
+)
 from .control import TmuxControl
 from .formats import (
     CONFIG,
@@ -311,4 +319,13 @@ class TmuxBackend(Backend):
         why = socket_not_ours(self.socket_path)
         if why is not None:
             raise BackendUnavailable(f"refusing the tmux socket: {why}")
-        return [self.tmux_command, "-S", str(self.socket_path), "attach", "-t", f"={session_id}"]
+        # the binding is in the root table of our own server: only an attached client
+        # reads keys through it (viewers' input arrives by send-keys, which bypasses
+        # bindings), so the browser tabs still give the key to the program. No paste
+        # guess: a key within assume-paste-time of the one before skips the bindings
+        return [
+            *(self.tmux_command, "-S", str(self.socket_path)),
+            *("set-option", "-g", "assume-paste-time", "0", ";"),
+            *("bind-key", "-n", DETACH_KEY_NAME, "detach-client", ";"),
+            *("attach-session", "-t", f"={session_id}"),
+        ]

@@ -1,0 +1,211 @@
+"""``jupyter agents attach`` on a real pty: it says how to leave, the detach key leaves
+with exit 0 and the session running, on both backends and inside a tmux of our own."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import select
+import shutil
+import struct
+import subprocess
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+from jupyter_agents.backends.base import DETACH_KEY
+from jupyter_agents.pytest_plugin import poll
+
+BACKENDS = ["tmux", "broker"]
+
+
+def env_for(backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The CLI's environment: the broker is the backend where tmux is not on PATH."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    if backend == "broker":
+        env["PATH"] = request.getfixturevalue("path_without_tmux")
+    return env
+
+
+def jupyter_agents(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    jupyter = shutil.which("jupyter")
+    assert jupyter
+    return subprocess.run(
+        [jupyter, "agents", *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def start_shell(state: Path, cwd: Path, env: dict[str, str]) -> dict[str, object]:
+    made = jupyter_agents(
+        "new", "shell", "--json", "--cwd", str(cwd), "--state-dir", str(state), env=env
+    )
+    assert made.returncode == 0, made.stderr
+    model: dict[str, object] = json.loads(made.stdout)
+    return model
+
+
+def status_of(state: Path, session_id: str, env: dict[str, str]) -> str:
+    shown = jupyter_agents("show", session_id, "--json", "--state-dir", str(state), env=env)
+    return str(json.loads(shown.stdout)["status"])
+
+
+class Pty:
+    """A child process on a real pty of 80x24 (``pty.fork``), read into :attr:`seen`."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: becomes the command
+            os.execvpe(argv[0], argv, env)
+        self.pid, self.fd, self.seen = pid, fd, b""
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+
+    def attached(self, cwd: Path) -> None:
+        """Wait for the hint, then for the session's screen (its prompt names ``cwd``):
+        keys typed before the attach client took the terminal may be flushed with it."""
+        self.read_until(b"detach with Ctrl-]")
+        self.read_until(str(cwd).encode(), since=len(self.seen))
+
+    def read_until(self, wanted: bytes, timeout: float = 20, since: int = 0) -> None:
+        deadline = time.monotonic() + timeout
+        while wanted not in self.seen[since:]:
+            left = deadline - time.monotonic()
+            assert left > 0, f"never saw {wanted!r}; saw {self.seen[-2000:]!r}"
+            if select.select([self.fd], [], [], left)[0]:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:  # EIO: the child closed the pty
+                    chunk = b""
+                assert chunk, f"the pty closed before {wanted!r}; saw {self.seen[-2000:]!r}"
+                self.seen += chunk
+
+    def write(self, data: bytes) -> None:
+        os.write(self.fd, data)
+
+    def wait(self, timeout: float = 20) -> int:
+        """Read to the end; the exit status."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                os.close(self.fd)
+                return os.waitstatus_to_exitcode(status)
+            if select.select([self.fd], [], [], 0.1)[0]:
+                try:
+                    self.seen += os.read(self.fd, 65536)
+                except OSError:
+                    time.sleep(0.05)
+        os.kill(self.pid, 9)
+        os.waitpid(self.pid, 0)
+        os.close(self.fd)
+        raise AssertionError(f"still attached after {timeout} s; saw {self.seen[-2000:]!r}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attach_says_how_to_leave_and_the_key_detaches(
+    backend, agents_state_dir, tmp_path, request
+):
+    env = env_for(backend, request)
+    model = start_shell(agents_state_dir, tmp_path, env)
+    sid = str(model["id"])
+    jupyter = shutil.which("jupyter")
+    assert jupyter
+    term = Pty([jupyter, "agents", "attach", sid, "--state-dir", str(agents_state_dir)], env)
+    term.attached(tmp_path)
+    term.write(b"echo typed-$((6*7))\r")
+    term.read_until(b"typed-42")  # keys reach the session
+    term.write(DETACH_KEY)
+    assert term.wait() == 0
+    assert status_of(agents_state_dir, sid, env) == "running"
+    # the key never reached the program: bash would have shown it at its prompt
+    again = Pty([jupyter, "agents", "attach", sid, "--state-dir", str(agents_state_dir)], env)
+    again.attached(tmp_path)
+    again.write(b"echo $((1+1))-after\r")
+    again.read_until(b"2-after", since=len(again.seen))
+    again.write(DETACH_KEY)
+    assert again.wait() == 0
+    assert b"^]" not in again.seen
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attach_inside_a_tmux_of_our_own(backend, agents_state_dir, tmp_path, request):
+    env = env_for(backend, request)
+    model = start_shell(agents_state_dir, tmp_path, env)
+    sid = str(model["id"])
+    jupyter = shutil.which("jupyter")
+    tmux = shutil.which("tmux")
+    assert jupyter and tmux
+    socket = tmp_path / "own-tmux"
+    done = tmp_path / "exit-status"
+    outer = [tmux, "-S", str(socket), "-f", "/dev/null"]
+    command = (
+        f"{jupyter} agents attach {sid} --state-dir {agents_state_dir}; echo $? > {done}; sleep 30"
+    )
+    try:
+        subprocess.run(
+            [
+                *outer,
+                "new-session",
+                "-d",
+                "-x",
+                "80",
+                "-y",
+                "24",
+                "env",
+                f"PATH={env['PATH']}",
+                "sh",
+                "-c",
+                command,
+            ],
+            check=True,
+            env={**os.environ, "TMUX": ""},
+            timeout=20,
+        )
+
+        def screen() -> str:
+            shown = subprocess.run(
+                [*outer, "capture-pane", "-p", "-t", "0"], capture_output=True, text=True
+            )
+            return shown.stdout
+
+        poll(lambda: str(tmp_path) in screen() or None, timeout=30)  # the session's prompt
+        subprocess.run([*outer, "send-keys", "-t", "0", "-l", "echo in-own-$((3*3))"], check=True)
+        subprocess.run([*outer, "send-keys", "-t", "0", "Enter"], check=True)
+        poll(lambda: "in-own-9" in screen() or None, timeout=20)
+        subprocess.run([*outer, "send-keys", "-t", "0", "C-]"], check=True)
+        poll(lambda: (done.exists() and done.read_text().strip()) or None, timeout=20)
+        assert done.read_text().strip() == "0"
+        assert status_of(agents_state_dir, sid, env) == "running"
+    finally:
+        subprocess.run([*outer, "kill-server"], capture_output=True)
+
+
+def test_attach_to_an_ended_session_says_what_to_do(agents_state_dir, tmp_path, request):
+    env = env_for("tmux", request)
+    sid = str(start_shell(agents_state_dir, tmp_path, env)["id"])
+    assert (
+        jupyter_agents("kill", sid, "--state-dir", str(agents_state_dir), env=env).returncode == 0
+    )
+    got = jupyter_agents("attach", sid, "--state-dir", str(agents_state_dir), env=env)
+    assert got.returncode == 4
+    assert got.stderr.count("\n") == 1
+    assert f"jupyter agents restore {sid}" in got.stderr
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_new_attach_starts_and_attaches(backend, agents_state_dir, tmp_path, request):
+    env = env_for(backend, request)
+    jupyter = shutil.which("jupyter")
+    assert jupyter
+    argv = [jupyter, "agents", "new", "shell", "--attach", "--cwd", str(tmp_path)]
+    term = Pty([*argv, "--state-dir", str(agents_state_dir)], env)
+    term.attached(tmp_path)
+    term.write(b"echo new-$((5*5))\r")
+    term.read_until(b"new-25")
+    term.write(DETACH_KEY)
+    assert term.wait() == 0
+    listed = jupyter_agents("list", "--json", "--state-dir", str(agents_state_dir), env=env)
+    assert [m["status"] for m in json.loads(listed.stdout)] == ["running"]
