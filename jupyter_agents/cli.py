@@ -26,7 +26,7 @@ from . import conversation_export, prune, usage
 from .attention import NEEDS_YOU
 from .backends.base import DETACH_KEY_NAME
 from .config import open_sessions
-from .display import text_table
+from .display import RECENT, clip, cost_cell, text_table, worth_listing
 from .errors import AgentsError, Conflict, InvalidRequest, NotFound
 from .limits import LIMIT_KEYS, describe
 from .query import MAX_LIMIT, parse_query
@@ -42,6 +42,7 @@ EXIT_WAIT = {"waiting": 0, "permission": 5, "error": 6}
 EXIT_TIMEOUT = 7
 #: how the attach hint names the detach key (tmux's ``C-]``, as a terminal user says it)
 DETACH_HINT = "Ctrl-" + DETACH_KEY_NAME.removeprefix("C-")
+RECENT_WORDS = f"{RECENT.total_seconds() / 3600:.0f} h"
 
 
 def progress(done: int, total: int, label: str, out: TextIO) -> None:
@@ -62,16 +63,60 @@ def cmd_list(service: SessionService, args: argparse.Namespace) -> int:
     sessions = service.list(args.status or None)
     if args.json:
         print(json.dumps(service.models(sessions), indent=2))
-    else:
-        print(text_table(sessions, service.usage_models(sessions)))
+        return 0
+    now = datetime.now(timezone.utc)
+    shown = sessions if args.all or args.status else [s for s in sessions if worth_listing(s, now)]
+    width = None if args.wide else terminal_width()
+    print(text_table(shown, service.usage_models(shown), width))
+    if len(shown) < len(sessions):
+        print(
+            f"({len(sessions) - len(shown)} sessions that ended over {RECENT_WORDS} ago "
+            "are not shown: --all)"
+        )
     return 0
+
+
+def terminal_width() -> int | None:
+    """The width to fit: ``$COLUMNS`` if set, else that of the terminal on stdout; None
+    when output goes elsewhere (a pipe or a file keeps every column in full)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns if sys.stdout.isatty() else None
+    except (OSError, ValueError):
+        return None
 
 
 def cmd_show(service: SessionService, args: argparse.Namespace) -> int:
     service.follow_conversations()
     service.read_usage()
-    print(json.dumps(service.models([service.lookup(args.id)])[0], indent=2))
+    model = service.models([service.lookup(args.id)])[0]
+    if args.json:
+        print(json.dumps(model, indent=2))
+        return 0
+    print(describe_session(model, terminal_width()))
     return 0
+
+
+def describe_session(model: dict[str, Any], width: int | None) -> str:
+    """``show``'s human view of a session's REST model: one ``field: value`` line per
+    field that has a value (lists and objects in short), values cut to ``width``."""
+    lines = []
+    for key, value in model.items():
+        if value in (None, "", [], {}, False):
+            continue
+        if key == "usage" and isinstance(value, dict):
+            text = cost_cell(value) + f" ({format_tokens(value['tokens']['total'])} tokens)"
+        elif key == "argv" and isinstance(value, list):
+            text = shlex.join(str(v) for v in value)
+        elif isinstance(value, (dict, list)):
+            text = json.dumps(value)
+        else:
+            text = str(value)
+        line = f"{key.replace('_', ' ')}: {text}"
+        lines.append(line if width is None else clip(line, width))
+    return "\n".join(lines)
 
 
 def cmd_cost(service: SessionService, args: argparse.Namespace) -> int:
@@ -478,13 +523,21 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name: str, help: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, parents=[common])
 
-    p = add("list", "list sessions (all statuses)")
-    p.add_argument("--json", action="store_true", help="JSON, the REST model")
+    p = add(
+        "list",
+        "list the sessions to act on: running, interrupted, needing you, or ended in "
+        f"the last {RECENT_WORDS} (--all: every record); fits the terminal",
+    )
+    p.add_argument("--all", action="store_true", help="every record, however old")
+    p.add_argument("--wide", action="store_true", help="every column, in full")
+    p.add_argument("--json", action="store_true", help="JSON, the REST model (every record)")
     p.add_argument(
         "--status",
         action="append",
         choices=["running", "exited", "interrupted", "orphaned", "killed"],
-        help="only these statuses (repeatable)",
+        metavar="STATUS",
+        help="only sessions with this status (repeatable): running, exited, "
+        "interrupted, orphaned or killed",
     )
     p = add("show", "one session: what it is, why it ended, how to act on it")
     p.add_argument("id")
@@ -618,6 +671,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (``| head``): quietly, like cat
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

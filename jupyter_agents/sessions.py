@@ -62,6 +62,8 @@ from .usage import FORMATS
 from .vt import check_title
 
 ENDED: tuple[Status, ...] = ("exited", "interrupted", "killed")
+#: the shortest id prefix :meth:`SessionService.lookup` takes for a whole id
+MIN_PREFIX = 4
 #: an agent that fails within this many seconds of its start is said to have failed to
 #: start (its record gets a reason)
 EARLY_EXIT = 10.0
@@ -197,13 +199,30 @@ class SessionService:
         return session
 
     def lookup(self, ref: str) -> Session:
-        """A session by id, else the running session whose terminal is called ``ref``."""
+        """A session by id; else the running session whose terminal is called ``ref``;
+        else the newest session whose terminal was called so; else the one session whose
+        id starts with ``ref`` (at least :data:`MIN_PREFIX` characters, as git takes
+        hashes). :class:`NotFound` otherwise, naming the ids when a prefix fits several."""
         try:
             return self.store.get(ref)
         except NotFound:
-            if (session := self.store.find_live(ref)) is None:
-                raise NotFound(f"no session with id or running terminal name {ref!r}") from None
+            pass
+        if (session := self.store.find_live(ref)) is not None:
             return session
+        records = self.store.list()
+        named = [s for s in records if s.name == ref]
+        if named:
+            return max(named, key=lambda s: (s.created, s.id))
+        fits = [s for s in records if len(ref) >= MIN_PREFIX and s.id.startswith(ref)]
+        if len(fits) > 1:
+            raise NotFound(
+                f"{ref!r} is the start of {len(fits)} session ids: "
+                + ", ".join(s.id for s in fits[:5])
+                + (", ..." if len(fits) > 5 else "")
+            )
+        if not fits:
+            raise NotFound(f"no session with id, id prefix or terminal name {ref!r}")
+        return fits[0]
 
     def interrupted(self, kinds: Iterable[str] | None = None) -> builtins.list[Session]:
         """The ``interrupted`` sessions (of ``kinds`` if given), oldest first."""

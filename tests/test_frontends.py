@@ -62,7 +62,7 @@ def test_cli_round_trip_with_a_live_server(agents_server, agents_state_dir, tmp_
     status, rest = server.request("GET", "/api/agents/sessions")
     assert status == 200 and rest[0]["status"] == "killed"
     assert json.loads(cli("list", "--json", *state).stdout)[0]["status"] == "killed"
-    table = cli("list", *state).stdout
+    table = cli("list", "--wide", *state).stdout
     assert table.splitlines()[0].split()[:5] == ["ID", "NAME", "TITLE", "KIND", "STATUS"]
     assert model["id"] in table and "killed" in table
 
@@ -126,11 +126,11 @@ def test_cli_bad_input_gives_one_line_and_an_exit_code(agents_state_dir, tmp_pat
     unknown = cli("show", "nope", *state)
     assert unknown.returncode == 3
     assert unknown.stderr.strip().splitlines() == [
-        "jupyter agents: no session with id or running terminal name 'nope'"
+        "jupyter agents: no session with id, id prefix or terminal name 'nope'"
     ]
     # the rest through main() in this process (each process costs ~2 s of imports)
     for args, code, message in [
-        (["show", "nope"], 3, "no session with id or running terminal name 'nope'"),
+        (["show", "nope"], 3, "no session with id, id prefix or terminal name 'nope'"),
         (["kill", "nope"], 3, "nope"),
         (["new", "bogus"], 1, "unknown session kind 'bogus'"),
         (["new", "shell", "--cwd", str(tmp_path / "missing")], 1, "not an existing directory"),

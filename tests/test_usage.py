@@ -419,7 +419,7 @@ def test_a_claude_sessions_usage_and_cost_reach_rest_events_and_cli(
     monkeypatch.setenv("JUPYTER_AGENTS_STATE_DIR", str(server.state_dir))
     monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path / "config"))
     capsys.readouterr()
-    assert main(["list"]) == 0
+    assert main(["list", "--wide"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert "COST" in table[0]
     row = next(line for line in table if line.startswith(sid))
