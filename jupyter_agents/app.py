@@ -10,7 +10,7 @@ from typing import Any
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Float, TraitError, Type
 
-from . import provenance, sharing
+from . import paths, provenance, sharing
 from .activity import ServerActivity
 from .attention import listen_for_hooks
 from .auth import narrow_hub_identity, sharing_refused
@@ -111,6 +111,15 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             backend.name,
             chosen if where == provenance.DEFAULT else f"{chosen}, from {where}",
             debug,
+        )
+        state_dir = self.service.state_dir
+        runtime = paths.runtime_dir(state_dir)
+        self.log.info(
+            "jupyter_agents: state dir %s on %s: store journal %s, sockets in %s",
+            state_dir,
+            paths.filesystem_type(state_dir) or "an unknown filesystem",
+            self.service.store.journal,
+            "the state dir" if runtime is None else f"{runtime} (a network filesystem)",
         )
         for name in provenance.HUB_SETTINGS:
             where = provenance.source(self.serverapp, provenance.AGENTS_SECTIONS, name)

@@ -42,7 +42,7 @@ from .launch import EnvPolicy
 from .ledger import UsageLedger
 from .paths import default_state_dir, ensure_private_dir
 from .sessions import SessionService
-from .store import SessionStore
+from .store import JOURNAL_MODES, SessionStore
 
 #: removed from every session's environment unless configured otherwise (DESIGN.md 5, 10)
 DEFAULT_SCRUB_ENV = [
@@ -91,6 +91,15 @@ class AgentsSettings(LoggingConfigurable):
         help="Who owns new terminals: 'tmux' (>= 3.2), 'broker' (the pty broker daemon), "
         "'auto' (tmux when a usable one is on PATH, else the broker), or a Backend "
         "subclass (import string). Existing sessions stay with the backend that owns them.",
+    )
+    journal_mode = Enum(
+        ["auto", *JOURNAL_MODES],
+        default_value="auto",
+        config=True,
+        help="SQLite journal mode of the session store: 'auto' is 'wal' on a local "
+        "filesystem and 'delete' on a network one (NFS, SMB/CIFS: SQLite's WAL needs "
+        "memory shared on one host), where sockets also move to a local private folder. "
+        "Every process using the state dir must agree.",
     )
     on_shutdown = Enum(
         ["detach", "kill"],
@@ -258,7 +267,7 @@ class AgentsSettings(LoggingConfigurable):
             )
         state_dir = ensure_private_dir(path)
         shell = shell or default_shell()
-        store = SessionStore(state_dir / "sessions.db")
+        store = SessionStore(state_dir / "sessions.db", self.journal_mode)
         return SessionService(
             store=store,
             backends=Backends(

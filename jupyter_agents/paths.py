@@ -2,18 +2,26 @@
 
 Layout of ``state_dir`` (mode 0700, owned by the current user)::
 
-    sessions.db        the SessionStore (SQLite, WAL)
+    sessions.db        the SessionStore (SQLite; WAL on a local filesystem)
     tmux/              the tmux socket and config (backend ``tmux``)
     transcripts/       one directory ``<session id>/`` per session: its raw output bytes in
                        segments (see :mod:`jupyter_agents.segments`)
     conversations/     copies of agents' conversation files, one directory per session
                        (see :mod:`jupyter_agents.archive`)
     state.lock         serialises spawns against reconcile (see reconcile.py)
+
+On a network filesystem (:data:`NETWORK_FILESYSTEMS`: NFS, SMB/CIFS...) the sockets
+(``tmux/socket``, ``broker/socket``) live instead in a local private folder of their own
+(:func:`socket_dir`), and the store uses a rollback journal (see store.py): SMB cannot
+hold a UNIX socket, a socket on NFS reaches only processes of one host, and SQLite's WAL
+needs memory shared on one host.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterator
@@ -25,6 +33,20 @@ from jupyter_core.paths import jupyter_data_dir
 from .errors import UnsafeStateDir
 
 STATE_DIR_ENV = "JUPYTER_AGENTS_STATE_DIR"
+#: the mount table read to tell a state dir's filesystem (a test names a file of its own)
+MOUNTINFO_ENV = "JUPYTER_AGENTS_MOUNTINFO"
+
+#: filesystem types (``/proc/self/mountinfo``) that are shared over a network: sockets go
+#: to a local folder, the store uses a rollback journal
+NETWORK_FILESYSTEMS = frozenset(
+    {
+        *("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs"),
+        *("fuse.glusterfs", "fuse.sshfs", "fuse.cephfs", "lustre", "gpfs", "beegfs"),
+        *("fuse.juicefs", "fuse.s3fs", "fuse.gcsfuse", "fuse.goofys", "fuse.rclone"),
+    }
+)
+#: network filesystems over object storage: no locks SQLite could use, so no store
+OBJECT_STORE_FILESYSTEMS = frozenset({"fuse.s3fs", "fuse.gcsfuse", "fuse.goofys", "fuse.rclone"})
 
 
 def default_state_dir() -> str:
@@ -129,6 +151,61 @@ def ensure_private_dir(path: str | os.PathLike[str]) -> Path:
     if stat.S_IMODE(st.st_mode) & 0o077:
         os.chmod(p, 0o700)
     return p
+
+
+def filesystem_type(path: str | os.PathLike[str]) -> str | None:
+    """The type of the filesystem ``path`` is on (``ext4``, ``nfs4``, ``cifs``...), from
+    the mount table (``/proc/self/mountinfo``, or the file ``$JUPYTER_AGENTS_MOUNTINFO``
+    names): the mount whose mount point is the longest prefix of ``path`` with its
+    symlinks resolved, the last mounted of equals. None where there is no mount table
+    (not Linux)."""
+    table = os.environ.get(MOUNTINFO_ENV) or "/proc/self/mountinfo"
+    try:
+        lines = Path(table).read_text().splitlines()
+    except OSError:
+        return None
+    real = os.path.realpath(path)
+    best: tuple[int, str] | None = None
+    for line in lines:
+        fields, _, after = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not after.split():
+            continue
+        mount = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), parts[4])  # \040: " "
+        inside = real == mount or real.startswith(mount.rstrip("/") + "/")
+        if inside and (best is None or len(mount) >= best[0]):
+            best = (len(mount), after.split()[0])
+    return None if best is None else best[1]
+
+
+def on_network_filesystem(path: str | os.PathLike[str]) -> str | None:
+    """The filesystem type of ``path`` if it is one of :data:`NETWORK_FILESYSTEMS`,
+    else None (local, or unknown)."""
+    fs = filesystem_type(path)
+    return fs if fs in NETWORK_FILESYSTEMS else None
+
+
+def runtime_dir(state_dir: Path) -> Path | None:
+    """The local folder of ``state_dir``'s sockets when ``state_dir`` is on a network
+    filesystem: ``/tmp/jupyter-agents-<uid>/run-<hash of state_dir>`` (the same for every
+    process of the user whatever its environment, as tmux's ``/tmp/tmux-<uid>``), made
+    here 0700 and checked as the state dir is (:func:`ensure_private_dir`: ours, no
+    symlink, no parent another user could write). None on a local filesystem (the
+    sockets stay in the state dir)."""
+    if on_network_filesystem(state_dir) is None:
+        return None
+    digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return ensure_private_dir(ensure_private_dir(f"/tmp/jupyter-agents-{uid}") / f"run-{digest}")
+
+
+def socket_dir(state_dir: Path, name: str) -> Path:
+    """The folder of the socket ``name`` (``tmux``, ``broker``) of ``state_dir``: on a
+    local filesystem ``state_dir / name`` (the caller makes it, private); on a network
+    one ``name`` in :func:`runtime_dir`, made here: a socket is never on a share that
+    cannot hold it (SMB) or that other hosts see (NFS)."""
+    runtime = runtime_dir(state_dir)
+    return state_dir / name if runtime is None else ensure_private_dir(runtime / name)
 
 
 def socket_not_ours(path: Path) -> str | None:

@@ -1,7 +1,8 @@
 """SessionStore: the per-user record of every terminal and agent session.
 
 One SQLite file in the state dir, opened by the server, the CLI and kernels at once:
-WAL journal, a busy timeout, and ``BEGIN IMMEDIATE`` around every change so concurrent
+a journal mode its filesystem supports (:func:`journal_mode`: WAL on a local disk), a
+busy timeout, and ``BEGIN IMMEDIATE`` around every change so concurrent
 writers queue instead of failing. The schema version lives in ``PRAGMA user_version``
 and is migrated forward on open; a file written by a newer version, or one that is not a
 jupyter_agents store at all, is refused with :class:`~jupyter_agents.errors.StoreError`.
@@ -23,9 +24,36 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import Conflict, NotFound, StoreClosed, StoreError
+from .paths import OBJECT_STORE_FILESYSTEMS, filesystem_type, on_network_filesystem
 
 #: how long :meth:`SessionStore.close` waits for a statement in flight (s)
 CLOSE_TIMEOUT = 10.0
+
+#: the journal modes ``AgentsApp.journal_mode`` may name besides ``auto``
+JOURNAL_MODES = ("wal", "delete", "truncate", "persist")
+
+
+def journal_mode(path: Path, configured: str = "auto") -> str:
+    """The SQLite journal mode for a store at ``path``: ``configured`` unless it is
+    ``auto``; else ``wal`` on a local filesystem and ``delete`` (a rollback journal) on
+    a network one (SQLite's WAL needs memory shared on one host). A filesystem over
+    object storage (:data:`~jupyter_agents.paths.OBJECT_STORE_FILESYSTEMS`) is refused
+    with :class:`~jupyter_agents.errors.StoreError` naming it: it has no locks SQLite
+    could use. Every process opening the store decides alike (the mode of a WAL file
+    persists in it)."""
+    if configured != "auto":
+        if configured not in JOURNAL_MODES:
+            raise StoreError(f"unknown journal mode {configured!r}; one of {JOURNAL_MODES}")
+        return configured
+    fs = filesystem_type(path.parent)
+    if fs in OBJECT_STORE_FILESYSTEMS:
+        raise StoreError(
+            f"{path.parent} is on {fs} (object storage), which cannot hold the session "
+            "store (SQLite needs file locks); choose AgentsApp.state_dir on a local disk "
+            "or NFS"
+        )
+    return "delete" if on_network_filesystem(path.parent) else "wal"
+
 
 Status = Literal["running", "exited", "interrupted", "orphaned", "killed"]
 #: what an agent session needs: ``waiting``, ``permission`` and ``error`` need the user
@@ -292,8 +320,14 @@ class SessionStore:
     closed under a running statement.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    #: the journal mode SQLite reported when the store was opened
+    journal: str = ""
+
+    def __init__(self, path: str | Path, journal: str = "auto") -> None:
+        """Open (and migrate) the store at ``path``; ``journal``: ``auto`` or one of
+        :data:`JOURNAL_MODES` (see :func:`journal_mode`)."""
         self.path = Path(path)
+        mode = journal_mode(self.path, journal)
         # one connection, shared by this process's threads one call at a time
         self._lock = threading.RLock()
         self._closed = False
@@ -303,8 +337,10 @@ class SessionStore:
             )
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA busy_timeout = 10000")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = NORMAL")
+            self.journal = self._db.execute(f"PRAGMA journal_mode = {mode}").fetchone()[0]
+            # NORMAL is durable enough with WAL only (SQLite's docs)
+            sync = "NORMAL" if self.journal == "wal" else "FULL"
+            self._db.execute(f"PRAGMA synchronous = {sync}")
             self._migrate()
         except sqlite3.DatabaseError as e:
             raise StoreError(

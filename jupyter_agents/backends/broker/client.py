@@ -32,7 +32,7 @@ from traitlets import Float
 
 from ...errors import AgentsError, BackendUnavailable, InvalidRequest
 from ...launch import python_module_argv
-from ...paths import create_private_file, ensure_private_dir, safe_short_dir
+from ...paths import MOUNTINFO_ENV, create_private_file, ensure_private_dir, safe_short_dir
 from ...procs import ProcessIdentity, matches, terminate_tree
 from ..base import (
     Backend,
@@ -58,8 +58,12 @@ from .replay import screen_only
 _MAX_SOCKET_PATH = 100
 #: input bytes per write frame
 _WRITE_CHUNK = 256 * 1024
-#: the broker's own environment (sessions get theirs over the socket)
-_BROKER_ENV = ("PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "LC_ALL", "VIRTUAL_ENV")
+#: the broker's own environment (sessions get theirs over the socket; the mount table
+#: it reads, where one is named, decides where its socket is: the same as ours)
+_BROKER_ENV = (
+    *("PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "LC_ALL", "VIRTUAL_ENV"),
+    MOUNTINFO_ENV,
+)
 #: where this package is imported from, so the daemon runs the same code
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 

@@ -55,7 +55,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ...paths import socket_not_ours
+from ...paths import socket_dir, socket_not_ours
 
 PREFIX = struct.Struct("!II")
 MAX_HEADER = 1 << 20  # spawn carries a whole environment
@@ -85,9 +85,10 @@ REQUESTS: Mapping[str, Mapping[str, type | tuple[type, ...]]] = {
 
 
 def broker_paths(state_dir: Path) -> tuple[Path, Path, Path]:
-    """(socket, pid file, log file) of the broker of ``state_dir`` (in ``broker/``)."""
+    """(socket, pid file, log file) of the broker of ``state_dir`` (in ``broker/``; the
+    socket where :func:`~jupyter_agents.paths.socket_dir` puts it)."""
     base = state_dir / "broker"
-    return base / "socket", base / "broker.pid", base / "broker.log"
+    return socket_dir(state_dir, "broker") / "socket", base / "broker.pid", base / "broker.log"
 
 
 def peer_not_ours(sock: socket.socket) -> str | None:

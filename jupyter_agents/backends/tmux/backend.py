@@ -18,7 +18,7 @@ from pathlib import Path
 from traitlets import Int, Unicode, default
 
 from ...errors import BackendUnavailable
-from ...paths import ensure_private_dir, safe_short_dir, socket_not_ours
+from ...paths import ensure_private_dir, safe_short_dir, socket_dir, socket_not_ours
 from ...procs import ended_within, identify, terminate_tree
 from ...segments import migrate_legacy
 from ..base import (
@@ -78,7 +78,9 @@ def write_env_file(path: Path, env: Mapping[str, str]) -> None:
 
 
 class TmuxBackend(Backend):
-    """Sessions in one tmux server per state dir, on ``<state_dir>/tmux/socket``."""
+    """Sessions in one tmux server per state dir, on ``<state_dir>/tmux/socket`` (in a
+    local folder when the state dir is on a network filesystem:
+    :func:`~jupyter_agents.paths.socket_dir`)."""
 
     name = "tmux"
 
@@ -112,7 +114,7 @@ class TmuxBackend(Backend):
     def __init__(self, state_dir: Path, **kwargs: object) -> None:
         super().__init__(state_dir, **kwargs)
         self.tmux_dir = state_dir / "tmux"
-        self.socket_path = self.tmux_dir / "socket"
+        self.socket_path = socket_dir(state_dir, "tmux") / "socket"
         self.config_path = self.tmux_dir / "tmux.conf"
         # tmux itself runs with a minimal environment; each session gets its own (-e)
         self._env = {
