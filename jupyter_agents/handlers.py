@@ -324,6 +324,19 @@ class SharesHandler(SharesApiHandler):
         self.reply(model, 201)
 
 
+class SharingHandler(SharesApiHandler):
+    """``GET /api/agents/sharing``: whether this server can share sessions read-only,
+    ``{"available": bool, "reason": str | None}`` (the words a grant's 409 would give),
+    so that clients offer Share only where it works. Owner only."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.owner()
+        reason = self.shares.refused()
+        self.reply({"available": reason is None, "reason": reason})
+
+
 class ShareHandler(SharesApiHandler):
     """``DELETE /api/agents/shares/<id>``: revoke; its viewers are disconnected now."""
 
@@ -449,6 +462,7 @@ def handlers(
         (r"/api/agents/restore", RestoreAllHandler, rest),
         (r"/api/agents/kinds", KindsHandler, rest),
         (r"/api/agents/reconcile", ReconcileHandler, rest),
+        (r"/api/agents/sharing", SharingHandler, {**rest, "shares": shares}),
         (r"/api/agents/shares", SharesHandler, {**rest, "shares": shares}),
         (r"/api/agents/shares/(\w+)", ShareHandler, {**rest, "shares": shares}),
         (r"/agents/view/static/([\w.]+)", ViewerAsset, viewer),

@@ -405,6 +405,7 @@ def test_bob_watches_alice_through_the_hub(hub: Hub) -> None:
         ("POST", f"/api/agents/sessions/{other['id']}/restore"),
         ("GET", "/api/agents/search?q=MARK"),
         ("GET", "/api/agents/shares"),
+        ("GET", "/api/agents/sharing"),
         ("POST", "/api/agents/shares"),
         ("DELETE", f"/api/agents/shares/{grant['id']}"),
         ("GET", "/api/agents/kinds"),
@@ -549,6 +550,11 @@ def test_expiry_and_a_restart_of_alices_server(hub: Hub) -> None:
     print(f"alice's server stopped and started again in {time.monotonic() - stopped:.1f} s")
     assert time.time() < expires_at(grants["later"]), "the restart outlasted the grant"
 
+    # configured as the docs say, the server tells its clients that sharing works
+    assert hub.user_api(ALICE, alice_token, "GET", "/api/agents/sharing") == (
+        200,
+        {"available": True, "reason": None},
+    )
     status_, listed = hub.user_api(ALICE, alice_token, "GET", "/api/agents/shares")
     live = {share["id"] for share in listed}
     assert status_ == 200 and {grants["lasting"]["id"], grants["later"]["id"]} <= live

@@ -79,6 +79,10 @@ async def test_responses_validate(jp_fetch):
     jsonschema.validate(
         await call("GET", "api", "agents", "kinds"), schema("/api/agents/kinds", "get", "200")
     )
+    sharing = await call("GET", "api", "agents", "sharing")
+    jsonschema.validate(sharing, schema("/api/agents/sharing", "get", "200"))
+    # a server that is not a hub's cannot share, and says why in the grant's words
+    assert sharing["available"] is False and "JupyterHub" in sharing["reason"]
     for _ in range(100):  # until its prompt is in the transcript
         page = await call(
             "GET", "api", "agents", "search", q="[$#]", regex="true", session=made["id"], limit="1"

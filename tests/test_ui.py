@@ -261,6 +261,18 @@ def row(page: Any, session_id: str) -> Any:
     )
 
 
+def act(page: Any, session_id: str, action: str) -> None:
+    """Do ``action`` to a session as a person would: its row's labelled button when it
+    is the row's likely action, else the item of that name in the row's menu."""
+    target = row(page, session_id)
+    primary = target.locator(f".jp-AgentsPanel-primary[data-action='{action}']")
+    if primary.count():
+        primary.click()
+        return
+    target.locator("button[data-action='menu']").click()
+    page.locator(f".jp-AgentsPanel-menu li[data-command='agents-row:{action}']").click()
+
+
 def new_terminal(page: Any) -> None:
     """What File > New > Terminal does."""
     page.evaluate(
@@ -498,7 +510,7 @@ def test_panel_interrupted_agent_restore(lab: Lab, page: Any) -> None:
     shot(page, "2-running-sidebar")
     show_panel(page)
 
-    row(page, sid).locator("button[data-action='restore']").click()
+    act(page, sid, "restore")
     wait_status(page, sid, "running")
     name = lab.sessions()[sid]["name"]
     poll(
@@ -684,7 +696,7 @@ def test_orphan_shows_and_adopt_opens_it(lab: Lab, page: Any) -> None:
     wait_status(page, "handmade", "orphaned")
     assert int(page.locator(".jp-AgentsStatus-orphaned").get_attribute("data-count")) >= 1
     shot(page, "4-panel-orphaned")
-    row(page, "handmade").locator("button[data-action='adopt']").click()
+    act(page, "handmade", "adopt")
     wait_status(page, "handmade", "running")
     wait_text(page, r"ORPHAN-9")
     typed_until(page, "echo ADOPTED-$((5*5))", r"ADOPTED-25")
@@ -692,7 +704,7 @@ def test_orphan_shows_and_adopt_opens_it(lab: Lab, page: Any) -> None:
 
     # Kill from the panel, after a confirmation: the process tree ends, the tab closes
     pid = lab.sessions()["handmade"]["pid"]
-    row(page, "handmade").locator("button[data-action='kill']").click()
+    act(page, "handmade", "kill")
     page.locator(".jp-Dialog button.jp-mod-accept", has_text="Kill").click()
     wait_status(page, "handmade", "killed")
     poll(lambda: gone(pid), what=f"the adopted shell (pid {pid}) to end")

@@ -22,6 +22,7 @@ from test_ui import (
     CHROMIUM,
     CHROMIUM_ARGS,
     Lab,
+    act,
     open_lab,
     row,
     shot,
@@ -84,7 +85,7 @@ def open_conversation(lab: Lab, page: Any, agent: dict[str, Any]) -> Any:
     document's view, once the heading shows."""
     open_lab(page, lab, reset=True)
     show_panel(page)
-    row(page, agent["id"]).locator("button[data-action='conversation']").click()
+    act(page, agent["id"], "conversation")
     doc = page.locator(
         f".jp-AgentsConversationDocument .jp-AgentsConversation[data-session-id='{agent['id']}']"
     )
@@ -175,7 +176,7 @@ def test_a_resume_that_cannot_work_says_why_and_offers_a_fresh_session(lab: Lab,
     open_lab(page, lab, reset=True)
     show_panel(page)
     wait_status(page, agent["id"], "interrupted")
-    row(page, agent["id"]).locator("button[data-action='restore']").click()
+    act(page, agent["id"], "restore")
     cid = agent["conversation_id"]
     reason = row(page, agent["id"]).locator(".jp-AgentsPanel-reason")
     reason.wait_for()

@@ -37,6 +37,7 @@ from test_ui import (
     CHROMIUM,
     CHROMIUM_ARGS,
     Lab,
+    act,
     open_lab,
     playwright,
     row,
@@ -134,7 +135,7 @@ def viewer_text(page: Any) -> str:
 
 def share_from_panel(page: Any, session_id: str, viewer: str, expiry: str) -> Any:
     """Fill the row's share dialog and press Enter in the viewer box; the next dialog."""
-    row(page, session_id).locator("button[data-action='share']").click()
+    act(page, session_id, "share")
     dialog = page.locator(".jp-Dialog")
     dialog.locator("select[name='expires']").select_option(label=expiry)
     box = dialog.locator("input[name='viewer']")
@@ -190,7 +191,7 @@ def test_alice_shares_a_shell_with_bob_who_watches_read_only(
         assert "Read-only view of session" in bob.locator("header").inner_text()
 
         # alice's shell prints a marker: bob sees it
-        row(page, sid).locator("button[data-action='open']").click()
+        act(page, sid, "open")
         page.wait_for_selector(".jp-Terminal .xterm-accessibility-tree")
         typed_until(page, 'echo "SHA""RED-$((6*7))"', r"SHARED-42")
         poll(lambda: "SHARED-42" in viewer_text(bob), what="the marker on bob's page")

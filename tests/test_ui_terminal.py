@@ -30,6 +30,7 @@ from test_ui import (
     CHROMIUM,
     CHROMIUM_ARGS,
     Lab,
+    act,
     dismiss_dialogs,
     new_terminal,
     open_lab,
@@ -419,7 +420,7 @@ def test_renamed_session_keeps_tab_label_and_panel_title_after_restart(lab: Lab,
 
     # a person's title, from the panel row
     row(page, sid).hover()
-    row(page, sid).locator("button[data-action='rename']").click()
+    act(page, sid, "rename")
     answer_rename(page, "Fix the upload bug")
     poll(
         lambda: (

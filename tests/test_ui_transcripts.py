@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import test_ui
-from test_ui import Lab, open_lab, row, shot, show_panel, wait_status
+from test_ui import Lab, act, open_lab, shot, show_panel, wait_status
 
 from jupyter_agents.pytest_plugin import poll
 
@@ -136,7 +136,7 @@ def test_search_hit_replays_an_ended_session(lab: Lab, page: Any) -> None:
     page.locator(
         "#jupyter-agents-panel .jp-AgentsPanel-group[data-group='ended'] > summary"
     ).click()
-    row(page, sid).locator("button[data-action='replay']").click()
+    act(page, sid, "replay")
     assert page.locator(".jp-AgentsReplay").count() == 1
 
 

@@ -144,7 +144,12 @@ def test_a_sessions_own_limit_is_set_from_its_row(lab: Lab, page: Any) -> None:
     dialog.wait_for(state="visible")
     dialog.locator("select").select_option("own")
     dialog.locator("input[data-limit='cost']").fill("2.5")
-    dialog.locator("input[data-limit='seconds']").fill("600")
+    dialog.locator("input[data-limit='minutes']").fill("10")
+    # the choice in a sentence, in the person's words (no setting names, no seconds)
+    assert dialog.locator(".jp-AgentsLimit-summary").text_content() == (
+        "Stop this agent after $2.50 or 10 minutes of work while nobody is watching."
+    )
+    assert "AgentsApp" not in dialog.text_content()
     shot(page, "panel-limit-dialog")
     page.locator(".jp-Dialog button.jp-mod-accept").click()
     poll(
@@ -152,7 +157,7 @@ def test_a_sessions_own_limit_is_set_from_its_row(lab: Lab, page: Any) -> None:
         what="its own limit",
     )
     assert usage(lab, session["id"])["limit_source"] == "session"
-    wait_notification(page, "Unattended limit of")
+    wait_notification(page, "Spending limit of")
 
 
 def test_the_limit_interrupting_an_agent_is_a_notification(lab: Lab, page: Any) -> None:
@@ -169,3 +174,150 @@ def test_the_limit_interrupting_an_agent_is_a_notification(lab: Lab, page: Any) 
     cell.wait_for(state="attached")
     assert lab.sessions()[session["id"]]["status"] == "running"  # nothing killed
     shot(page, "panel-limit-reached")
+
+
+#: what each row must show whole (the folder may be shortened: its end must show)
+WHOLE = (
+    ".jp-AgentsPanel-kind",
+    ".jp-AgentsPanel-name",
+    ".jp-AgentsPanel-started",
+    ".jp-AgentsPanel-badge",
+    ".jp-AgentsPanel-primary",
+    ".jp-AgentsPanel-more",
+    ".jp-AgentsPanel-cost",
+    ".jp-AgentsPanel-time",
+)
+
+
+def clipped(page: Any) -> list[str]:
+    """What the panel's rows do not show whole: a part outside its row's box, a part
+    whose text is cut, or a folder whose end is hidden. Empty when all is legible."""
+    return list(
+        page.evaluate(
+            """(whole) => {
+              const bad = [];
+              const inside = (a, b) => a.left >= b.left - 0.5 && a.right <= b.right + 0.5
+                && a.top >= b.top - 0.5 && a.bottom <= b.bottom + 0.5;
+              for (const row of document.querySelectorAll(
+                  '#jupyter-agents-panel details[open] .jp-AgentsPanel-row')) {
+                const box = row.getBoundingClientRect();
+                const id = row.dataset.sessionId;
+                if (box.right > row.closest('#jupyter-agents-panel')
+                    .getBoundingClientRect().right + 0.5) {
+                  bad.push(`${id}: row wider than the panel`);
+                }
+                for (const sel of whole) {
+                  for (const part of row.querySelectorAll(sel)) {
+                    if (!inside(part.getBoundingClientRect(), box)) {
+                      bad.push(`${id}: ${sel} outside its row`);
+                    } else if (part.scrollWidth > part.clientWidth + 1) {
+                      bad.push(`${id}: ${sel} cut (${part.scrollWidth} > ${part.clientWidth})`);
+                    }
+                  }
+                }
+                const cwd = row.querySelector('.jp-AgentsPanel-cwd bdi');
+                if (cwd && cwd.textContent) {
+                  const range = document.createRange();
+                  const text = cwd.firstChild;
+                  range.setStart(text, text.length - 1);
+                  range.setEnd(text, text.length);
+                  const last = range.getBoundingClientRect();
+                  const shown = cwd.parentElement.getBoundingClientRect();
+                  if (!(last.width > 0 && inside(last, shown))) {
+                    bad.push(`${id}: the end of its folder is hidden`);
+                  }
+                }
+              }
+              return bad;
+            }""",
+            list(WHOLE),
+        )
+    )
+
+
+def menu_items(page: Any) -> list[str]:
+    return [
+        str(t).strip()
+        for t in page.locator(".jp-AgentsPanel-menu .lm-Menu-itemLabel").all_text_contents()
+        if str(t).strip()  # not a separator
+    ]
+
+
+def test_rows_are_legible_at_250_px_and_on_a_phone(lab: Lab, page: Any) -> None:
+    """At the default 250 px sidebar and on a 360 px phone, every row shows its kind,
+    name, state, cost and time whole and its folder's end; the likely action is a
+    labelled button and the others are words in a menu; rows of a reused name say when
+    each started; Share is not offered where sharing cannot work; an ended session
+    offers no spending limit."""
+    deep = lab.work / "a-long-project-folder-name" / "src" / "deeply-nested-package"
+    deep.mkdir(parents=True, exist_ok=True)
+    first = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell", "cwd": str(deep)})[
+        1
+    ]
+    lab.server.request("DELETE", f"/api/agents/sessions/{first['id']}")
+    again = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell", "cwd": str(deep)})[
+        1
+    ]
+    assert again["name"] == first["name"]  # the name is reused: two rows share it
+    spender = agent(lab)
+    lab.server.type_line(spender["name"], "task", "claude heard: task")
+    poll(lambda: usage(lab, spender["id"])["tokens"]["total"] > 0, what="its usage")
+    ended = agent(lab)
+    lab.server.type_line(ended["name"], "task", "claude heard: task")
+    poll(lambda: usage(lab, ended["id"])["tokens"]["total"] > 0, what="its usage")
+    lab.server.request("DELETE", f"/api/agents/sessions/{ended['id']}")
+    try:
+        page.set_viewport_size({"width": 1400, "height": 900})
+        open_lab(page, lab, reset=True)
+        panel = show_panel(page)
+        assert panel.bounding_box()["width"] <= 260  # JupyterLab's default sidebar
+        panel.locator(".jp-AgentsPanel-group[data-group='ended'] > summary").click()
+        for sid in (first["id"], again["id"], spender["id"], ended["id"]):
+            row(page, sid).wait_for()
+        poll(lambda: not clipped(page), what=f"every row legible at 250 px: {clipped(page)}")
+        shot(page, "panel-250px")
+
+        # a reused name: each row says when it started
+        started = {
+            sid: row(page, sid).locator(".jp-AgentsPanel-started").text_content()
+            for sid in (first["id"], again["id"])
+        }
+        for made in (first, again):  # HH:MM:SS of its start, today (the browser is in UTC)
+            assert started[made["id"]] == made["created"][11:19], started
+        assert row(page, spender["id"]).locator(".jp-AgentsPanel-started").count() == 0
+        # the likely action in words; the others, in words, in a menu
+        assert row(page, spender["id"]).locator(".jp-AgentsPanel-primary").text_content() == (
+            "Open"
+        )
+        assert row(page, ended["id"]).locator(".jp-AgentsPanel-primary").text_content() == (
+            "Replay"
+        )
+        row(page, spender["id"]).locator("button[data-action='menu']").click()
+        assert menu_items(page) == ["Rename…", "Spending limit…", "Conversation", "Kill…"]
+        shot(page, "panel-row-menu")
+        page.keyboard.press("Escape")
+        row(page, ended["id"]).locator("button[data-action='menu']").click()
+        assert menu_items(page) == ["Restore", "Rename…", "Conversation"]  # no limit
+        page.keyboard.press("Escape")
+        # an ended session's cost is shown, not a way to set a limit
+        cost = row(page, ended["id"]).locator(".jp-AgentsPanel-cost")
+        assert cost.evaluate("e => e.tagName") == "SPAN"
+        assert cost.get_attribute("data-action") is None
+
+        page.set_viewport_size({"width": 360, "height": 740})
+        open_lab(page, lab)
+        panel = show_panel(page)
+        panel.locator(".jp-AgentsPanel-group[data-group='ended'] > summary").click()
+        row(page, ended["id"]).wait_for()
+        poll(lambda: not clipped(page), what=f"every row legible on a phone: {clipped(page)}")
+        row(page, spender["id"]).locator("button[data-action='menu']").click()
+        heights = page.locator(
+            ".jp-AgentsPanel-menu .lm-Menu-item[data-type='command']"
+        ).evaluate_all("items => items.map(i => i.getBoundingClientRect().height)")
+        assert heights and min(heights) >= 32, heights  # a finger's target
+        shot(page, "phone-row-menu")
+        page.keyboard.press("Escape")
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 900})
+        for made in (again, spender):
+            lab.server.request("DELETE", f"/api/agents/sessions/{made['id']}")

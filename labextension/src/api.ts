@@ -190,6 +190,15 @@ export const listSessions = (s: Settings): Promise<ISession[]> =>
 export const listKinds = (s: Settings): Promise<IKind[]> =>
   request<IKind[]>(s, 'api/agents/kinds');
 
+/** `GET /api/agents/sharing`: whether this server can share read-only, and why not. */
+export interface ISharing {
+  available: boolean;
+  reason: string | null;
+}
+
+export const getSharing = (s: Settings): Promise<ISharing> =>
+  request<ISharing>(s, 'api/agents/sharing');
+
 export const createSession = (
   s: Settings,
   kind: string,

@@ -353,19 +353,30 @@ export function addCommands(options: Commands.IOptions): void {
   });
 
   commands.addCommand(CommandIDs.limit, {
-    label: trans.__('Unattended Limit…'),
+    label: trans.__('Spending Limit…'),
     caption: trans.__(
-      "What the agent may spend while nobody watches, since the last input: its own limit, none, or the server's"
+      "What the agent may spend while nobody watches, since a person last typed: its own limit, none, or the server's"
     ),
     execute: async args => {
       const session = await sessionOf(model, args);
       if (!session) {
         return;
       }
+      if (session.status !== 'running' && session.status !== 'orphaned') {
+        Notification.info(
+          trans.__(
+            'Session %1 is %2: a spending limit applies only while it runs.',
+            session.name,
+            session.status
+          ),
+          { autoClose: 5000 }
+        );
+        return;
+      }
       const limit = await askLimit(
         session,
         trans.__(
-          'Unattended limit of %1 session %2',
+          'Spending limit of %1 session %2',
           label(session.kind),
           session.name
         ),
@@ -378,7 +389,7 @@ export function addCommands(options: Commands.IOptions): void {
         const changed = await setUnattendedLimit(settings, session.id, limit);
         Notification.info(
           trans.__(
-            'Unattended limit of %1: %2',
+            'Spending limit of %1: %2',
             session.name,
             describeLimit(changed.usage?.limit, trans)
           ),

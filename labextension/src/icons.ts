@@ -20,6 +20,17 @@ export const agentsIcon = new LabIcon({
 });
 
 /** A replay: a terminal window with a play triangle. */
+/** A spending limit: a gauge with its needle. */
+export const limitIcon = new LabIcon({
+  name: 'jupyter-agents:limit',
+  svgstr: svg(
+    '<g class="jp-icon3" fill="#616161">' +
+      '<path d="M8 3a7 7 0 0 0-7 7v1.5h1.5V10a5.5 5.5 0 0 1 11 0v1.5H15V10a7 7 0 0 0-7-7z"/>' +
+      '<path d="M11.3 5.6l1 1-3.5 3.6a1.2 1.2 0 1 1-1-1z"/>' +
+      '</g>'
+  )
+});
+
 export const replayIcon = new LabIcon({
   name: 'jupyter-agents:replay',
   svgstr: svg(

@@ -25,6 +25,7 @@ import {
   ISession,
   ISessionEvent,
   IShare,
+  getSharing,
   listKinds,
   listSessions,
   listShares,
@@ -90,6 +91,13 @@ export class SessionsModel implements IAgentSessions {
       },
       () => this._kinds
     );
+    void getSharing(this.serverSettings).then(
+      answer => {
+        this._sharingRefused = answer.available ? null : (answer.reason ?? '');
+        this._changed.emit();
+      },
+      () => undefined // an older server, or not the owner: Share stays hidden
+    );
   }
 
   readonly serverSettings: ServerConnection.ISettings;
@@ -128,6 +136,10 @@ export class SessionsModel implements IAgentSessions {
 
   unavailable(kind: string): string | undefined {
     return this._unavailable.get(kind);
+  }
+
+  get sharingRefused(): string | null | undefined {
+    return this._sharingRefused;
   }
 
   get ready(): Promise<void> {
@@ -354,6 +366,7 @@ export class SessionsModel implements IAgentSessions {
   private _offline = false;
   private _kinds: string[] = DEFAULT_KINDS;
   private _unavailable = new Map<string, string>();
+  private _sharingRefused: string | null | undefined = undefined;
   private _kindsReady: Promise<string[]>;
   private _ready: Promise<void>;
   private _resolveReady: () => void = () => undefined;

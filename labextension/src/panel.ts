@@ -11,10 +11,12 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 import {
   editIcon,
+  ellipsesIcon,
   historyIcon,
   LabIcon,
   launchIcon,
   markdownIcon,
+  MenuSvg,
   refreshIcon,
   shareIcon,
   stopIcon
@@ -36,6 +38,7 @@ import {
   agentsIcon,
   kindIcon,
   kindLabel,
+  limitIcon,
   replayIcon,
   statusLabel
 } from './icons';
@@ -106,22 +109,20 @@ type Action =
   | 'fresh'
   | 'limit';
 
-/** The actions with a button of their own (the limit is set from the cost). */
-type ButtonAction = Exclude<Action, 'limit'>;
-
 /**
- * The action buttons of a session in each status; the first is what Enter does (an
- * ended session is replayed, never restored by accident).
+ * The actions of a session in each status, the most likely first: it is the row's
+ * labelled button and what Enter and a double click do (an ended session is
+ * replayed, never restored by accident); the others are in the row's menu.
  */
-const ACTIONS: Record<Status, ButtonAction[]> = {
-  running: ['open', 'share', 'rename', 'kill'],
-  orphaned: ['adopt', 'rename', 'kill'],
+const ACTIONS: Record<Status, Action[]> = {
+  running: ['open', 'share', 'rename', 'limit', 'kill'],
+  orphaned: ['adopt', 'rename', 'limit', 'kill'],
   interrupted: ['restore', 'replay', 'rename'],
   exited: ['replay', 'restore', 'rename'],
   killed: ['replay', 'restore', 'rename']
 };
 
-const ACTION_ICONS: Record<ButtonAction, LabIcon> = {
+const ACTION_ICONS: Record<Action, LabIcon> = {
   open: launchIcon,
   share: shareIcon,
   rename: editIcon,
@@ -130,17 +131,52 @@ const ACTION_ICONS: Record<ButtonAction, LabIcon> = {
   restore: historyIcon,
   replay: replayIcon,
   conversation: markdownIcon,
-  fresh: launchIcon
+  fresh: launchIcon,
+  limit: limitIcon
 };
 
-/** A session's action buttons: its status's, and its conversation when it has one. */
-function actionsOf(s: ISession): ButtonAction[] {
-  const actions = [...(ACTIONS[s.status] ?? [])];
+/** The prefix of the row menu's commands (`agents-row:<action>`, args `{id}`). */
+export const ROW_COMMAND = 'agents-row:';
+
+/**
+ * A session's actions (its status's, the first being the primary one): its
+ * conversation when it has one; Share only where this server can share (`canShare`);
+ * a limit only for an agent that reports what it spends.
+ */
+export function actionsOf(s: ISession, canShare: boolean): Action[] {
+  const actions = (ACTIONS[s.status] ?? []).filter(
+    a => (a !== 'share' || canShare) && (a !== 'limit' || !!s.usage)
+  );
   if (s.conversation_id) {
     const kill = actions.indexOf('kill');
     actions.splice(kill < 0 ? actions.length : kill, 0, 'conversation');
   }
   return actions;
+}
+
+/**
+ * When a session started, to tell apart sessions of one name: the time (to the
+ * second) today, else the day and time, with the year when it is not this year.
+ */
+export function startedText(iso: string, now: number): string {
+  const date = new Date(iso);
+  const today = new Date(now);
+  if (Number.isNaN(date.getTime())) {
+    return '';
+  }
+  const pad = (n: number) => String(n).padStart(2, '0');
+  const time = [date.getHours(), date.getMinutes(), date.getSeconds()]
+    .map(pad)
+    .join(':');
+  if (date.toDateString() === today.toDateString()) {
+    return time;
+  }
+  const day = date.toLocaleDateString(undefined, {
+    month: 'short',
+    day: 'numeric',
+    ...(date.getFullYear() === today.getFullYear() ? {} : { year: 'numeric' })
+  });
+  return `${day} ${time}`;
 }
 
 /** Groups folded until the user opens them. */
@@ -172,15 +208,6 @@ export function relativeTime(
     return trans.__('%1 h ago', Math.floor(seconds / 3600));
   }
   return trans.__('%1 d ago', Math.floor(seconds / 86400));
-}
-
-/** The last two parts of a path ("…/project/src"). */
-export function cwdTail(cwd: string): string {
-  const parts = cwd.split('/').filter(Boolean);
-  if (parts.length <= 2) {
-    return cwd;
-  }
-  return `…/${parts.slice(-2).join('/')}`;
 }
 
 /** Whether a session matches the filter text (title, name, kind, folder, ids). */
@@ -228,13 +255,29 @@ export class AgentsPanel extends Widget {
       interrupted: trans.__('Interrupted'),
       ended: trans.__('Ended')
     };
-    this._actionTitles = {
-      open: trans.__('Open its terminal'),
+    // what each action says: on the row's button and in its menu (words, not icons:
+    // a phone has no hover), and at more length in the tooltip
+    this._actionLabels = {
+      open: trans.__('Open'),
       share: trans.__('Share read-only…'),
       rename: trans.__('Rename…'),
-      kill: trans.__('Kill (asks first)'),
-      adopt: trans.__('Adopt: make it a terminal and open it'),
+      kill: trans.__('Kill…'),
+      adopt: trans.__('Adopt'),
       restore: trans.__('Restore'),
+      replay: trans.__('Replay'),
+      conversation: trans.__('Conversation'),
+      fresh: trans.__('Start fresh here'),
+      limit: trans.__('Spending limit…')
+    };
+    this._actionTitles = {
+      open: trans.__('Open its terminal'),
+      share: trans.__('Let another hub user watch it, read-only'),
+      rename: trans.__('Give it a title of your own'),
+      kill: trans.__('End its process (asks first); the transcript is kept'),
+      adopt: trans.__('Adopt: make it a terminal and open it'),
+      restore: trans.__(
+        'Start it again in its folder; an agent resumes its conversation'
+      ),
       replay: trans.__('Replay its transcript'),
       conversation: trans.__(
         'Show its conversation (turns, tool calls, times)'
@@ -243,9 +286,23 @@ export class AgentsPanel extends Widget {
         'Start a fresh session of this kind in its folder, the end of its transcript shown first'
       ),
       limit: trans.__(
-        'Click: its unattended limit (what it may spend while nobody watches)…'
+        'What it may spend while nobody watches before it is stopped…'
       )
     };
+    this._menuCommands = new CommandRegistry();
+    for (const action of Object.keys(this._actionLabels) as Action[]) {
+      this._menuCommands.addCommand(ROW_COMMAND + action, {
+        label: this._actionLabels[action],
+        caption: this._actionTitles[action],
+        icon: ACTION_ICONS[action],
+        execute: args => {
+          const session = this._model.sessions?.find(x => x.id === args.id);
+          if (session) {
+            void this._run(action, session);
+          }
+        }
+      });
+    }
 
     const header = el('div', 'jp-AgentsPanel-header');
     header.append(el('h2', 'jp-AgentsPanel-title', trans.__('Agents')));
@@ -269,8 +326,10 @@ export class AgentsPanel extends Widget {
 
     this._filter = el('input', 'jp-AgentsPanel-filter jp-mod-styled');
     this._filter.type = 'search';
-    this._filter.placeholder = trans.__(
-      'Filter: title, name, kind, folder, id'
+    this._filter.placeholder = trans.__('Filter sessions');
+    this._filter.setAttribute(
+      'aria-label',
+      trans.__('Filter the sessions listed by title, name, kind, folder or id')
     );
     this._filter.title = trans.__(
       'Show the sessions whose title, name, kind, folder or conversation id contain these words'
@@ -366,6 +425,10 @@ export class AgentsPanel extends Widget {
       );
     }
     const now = Date.now();
+    const seen = new Map<string, number>();
+    for (const s of sessions) {
+      seen.set(s.name, (seen.get(s.name) ?? 0) + 1);
+    }
     for (const group of GROUPS) {
       const rows = shown
         .filter(s => groupOf(s) === group)
@@ -406,7 +469,7 @@ export class AgentsPanel extends Widget {
       section.append(summary);
       const list = el('ul', 'jp-AgentsPanel-list');
       for (const session of rows) {
-        list.append(this._row(session, now));
+        list.append(this._row(session, now, seen.get(session.name)! > 1));
       }
       section.append(list);
       this._body.append(section);
@@ -491,7 +554,8 @@ export class AgentsPanel extends Widget {
     }
   }
 
-  private _row(s: ISession, now: number): HTMLElement {
+  /** A session's row; `repeated`: another session has its name. */
+  private _row(s: ISession, now: number, repeated: boolean): HTMLElement {
     const trans = this._trans;
     const kind = kindLabel(s.kind, trans);
     const row = el('li', 'jp-AgentsPanel-row');
@@ -531,19 +595,35 @@ export class AgentsPanel extends Widget {
       .filter(Boolean)
       .join('\n');
 
+    // a grid: kind icon | heading (name, when it started if the name repeats, state) |
+    // the likely action, labelled, and a menu of the others; under them the folder,
+    // the cost and the time
     const icon = el('span', 'jp-AgentsPanel-kind');
     kindIcon(s.kind).element({ container: icon, tag: 'span' });
     row.append(icon);
-    // headed by its title (a person's, else its program's) on a line of its own, the
-    // terminal name starting the next; else by its terminal name
+    const head = el('span', 'jp-AgentsPanel-head');
+    // headed by its title (a person's, else its program's), the terminal name then
+    // starting the line under it; else by its terminal name
     const heading = el('span', 'jp-AgentsPanel-name', displayName(s));
-    row.append(heading);
+    head.append(heading);
     if (s.title) {
       heading.classList.add('jp-mod-titled');
       heading.dataset.titleSource = s.title_source ?? '';
       row.dataset.title = s.title;
       row.classList.add('jp-mod-titled');
-      row.append(el('span', 'jp-AgentsPanel-terminal', s.name));
+    }
+    if (repeated) {
+      // `1 killed` and `1 exited` told apart by when they started
+      const started = el(
+        'span',
+        'jp-AgentsPanel-started',
+        startedText(s.created, now)
+      );
+      started.title = trans.__(
+        'started %1',
+        new Date(s.created).toLocaleString()
+      );
+      head.append(started);
     }
 
     const live = s.status === 'running' || s.status === 'orphaned';
@@ -560,27 +640,85 @@ export class AgentsPanel extends Widget {
       badge.dataset.attention = attention;
       badge.title = attentionSentence(s, trans);
     }
-    row.append(badge);
-    const cwd = el('span', 'jp-AgentsPanel-cwd', s.cwd ? cwdTail(s.cwd) : '');
-    row.append(cwd);
-    if (s.usage) {
-      // what it spent; a click sets its unattended limit
-      const cost = el('button', 'jp-AgentsPanel-cost', costText(s.usage));
-      cost.dataset.action = 'limit';
-      cost.dataset.cost = s.usage.cost === null ? '' : String(s.usage.cost);
-      cost.title = `${usageTitle(s.usage, trans)}\n${this._actionTitles.limit}`;
-      cost.tabIndex = -1;
-      cost.onclick = event => {
+    head.append(badge);
+    row.append(head);
+
+    const actions = el('span', 'jp-AgentsPanel-actions');
+    const [primary, ...others] = actionsOf(
+      s,
+      this._model.sharingRefused === null
+    );
+    if (primary) {
+      const button = el(
+        'button',
+        'jp-AgentsPanel-primary',
+        this._actionLabels[primary]
+      );
+      button.dataset.action = primary;
+      button.title = this._actionTitles[primary];
+      button.tabIndex = -1;
+      button.onclick = event => {
         event.stopPropagation();
-        void this._run('limit', s, cost);
+        void this._run(primary, s, button);
       };
+      actions.append(button);
+    }
+    if (others.length) {
+      const more = el('button', 'jp-AgentsPanel-more');
+      more.dataset.action = 'menu';
+      more.title = trans.__(
+        'More: %1',
+        others.map(a => this._actionLabels[a]).join(', ')
+      );
+      more.setAttribute('aria-label', trans.__('More actions'));
+      more.setAttribute('aria-haspopup', 'menu');
+      more.tabIndex = -1;
+      ellipsesIcon.element({ container: more, tag: 'span' });
+      more.onclick = event => {
+        event.stopPropagation();
+        this._select(s.id, false);
+        this._openMenu(s, others, more);
+      };
+      actions.append(more);
+    }
+    row.append(actions);
+
+    const meta = el('span', 'jp-AgentsPanel-meta');
+    if (s.title) {
+      meta.append(el('span', 'jp-AgentsPanel-terminal', s.name));
+    }
+    // the folder, its end kept when it must be shortened; whole on hover
+    const cwd = el('span', 'jp-AgentsPanel-cwd');
+    if (s.cwd) {
+      cwd.append(el('bdi', '', s.cwd));
+      cwd.title = s.cwd;
+    }
+    meta.append(cwd);
+    if (s.usage) {
+      // what it spent; on a live agent a click sets what it may spend unattended
+      const cost = el(
+        live ? 'button' : 'span',
+        'jp-AgentsPanel-cost',
+        costText(s.usage)
+      );
+      cost.dataset.cost = s.usage.cost === null ? '' : String(s.usage.cost);
+      cost.title = usageTitle(s.usage, trans);
+      if (live && cost instanceof HTMLButtonElement) {
+        cost.dataset.action = 'limit';
+        cost.title += `\n${this._actionTitles.limit}`;
+        cost.tabIndex = -1;
+        cost.onclick = event => {
+          event.stopPropagation();
+          void this._run('limit', s, cost);
+        };
+      }
       if (s.usage.unattended.tokens.total) {
         cost.classList.add('jp-mod-unattended');
       }
       if (s.usage.limit_reached) {
         cost.classList.add('jp-mod-limited');
       }
-      row.append(cost);
+      meta.append(cost);
     }
 
     const when = (attention && s.attention_since) || s.last_activity;
@@ -594,26 +732,8 @@ export class AgentsPanel extends Widget {
         ? trans.__('%1 since %2', attentionLabel(attention, trans), when)
         : trans.__('last active %1', when);
     }
-    row.append(time);
-
-    const actions = el('span', 'jp-AgentsPanel-actions');
-    for (const action of actionsOf(s)) {
-      const button = el(
-        'button',
-        'jp-AgentsPanel-iconButton' + (action === 'kill' ? ' jp-mod-warn' : '')
-      );
-      button.dataset.action = action;
-      button.title = this._actionTitles[action];
-      button.setAttribute('aria-label', this._actionTitles[action]);
-      button.tabIndex = -1;
-      ACTION_ICONS[action].element({ container: button, tag: 'span' });
-      button.onclick = event => {
-        event.stopPropagation();
-        void this._run(action, s, button);
-      };
-      actions.append(button);
-    }
-    row.append(actions);
+    meta.append(time);
+    row.append(meta);
 
     // a resume that failed: why (the CLI's words), and a way on
     if (resumeFailed(s)) {
@@ -649,6 +769,14 @@ export class AgentsPanel extends Widget {
     }
     row.onclick = () => this._select(s.id, true);
     row.ondblclick = () => this._primary(s);
+    row.oncontextmenu = event => {
+      const more = row.querySelector<HTMLElement>('.jp-AgentsPanel-more');
+      if (more && !event.shiftKey) {
+        event.preventDefault();
+        event.stopPropagation();
+        more.click();
+      }
+    };
     return row;
   }
 
@@ -700,9 +828,29 @@ export class AgentsPanel extends Widget {
     }
   }
 
+  /** The row menu of `s`: its `actions` in words, under the `anchor` button. */
+  private _openMenu(s: ISession, actions: Action[], anchor: HTMLElement): void {
+    this._menu?.dispose();
+    const menu = (this._menu = new MenuSvg({ commands: this._menuCommands }));
+    menu.addClass('jp-AgentsPanel-menu');
+    for (const action of actions) {
+      if (action === 'kill') {
+        menu.addItem({ type: 'separator' });
+      }
+      menu.addItem({ command: ROW_COMMAND + action, args: { id: s.id } });
+    }
+    menu.aboutToClose.connect(() => {
+      if (this._menu === menu) {
+        this._menu = null;
+      }
+    });
+    const box = anchor.getBoundingClientRect();
+    menu.open(box.left, box.bottom, { horizontalAlignment: 'right' });
+  }
+
   /** Enter, double click: open, adopt, restore (interrupted) or replay (ended). */
   private _primary(s: ISession): void {
-    const action = actionsOf(s)[0];
+    const action = actionsOf(s, this._model.sharingRefused === null)[0];
     if (action) {
       void this._run(action, s);
     }
@@ -779,6 +927,11 @@ export class AgentsPanel extends Widget {
           this._primary(session);
         }
         break;
+      case 'ContextMenu':
+        this._rowOf(this._selected)
+          ?.querySelector<HTMLElement>('.jp-AgentsPanel-more')
+          ?.click();
+        break;
       case 'Delete':
       case 'Backspace':
         if (
@@ -804,5 +957,8 @@ export class AgentsPanel extends Widget {
   private _open = new Map<Group, boolean>();
   private _clock = 0;
   private _groupTitles: Record<Group, string>;
+  private _actionLabels: Record<Action, string>;
   private _actionTitles: Record<Action, string>;
+  private _menuCommands: CommandRegistry;
+  private _menu: MenuSvg | null = null;
 }

@@ -115,7 +115,12 @@ export class TranscriptSearch {
     const box = el('div', 'jp-AgentsSearch-box');
     this._input = el('input', 'jp-AgentsSearch-input jp-mod-styled');
     this._input.type = 'search';
-    this._input.placeholder = trans.__('Search titles and transcripts');
+    // two fields, each saying what it does in words that fit at 250 px
+    this._input.placeholder = trans.__('Search output');
+    this._input.setAttribute(
+      'aria-label',
+      trans.__('Search the titles and transcripts of every session')
+    );
     this._input.title = trans.__(
       'Find the sessions whose title, and the lines of every session’s transcript (and agent conversation), contain this text'
     );

@@ -56,6 +56,12 @@ export interface IAgentSessions {
   /** Why a kind cannot start (its program is not installed), or undefined if it can. */
   unavailable(kind: string): string | undefined;
 
+  /**
+   * Why this server cannot share sessions read-only (the words a grant would be
+   * refused with), or null when it can; undefined until the server said.
+   */
+  readonly sharingRefused: string | null | undefined;
+
   /** Resolves after the first snapshot (or its failure). */
   readonly ready: Promise<void>;
 

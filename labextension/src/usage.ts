@@ -170,18 +170,53 @@ export function totalOf(sessions: readonly ISession[]): ITotal {
 /** What the limit dialog answers: a limit, `{}` (none) or null (the server's). */
 export type LimitChoice = ILimit | null;
 
-/** The body of the limit dialog: its own, none, or the server's. */
+/** "$5.00 or 30 minutes of work or 200k tokens": a limit in the person's words. */
+export function limitWords(
+  limit: ILimit,
+  trans: TranslationBundle = nullTranslator.load(DOMAIN)
+): string {
+  const parts: string[] = [];
+  if (limit.cost !== undefined) {
+    parts.push(formatCost(limit.cost));
+  }
+  if (limit.seconds !== undefined) {
+    const minutes = Math.round((limit.seconds / 60) * 10) / 10;
+    parts.push(trans._n('%1 minute of work', '%1 minutes of work', minutes));
+  }
+  if (limit.tokens !== undefined) {
+    parts.push(trans.__('%1 tokens', formatTokens(limit.tokens)));
+  }
+  return parts.join(trans.__(' or '));
+}
+
+/**
+ * The body of the limit dialog: its own (dollars, minutes of work, tokens), none, or
+ * the server's; a sentence under it says what the choice means.
+ */
 class LimitBody extends Widget implements Dialog.IBodyWidget<LimitChoice> {
   constructor(usage: IUsage | null | undefined, trans: TranslationBundle) {
     super();
     this.addClass('jp-AgentsLimit');
+    this._trans = trans;
     const own = usage?.limit_source === 'session' ? (usage.limit ?? {}) : {};
+    // the server's limit is known when it is the one that applies now
+    this._server =
+      usage?.limit_source === 'config' ? (usage.limit ?? null) : undefined;
     this._mode = document.createElement('select');
     this._mode.className = 'jp-mod-styled jp-AgentsLimit-mode';
+    const serverText =
+      this._server === undefined
+        ? trans.__("The server's default")
+        : this._server && limitWords(this._server, trans)
+          ? trans.__(
+              "The server's default: %1",
+              limitWords(this._server, trans)
+            )
+          : trans.__("The server's default: no limit");
     for (const [value, label] of [
-      ['own', trans.__('Its own limit')],
-      ['none', trans.__('No limit for this session')],
-      ['default', trans.__("The server's (AgentsApp.unattended_limit)")]
+      ['own', trans.__('A limit of its own')],
+      ['none', trans.__('No limit: let it work on')],
+      ['default', serverText]
     ]) {
       const option = document.createElement('option');
       option.value = value;
@@ -196,13 +231,13 @@ class LimitBody extends Widget implements Dialog.IBodyWidget<LimitChoice> {
         : 'default';
     const explain = document.createElement('p');
     explain.textContent = trans.__(
-      'What it may spend while nobody watches, since the last input a person typed. Past it, its turn is interrupted (Escape) and it waits for you; nothing is killed.'
+      'Stop this agent when, while nobody is watching, it has spent:'
     );
     this.node.append(explain, this._mode);
-    for (const [key, label, step] of [
-      ['tokens', trans.__('Tokens'), '1000'],
-      ['cost', trans.__('Cost (US dollars)'), '0.5'],
-      ['seconds', trans.__('Working time (seconds)'), '60']
+    for (const [key, label, step, scale] of [
+      ['cost', trans.__('Dollars (estimated)'), '0.5', 1],
+      ['minutes', trans.__('Minutes of work'), '5', 60],
+      ['tokens', trans.__('Tokens'), '10000', 1]
     ] as const) {
       const field = document.createElement('label');
       field.className = 'jp-AgentsLimit-field';
@@ -212,37 +247,73 @@ class LimitBody extends Widget implements Dialog.IBodyWidget<LimitChoice> {
       input.step = step;
       input.className = 'jp-mod-styled';
       input.dataset.limit = key;
-      const value = (own as ILimit)[key];
-      input.value = value === undefined ? '' : String(value);
+      const stored = (own as ILimit)[key === 'minutes' ? 'seconds' : key];
+      input.value = stored === undefined ? '' : String(stored / scale);
+      input.oninput = () => this._say();
       field.append(document.createTextNode(label), input);
       this._inputs[key] = input;
       this.node.append(field);
     }
-    const sync = () => {
-      for (const input of Object.values(this._inputs)) {
-        input.disabled = this._mode.value !== 'own';
-      }
-    };
-    this._mode.onchange = sync;
-    sync();
+    this._summary = document.createElement('p');
+    this._summary.className = 'jp-AgentsLimit-summary';
+    const note = document.createElement('p');
+    note.className = 'jp-AgentsLimit-note';
+    note.textContent = trans.__(
+      'Counted from the last time a person typed in it. When reached, its turn is interrupted (as with Escape) and it waits for you; nothing is killed.'
+    );
+    this.node.append(this._summary, note);
+    this._mode.onchange = () => this._say();
+    this._say();
   }
 
   getValue(): LimitChoice {
     if (this._mode.value === 'default') {
       return null;
     }
+    return this._mode.value === 'own' ? this._own() : {};
+  }
+
+  /** The own limit the fields hold (minutes as seconds). */
+  private _own(): ILimit {
     const limit: ILimit = {};
-    if (this._mode.value === 'own') {
-      for (const [key, input] of Object.entries(this._inputs)) {
-        if (input.value.trim() !== '') {
-          limit[key as keyof ILimit] = Number(input.value);
+    for (const [key, input] of Object.entries(this._inputs)) {
+      if (input.value.trim() !== '') {
+        const value = Number(input.value);
+        if (key === 'minutes') {
+          limit.seconds = value * 60;
+        } else {
+          limit[key as 'cost' | 'tokens'] = value;
         }
       }
     }
     return limit;
   }
 
+  /** Enable the fields for an own limit; say in a sentence what the choice does. */
+  private _say(): void {
+    const trans = this._trans;
+    const mode = this._mode.value;
+    for (const input of Object.values(this._inputs)) {
+      input.disabled = mode !== 'own';
+    }
+    const limit =
+      mode === 'own' ? this._own() : mode === 'default' ? this._server : {};
+    const words = limit ? limitWords(limit, trans) : '';
+    this._summary.textContent =
+      limit === undefined
+        ? trans.__("The server's default applies.")
+        : words
+          ? trans.__(
+              'Stop this agent after %1 while nobody is watching.',
+              words
+            )
+          : trans.__('It is never stopped for what it spends.');
+  }
+
+  private _trans: TranslationBundle;
+  private _server: ILimit | null | undefined;
   private _mode: HTMLSelectElement;
+  private _summary: HTMLParagraphElement;
   private _inputs: { [key: string]: HTMLInputElement } = {};
 }
 
