@@ -31,7 +31,7 @@ from .errors import AgentsError, Conflict, InvalidRequest, NotFound
 from .limits import LIMIT_KEYS, describe
 from .query import MAX_LIMIT, parse_query
 from .render import FORMATS, export, export_name
-from .search import search_sessions
+from .search import Hit, search_sessions
 from .sessions import SessionService
 from .store import Session
 from .usage import PRICES_AS_OF, Summary, format_cost, format_tokens
@@ -126,23 +126,33 @@ def cmd_cost(service: SessionService, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
+    print(cost_text(report))
+    return 0
+
+
+def cost_text(report: dict[str, Any]) -> str:
+    """:func:`cost_report` for people: a table per session, one per UTC day, the total
+    and where the prices come from."""
     sessions = [
         (s["id"], s["name"], s["kind"], s["status"], _spent(s), _spent(s["unattended"]))
         for s in report["sessions"]
     ]
     days = [(d["day"], _spent(d), _spent(d["unattended"])) for d in report["days"]]
-    print(_table(("session", "name", "kind", "status", "spent", "while nobody watched"), sessions))
-    print()
-    print(_table(("day (UTC)", "spent", "while nobody watched"), days))
-    print()
     total = report["total"]
-    print(f"total: {_spent(total)}; while nobody watched: {_spent(total['unattended'])}")
     unknown = total["unknown_models"]
-    print(
-        f"estimated from AgentsApp.prices (defaults: list prices as of {PRICES_AS_OF}; check "
-        "your provider)" + (f"; no price for {', '.join(unknown)}" if unknown else "")
+    return "\n".join(
+        [
+            _table(
+                ("session", "name", "kind", "status", "spent", "while nobody watched"), sessions
+            ),
+            "",
+            _table(("day (UTC)", "spent", "while nobody watched"), days),
+            "",
+            f"total: {_spent(total)}; while nobody watched: {_spent(total['unattended'])}",
+            f"estimated from AgentsApp.prices (defaults: list prices as of {PRICES_AS_OF}; "
+            "check your provider)" + (f"; no price for {', '.join(unknown)}" if unknown else ""),
+        ]
     )
-    return 0
 
 
 def cost_report(service: SessionService, ids: list[str] | None = None) -> dict[str, Any]:
@@ -272,12 +282,17 @@ def cmd_grep(service: SessionService, args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(hit.to_model()))
                 continue
-            when = hit.time.astimezone().strftime("%Y-%m-%d %H:%M:%S") if hit.time else "-"
-            where = "conversation" if hit.source == "conversation" else f"@{hit.offset}"
-            print(f"{hit.session.id} {hit.session.name} {when} {where}: {hit.line}")
+            print(hit_line(hit))
         if page.next is None or (args.max_count and found >= args.max_count):
             return 0 if found else EXIT_FAILED
         query = dataclasses.replace(query, cursor=page.next)
+
+
+def hit_line(hit: Hit) -> str:
+    """One search hit as ``grep`` prints it: session, name, local time, where, line."""
+    when = hit.time.astimezone().strftime("%Y-%m-%d %H:%M:%S") if hit.time else "-"
+    where = "conversation" if hit.source == "conversation" else f"@{hit.offset}"
+    return f"{hit.session.id} {hit.session.name} {when} {where}: {hit.line}"
 
 
 def cmd_export(service: SessionService, args: argparse.Namespace) -> int:
@@ -369,6 +384,7 @@ def cmd_restore(service: SessionService, args: argparse.Namespace) -> int:
         session = restorer.check_resumed(restorer.restore(service.lookup(args.id).id))
         result_restored, failed = [session], 0
     else:
+        service.reconcile()  # after a reboot nothing else may have noticed yet
         ids = [s.id for s in service.interrupted()]
         if not ids:
             print("no interrupted sessions")

@@ -72,17 +72,19 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
             self._redraw()
 
     def refresh(self) -> None:
-        """Reconcile, then redraw what changed."""
+        """Reconcile and read the agents' usage, then redraw what changed."""
         self.service.reconcile()
+        self.service.read_usage()
         self._redraw()
 
     def _redraw(self) -> None:
         with self._lock:
             current = self.service.store.list()
-            models = [s.to_model() for s in current]
+            usage = self.service.usage_models(current)
+            models = [{**s.to_model(), "usage": usage.get(s.id)} for s in current]
             if models != self.sessions:
                 self.sessions = models
-                self.table.value = html_table(current)
+                self.table.value = html_table(current, usage)
                 self.rows.children = [self._row(s) for s in current]
                 options = [("-", ""), *((f"{s.name} ({s.kind}, {s.id})", s.id) for s in current)]
                 if options != list(self.selected.options):
@@ -113,28 +115,40 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         if session.status == "orphaned":
             actions["adopt"] = self.service.adopt
         if session.status in ("interrupted", "exited", "killed"):
-            actions["restore"] = lambda sid: self.service.restorer.check_resumed(
-                self.service.restorer.restore(sid)
-            )
+            actions["restore"] = self._restore
         for name, action in actions.items():
             button = widgets.Button(description=name, layout=widgets.Layout(width="auto"))
             button.on_click(self._handler(name, action, session.id))
             buttons.append(button)
         return widgets.HBox([label, *buttons])
 
+    def _restore(self, session_id: str) -> Session:
+        """Restore and watch it; :class:`AgentsError` with the reason when it did not
+        come up (the record stays ``interrupted``, with that reason)."""
+        restorer = self.service.restorer
+        session = restorer.check_resumed(restorer.restore(session_id))
+        if session.status != "running":
+            raise AgentsError(f"{session_id}: {session.reason or session.status}")
+        return session
+
     def _handler(
         self, name: str, action: Callable[[str], Any], session_id: str
     ) -> Callable[[Any], None]:
         def run() -> None:
-            try:
-                action(session_id)
-                self.status.value = f"{name}: {html.escape(session_id)} done"
-            except AgentsError as e:
-                self.status.value = f"<b>{name} failed:</b> {html.escape(str(e))}"
+            self.status.value = self.act(name, action, session_id)
             self.refresh()
 
         # off the kernel's thread: a restore watches the new process for a few seconds
         return lambda _button: threading.Thread(target=run, daemon=True).start()
+
+    def act(self, name: str, action: Callable[[str], Any], session_id: str) -> str:
+        """Run a button's ``action`` on ``session_id`` (blocking); the status line it
+        leaves as HTML: ``done`` only when it did, else the reason it failed."""
+        try:
+            action(session_id)
+        except AgentsError as e:
+            return f"<b>{name} failed:</b> {html.escape(str(e))}"
+        return f"{name}: {html.escape(session_id)} done"
 
     def close(self) -> None:
         """Stop refreshing and close the widgets."""

@@ -251,7 +251,7 @@ def test_dashboard_follows_changes_made_elsewhere(agents_state_dir, tmp_path):
         button = next(b for b in row.children[1:] if b.description == "kill")
         button.click()
         poll(lambda: dashboard.sessions[0]["status"] == "killed", 10, interval=0.05)
-        assert json.loads(cli("show", first, *state).stdout)["status"] == "killed"
+        assert json.loads(cli("show", first, "--json", *state).stdout)["status"] == "killed"
         # the transcript tail of a selected session
         dashboard.selected.value = first
         assert "<pre>" in dashboard.tail.value
