@@ -20,6 +20,7 @@ from test_ui import (
     shot,
     show_panel,
     typed_until,
+    wait_notification,
 )
 
 from jupyter_agents.pytest_plugin import kill_backends, poll
@@ -92,3 +93,30 @@ def test_losing_the_backend_is_announced_with_restore(lab: Lab, page: Any) -> No
     toast.first.locator("button", has_text="Restore").click()
     poll(lambda: lab.sessions()[sid]["status"] == "running", what="the session restored")
     lab.server.request("DELETE", f"/api/agents/sessions/{sid}")
+
+
+def test_the_restart_notification_says_what_this_restart_did(lab: Lab, page: Any) -> None:
+    """A restart that interrupts a session says so ("by this restart"); the next one,
+    which only reattaches, says that, and mentions the session interrupted before apart,
+    as a reminder, never as news of this restart."""
+    lost = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    lab.restart(kill_backend=True, restore_on_open=False)  # as a reboot: lost is gone
+    assert lab.sessions()[lost["id"]]["status"] == "interrupted"
+    open_lab(page, lab)
+    wait_notification(page, "1 session interrupted by this restart")
+    kept = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    try:
+        page.close()
+        lab.restart()  # a clean restart: kept is reattached, nothing else changes
+        page = page.context.new_page()
+        open_lab(page, lab)
+        toast = page.locator(".Toastify__toast", has_text="Jupyter server restarted")
+        toast.first.wait_for()
+        said = toast.first.inner_text()
+        shot(page, "restart-toast-reminder")
+        assert "1 terminal reattached (still running)." in said, said
+        assert "1 session interrupted earlier can still be restored." in said, said
+        assert "by this restart" not in said, said
+    finally:
+        for made in (lost, kept):
+            lab.server.request("DELETE", f"/api/agents/sessions/{made['id']}")

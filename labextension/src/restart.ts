@@ -13,7 +13,7 @@ import { Notification } from '@jupyterlab/apputils';
 import { IStateDB } from '@jupyterlab/statedb';
 import { TranslationBundle } from '@jupyterlab/translation';
 
-import { reconcileReport } from './api';
+import { ISession, reconcileReport } from './api';
 import { CommandIDs, IAgentSessions } from './tokens';
 
 /** The `IStateDB` key: `{ started }`, the server start last notified. */
@@ -21,19 +21,25 @@ const STATE_KEY = 'jupyter-agents:restart-notification';
 
 /** What changed at a server start, as counted for the notification. */
 export interface IRestartCounts {
+  /** Terminals this start found running and reattached. */
   reattached: number;
+  /** Sessions this start found gone (interrupted now), still interrupted. */
   interrupted: number;
+  /** Sessions interrupted before this start, still waiting to be restored. */
+  earlier?: number;
 }
 
 /**
- * The notification's sentence, or null when there is nothing to say.
+ * The notification's sentence: what this start did, then, apart, a reminder of
+ * sessions interrupted before it; null when there is nothing to say.
  */
 export function restartMessage(
   counts: IRestartCounts,
   trans: TranslationBundle
 ): string | null {
   const { reattached, interrupted } = counts;
-  if (reattached === 0 && interrupted === 0) {
+  const earlier = counts.earlier ?? 0;
+  if (reattached === 0 && interrupted === 0 && earlier === 0) {
     return null;
   }
   const parts = [];
@@ -48,10 +54,22 @@ export function restartMessage(
   }
   if (interrupted) {
     parts.push(
-      trans._n('%1 session interrupted', '%1 sessions interrupted', interrupted)
+      trans._n(
+        '%1 session interrupted by this restart',
+        '%1 sessions interrupted by this restart',
+        interrupted
+      )
     );
   }
-  return trans.__('Jupyter server restarted: %1.', parts.join(', '));
+  const said = trans.__('Jupyter server restarted: %1.', parts.join(', '));
+  if (!earlier) {
+    return said;
+  }
+  return `${said} ${trans._n(
+    '%1 session interrupted earlier can still be restored.',
+    '%1 sessions interrupted earlier can still be restored.',
+    earlier
+  )}`;
 }
 
 /** Whether the start `started` still has to be notified; remembers it if so. */
@@ -84,9 +102,9 @@ export async function notifyRestart(options: {
     return;
   }
   const sessions = model.sessions ?? [];
-  const interrupted = sessions.filter(s => s.status === 'interrupted').length;
-  // reattached at start: from the server's boot report when it keeps one, else
-  // the running sessions older than this server process
+  // what this start did: from the server's boot report when it keeps one, else the
+  // running sessions older than this server process (and no telling when the
+  // interrupted ones were interrupted)
   const boot = await reconcileReport(model.serverSettings).then(
     report => report.boot,
     () => undefined
@@ -97,8 +115,20 @@ export async function notifyRestart(options: {
     : sessions.filter(
         s => s.status === 'running' && Date.parse(s.created) < since
       ).length;
-  const message = restartMessage({ reattached, interrupted }, trans);
-  if (message === null) {
+  const byThisStart = new Set(
+    boot?.actions.filter(a => a.kind === 'interrupt').map(a => a.session_id) ??
+      sessions.filter(s => s.status === 'interrupted').map(s => s.id)
+  );
+  const count = (all: ISession[]) => {
+    const waiting = all.filter(s => s.status === 'interrupted');
+    const now = waiting.filter(s => byThisStart.has(s.id)).length;
+    return { reattached, interrupted: now, earlier: waiting.length - now };
+  };
+  const counts = count(sessions);
+  const interrupted = counts.interrupted + counts.earlier;
+  const message = restartMessage(counts, trans);
+  if (message === null || (!reattached && !counts.interrupted)) {
+    // a restart that changed nothing is no news; older interruptions are in the panel
     return;
   }
   const { commands } = app;
@@ -133,14 +163,13 @@ export async function notifyRestart(options: {
   // a person restores them elsewhere) and goes once nothing is left to restore
   let shown = interrupted;
   const follow = () => {
-    const now = (model.sessions ?? []).filter(
-      s => s.status === 'interrupted'
-    ).length;
+    const counted = count(model.sessions ?? []);
+    const now = counted.interrupted + counted.earlier;
     if (now === shown) {
       return;
     }
     shown = now;
-    const text = restartMessage({ reattached, interrupted: now }, trans);
+    const text = restartMessage(counted, trans);
     if (now === 0 || text === null) {
       Notification.dismiss(id);
       model.changed.disconnect(follow);
