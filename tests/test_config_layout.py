@@ -19,8 +19,10 @@ import runpy
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import test_hub
 import yaml
 from jupyter_core.paths import SYSTEM_CONFIG_PATH
+from packaging.version import Version
 from traitlets.config import Config
 
 from jupyter_agents.config import AgentsSettings
@@ -29,6 +31,7 @@ from jupyter_agents.pytest_plugin import ServerProcess
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOYMENT = ROOT / "docs" / "deployment.md"
 EXAMPLE = ROOT / "examples" / "jupyterhub" / "jupyterhub_config.py"
+CONSTRAINTS = ROOT / ".ci" / "hub-constraints.txt"
 #: the ``c.AgentsApp`` settings the start-up log names with their source
 LOGGED = {"backend", "restore_on_start", "on_shutdown", "agent_keepalive"}
 
@@ -100,3 +103,17 @@ def test_the_documented_hub_values_are_the_example_hubs() -> None:
     assert hub["loadRoles"]["user"]["scopes"] == roles["user"]["scopes"]
     scopes = hub["config"]["KubeSpawner"]["server_token_scopes"]
     assert scopes == c.Spawner.server_token_scopes
+
+
+def test_the_local_hub_recipe_is_the_one_the_hub_tests_run() -> None:
+    """docs/deployment.md shows the example config the hub tests run, documents every
+    variable it reads, and asks for a JupyterHub the tests' pinned one satisfies."""
+    page = DEPLOYMENT.read_text()
+    assert "```{literalinclude} ../examples/jupyterhub/jupyterhub_config.py" in page
+    assert test_hub.EXAMPLE.resolve() == EXAMPLE
+    read = set(re.findall(r"env\(\s*[\"'](JUPYTER_AGENTS_HUB_\w+)", EXAMPLE.read_text()))
+    assert read and read == set(re.findall(r"`(JUPYTER_AGENTS_HUB_\w+)`", page))
+    needed = re.search(r"JupyterHub (\d+(?:\.\d+)*) or later", page)
+    pinned = re.search(r"^jupyterhub==([\d.]+)$", CONSTRAINTS.read_text(), re.M)
+    assert needed and pinned
+    assert Version(pinned[1]) >= Version(needed[1])

@@ -76,8 +76,15 @@ class Hub:
     """A running JupyterHub (the example config plus test ports, an admin token and
     ``config``, lines appended to the hub's config file) for ``users``."""
 
-    def __init__(self, work: Path, users: tuple[str, ...] = USERS, config: str = "") -> None:
+    def __init__(
+        self,
+        work: Path,
+        users: tuple[str, ...] = USERS,
+        config: str = "",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.work = work
+        self.extra_env = env or {}
         self.users = users
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -101,6 +108,7 @@ class Hub:
             "JUPYTER_AGENTS_HUB_USERS": " ".join(self.users),
             "JUPYTER_AGENTS_HUB_PASSWORD": PASSWORD,
             "JUPYTER_AGENTS_HUB_ADMIN_TOKEN": self.admin,
+            **self.extra_env,
         }
         self.log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
@@ -217,9 +225,12 @@ def hub() -> Iterator[Hub]:
 
 
 @contextlib.contextmanager
-def running_hub(users: tuple[str, ...] = USERS, config: str = "") -> Iterator[Hub]:
+def running_hub(
+    users: tuple[str, ...] = USERS, config: str = "", env: dict[str, str] | None = None
+) -> Iterator[Hub]:
     """A started :class:`Hub` for ``users`` (system users, reset first), with fake agent
-    CLIs on PATH; stopped and every process of those users killed afterwards."""
+    CLIs on PATH and ``env`` for the example config (``JUPYTER_AGENTS_HUB_*``); stopped
+    and every process of those users killed afterwards."""
     reset_users(users)
     work = Path(tempfile.mkdtemp(prefix="ja-hub-"))
     work.chmod(0o755)
@@ -231,7 +242,7 @@ def running_hub(users: tuple[str, ...] = USERS, config: str = "") -> Iterator[Hu
             f'#!/bin/sh\nexec "{HUB_VENV / "bin" / "python"}" "{FAKE_AGENT}" {name} "$@"\n'
         )
         script.chmod(0o755)
-    hub = Hub(work, users, config)
+    hub = Hub(work, users, config, env)
     try:
         hub.start()
         yield hub

@@ -33,24 +33,15 @@ KEEPALIVE = 24
 LATE = 10
 QUIET = "?no_track_activity=1"
 CONFIG = f"""
-import sys
 c.Spawner.args = [
     *c.Spawner.args,
     "--AgentsApp.activity_interval=1",
     "--AgentsApp.agent_keepalive={KEEPALIVE}",
 ]
 c.Spawner.environment = {{"JUPYTERHUB_ACTIVITY_INTERVAL": "1"}}
-c.JupyterHub.services.append({{
-    "name": "idle-culler",
-    "command": [sys.executable, "-m", "jupyterhub_idle_culler",
-                "--timeout={TIMEOUT}", "--cull-every=1"],
-}})
-c.JupyterHub.load_roles.append({{
-    "name": "idle-culler",
-    "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
-    "services": ["idle-culler"],
-}})
 """
+#: the example config's culler service (and its role), with our timeout, a round a second
+CULLER = {"JUPYTER_AGENTS_HUB_CULL_TIMEOUT": str(TIMEOUT), "JUPYTER_AGENTS_HUB_CULL_EVERY": "1"}
 
 pytestmark = [m for m in test_hub.pytestmark if m.name != "timeout"] + [
     pytest.mark.timeout(300),
@@ -63,7 +54,7 @@ pytestmark = [m for m in test_hub.pytestmark if m.name != "timeout"] + [
 
 @pytest.fixture
 def hub() -> Iterator[Hub]:
-    with running_hub((ALICE, BOB), CONFIG) as running:
+    with running_hub((ALICE, BOB), CONFIG, CULLER) as running:
         yield running
 
 
