@@ -18,6 +18,11 @@ latest of ``settings["*_last_activity"]`` and ``settings["last_activity_times"]`
   ``activity_interval``, moves ``settings["last_activity_times"]["jupyter_agents"]`` up to
   the latest such time that has come, and ``current_activity()`` reports these sessions.
 
+This is the *server's* activity. A *session's* ``last_activity`` (``list``, the panel)
+is another thing: when its program last printed, watched or not
+(:meth:`~jupyter_agents.sessions.SessionService.follow_activity`, from its transcript),
+or when a viewer last typed or was sent output.
+
 A waiting agent, an idle shell, or a session merely running counts for nothing: stock
 reports every existing terminal as current activity, but ours outlive the server, so an
 idle shell would keep it alive forever. So a server is culled mid-task only after

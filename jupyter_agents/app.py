@@ -247,7 +247,8 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         """Every ``refresh_interval`` s, off the loop: conversation ids of running agents
         (and what they added to their conversation files, into the archive, and the
         tokens they spent, into the usage ledger, then the unattended limit applied),
-        what their programs set (modes, titles), the changes other processes made to the
+        what their programs set (modes, titles) and when they last printed (their
+        ``last_activity``, watched or not), the changes other processes made to the
         store (all publish events), and new gaps in running sessions' transcripts
         (logged)."""
         while True:
@@ -259,6 +260,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
                 if self.guard is not None:
                     await self.guard.interrupt(await asyncio.to_thread(self.guard.check, changes))
                 await asyncio.to_thread(service.follow_modes)
+                await asyncio.to_thread(service.follow_activity)
                 await asyncio.to_thread(service.apply_attention)  # in case a wake was lost
                 await asyncio.to_thread(service.events.publish_external, service.store)
                 await asyncio.to_thread(service.log_transcript_gaps)

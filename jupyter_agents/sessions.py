@@ -181,6 +181,7 @@ class SessionService:
         self.reconcile()
         self.follow_conversations()
         self.apply_attention()
+        self.follow_activity()
         return self.store.list(statuses)
 
     def terminals(self) -> builtins.list[Session]:
@@ -631,6 +632,23 @@ class SessionService:
             time.sleep(0.05)
         said = f": {words}" if words else ""
         return f"{session.kind} exited {lived:.0f} s after it started (code {exit_code}){said}"
+
+    def follow_activity(self) -> int:
+        """Move each running session's ``last_activity`` up to when its program last
+        printed: its transcript's last write, which the backend makes whether anyone
+        watches or not (publishing ``activity``). One stat per running session, a store
+        write only for one that printed since it was last moved; how many moved."""
+        moved = 0
+        for session in self.store.list(["running"]):
+            wrote = self._transcript(session).ended_at()
+            recorded = datetime.fromisoformat(session.last_activity.replace("Z", "+00:00"))
+            if wrote is None or wrote <= recorded:
+                continue
+            when = wrote.isoformat().replace("+00:00", "Z")
+            if self.store.update(session.id, expect=("running",), last_activity=when):
+                moved += 1
+                self.publish("activity", self.store.get(session.id))
+        return moved
 
     def note_activity(self, session_id: str) -> None:
         """Output or input happened now: record ``last_activity`` and publish it."""
