@@ -1,0 +1,422 @@
+"""A scripted model endpoint on 127.0.0.1, so a real agent CLI completes whole turns
+offline (DESIGN.md section 16): it answers the CLI's model requests from a script,
+records every request, and tells what usage it sent.
+
+One HTTP server (:class:`ModelEndpoint`, stdlib, in a thread) speaks one provider's
+wire format (a :class:`Provider`): :class:`AnthropicMessages` is the Anthropic Messages
+API with SSE streaming, what Claude Code calls (``POST /v1/messages?beta=true``). A
+provider for OpenAI's Responses API (Codex, ``wire_api = "responses"``) is another
+subclass with its own path, side-request test and stream writer; the script, the
+request log and the usage bookkeeping stay as they are.
+
+The script is a list of :class:`Reply`, one per model request of a turn: a reply with a
+:class:`ToolCall` makes the CLI run the tool and ask again with its result, which takes
+the next reply. Side requests (Claude's title request, sent with ``tools: []``) never
+take a script entry: they get :attr:`ModelEndpoint.title`. A request that finds the
+script used up gets a plain text reply, and :attr:`ModelEndpoint.overrun` counts it.
+
+>>> with ModelEndpoint(AnthropicMessages(), [Reply("hello")]) as endpoint:
+...     endpoint.base_url.startswith("http://127.0.0.1:")
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.server
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    """Tokens of one model reply, by kind (disjoint, as the ledger counts them)."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_creation: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        mine, theirs = dataclasses.astuple(self), dataclasses.astuple(other)
+        return Usage(*(a + b for a, b in zip(mine, theirs, strict=True)))
+
+    def as_tokens(self) -> dict[str, int]:
+        """As the REST API's ``Tokens`` object."""
+        return {
+            "input": self.input,
+            "output": self.output,
+            "cache_creation": self.cache_creation,
+            "cache_read": self.cache_read,
+            "total": self.input + self.output + self.cache_creation + self.cache_read,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolCall:
+    """A tool the model asks the CLI to run (``input`` as the tool's schema wants it)."""
+
+    name: str
+    input: Mapping[str, Any]
+
+
+def bash(command: str, description: str = "Run a command") -> ToolCall:
+    """Claude Code's Bash tool running ``command``."""
+    return ToolCall("Bash", {"command": command, "description": description})
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """One model reply: ``text`` (may be empty when there is a tool call), then at most
+    one tool call; ``usage`` is what the endpoint reports for it."""
+
+    text: str = ""
+    tool: ToolCall | None = None
+    usage: Usage = Usage(input=1200, output=40, cache_read=300, cache_creation=20)
+    #: the model it names (None: the model the request asked for)
+    model: str | None = None
+
+
+@dataclasses.dataclass
+class Request:
+    """A request the endpoint got, and what it answered."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    #: the conversation it belongs to, as the CLI names it (None: not named)
+    conversation: str | None = None
+    #: a side request (a title), answered outside the script
+    side: bool = False
+    #: the reply sent (None: not a model request, answered 404)
+    reply: Reply | None = None
+    #: the id of the message sent
+    message_id: str | None = None
+    t: float = dataclasses.field(default_factory=time.time)
+
+    def text(self) -> str:
+        """The request body as JSON text, to look for what the CLI sent."""
+        return json.dumps(self.body)
+
+
+class Provider:
+    """One provider's wire format: which requests are model requests, which of them are
+    side requests, and how a reply is written."""
+
+    #: the path (without query) of its model requests
+    path = ""
+
+    def is_side_request(self, body: Mapping[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def conversation(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+        """The conversation id the CLI names in a request, if any."""
+        return None
+
+    def write(self, out: Callable[[bytes], object], reply: Reply, body: Mapping[str, Any]) -> str:
+        """Write ``reply`` to a request with ``body`` (headers are sent); the message id."""
+        raise NotImplementedError
+
+    def content_type(self, body: Mapping[str, Any]) -> str:
+        return "text/event-stream" if body.get("stream") else "application/json"
+
+
+class AnthropicMessages(Provider):
+    """The Anthropic Messages API, streamed as server-sent events when the request asks
+    for ``stream`` (message_start, content_block_start/delta/stop per block,
+    message_delta with the stop reason and usage, message_stop), else one JSON message.
+    message_start carries the input side of the usage and one output token, message_delta
+    the whole usage (as the API does)."""
+
+    path = "/v1/messages"
+
+    def is_side_request(self, body: Mapping[str, Any]) -> bool:
+        return body.get("tools") == []
+
+    def conversation(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+        """Claude Code names its conversation (its ``--session-id``) in a header."""
+        return headers.get("X-Claude-Code-Session-Id")
+
+    @staticmethod
+    def usage(usage: Usage, output: int) -> dict[str, int]:
+        return {
+            "input_tokens": usage.input,
+            "cache_creation_input_tokens": usage.cache_creation,
+            "cache_read_input_tokens": usage.cache_read,
+            "output_tokens": output,
+        }
+
+    def blocks(self, reply: Reply) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = []
+        if reply.text or reply.tool is None:
+            blocks.append({"type": "text", "text": reply.text})
+        if reply.tool is not None:
+            tool_id = "toolu_" + uuid.uuid4().hex[:24]
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": tool_id,
+                    "name": reply.tool.name,
+                    "input": reply.tool.input,
+                }
+            )
+        return blocks
+
+    def write(self, out: Callable[[bytes], object], reply: Reply, body: Mapping[str, Any]) -> str:
+        message_id = "msg_" + uuid.uuid4().hex[:24]
+        blocks = self.blocks(reply)
+        stop = "tool_use" if reply.tool is not None else "end_turn"
+        message = {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": reply.model or body.get("model") or "claude-sonnet-4-5",
+            "content": blocks,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": self.usage(reply.usage, reply.usage.output),
+        }
+        if not body.get("stream"):
+            out(json.dumps(message).encode())
+            return message_id
+
+        def event(name: str, data: Mapping[str, Any]) -> None:
+            out(f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode())
+
+        start = {**message, "content": [], "stop_reason": None, "usage": self.usage(reply.usage, 1)}
+        event("message_start", {"message": start})
+        for index, block in enumerate(blocks):
+            if block["type"] == "text":
+                event(
+                    "content_block_start", {"index": index, "content_block": {**block, "text": ""}}
+                )
+                event("ping", {})
+                delta = {"type": "text_delta", "text": block["text"]}
+            else:
+                empty = {**block, "input": {}}
+                event("content_block_start", {"index": index, "content_block": empty})
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            event("content_block_delta", {"index": index, "delta": delta})
+            event("content_block_stop", {"index": index})
+        event(
+            "message_delta",
+            {
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": self.usage(reply.usage, reply.usage.output),
+            },
+        )
+        event("message_stop", {})
+        return message_id
+
+
+class ModelEndpoint:
+    """A scripted model endpoint of one :class:`Provider` on 127.0.0.1 (a free port),
+    serving from :meth:`start` (or ``with``) until :meth:`stop`.
+
+    ``script``: the replies to model requests, in order; :meth:`add` appends more, to
+    the shared script or to the script of one conversation (a request of a conversation
+    with a script of its own takes from that one, so sessions running side by side each
+    get theirs). ``title``: the reply to every side request. :attr:`requests` is every
+    request got, in order; :meth:`sent_usage` sums the usage of what was sent."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        script: Iterable[Reply] = (),
+        title: Reply = Reply('{"title": "Scripted session"}', usage=Usage(80, 6)),
+    ) -> None:
+        self.provider = provider
+        self.title = title
+        self.requests: list[Request] = []
+        self.overrun = 0
+        self._scripts: dict[str | None, list[Reply]] = {None: list(script)}
+        self._lock = threading.Condition()
+        self._server: http.server.ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- the script and what was sent -------------------------------------------------
+
+    def add(self, *replies: Reply, conversation: str | None = None) -> None:
+        """Append ``replies`` to the script of ``conversation`` (None: the shared one)."""
+        with self._lock:
+            self._scripts.setdefault(conversation, []).extend(replies)
+
+    def unused(self, conversation: str | None = None) -> list[Reply]:
+        """The replies of a script no request has taken yet."""
+        with self._lock:
+            return list(self._scripts.get(conversation, []))
+
+    def turns(self, conversation: str | None = None) -> list[Request]:
+        """The model requests answered from a script (side requests left out), of one
+        conversation or (None) of all."""
+        with self._lock:
+            return [
+                r
+                for r in self.requests
+                if r.reply is not None
+                and not r.side
+                and (conversation is None or r.conversation == conversation)
+            ]
+
+    def sent_usage(self, conversation: str | None = None, side: bool = False) -> Usage:
+        """The usage of every reply sent to a model request of ``conversation`` (None:
+        any); with ``side``, of side requests too. Each reply is one message id."""
+        with self._lock:
+            sent = [
+                r.reply.usage
+                for r in self.requests
+                if r.reply is not None
+                and (side or not r.side)
+                and (conversation is None or r.conversation == conversation)
+            ]
+        return sum(sent, Usage())
+
+    def wait_for(
+        self, check: Callable[[list[Request]], Any], timeout: float = 60, what: str = "a request"
+    ) -> Any:
+        """Wait until ``check(requests)`` is truthy, and return it."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not (result := check(list(self.requests))):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    seen = [(r.path, r.conversation, r.side) for r in self.requests]
+                    raise AssertionError(f"timed out waiting for {what}; requests: {seen}")
+                self._lock.wait(min(left, 0.5))
+            return result
+
+    def _take(self, request: Request, body: Mapping[str, Any]) -> Reply:
+        """The reply to a model request (the lock held)."""
+        request.conversation = self.provider.conversation(request.headers, body)
+        request.side = self.provider.is_side_request(body)
+        if request.side:
+            return self.title
+        own = self._scripts.get(request.conversation)
+        script = own if own else self._scripts[None]
+        if script:
+            return script.pop(0)
+        self.overrun += 1
+        return Reply("(the script has no more replies)")
+
+    # -- HTTP ---------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> ModelEndpoint:
+        endpoint = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                endpoint._handle(self)
+
+            def do_GET(self) -> None:
+                endpoint._handle(self)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._server = self._thread = None
+
+    def __enter__(self) -> ModelEndpoint:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _handle(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        path = handler.path.partition("?")[0]
+        request = Request(handler.command, handler.path, dict(handler.headers.items()), body)
+        model_request = (
+            handler.command == "POST" and path == self.provider.path and isinstance(body, dict)
+        )
+        with self._lock:
+            if model_request:
+                assert isinstance(body, dict)
+                request.reply = self._take(request, body)
+            self.requests.append(request)
+        if request.reply is None:
+            handler.send_response(404)
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+        else:
+            assert isinstance(body, dict)
+            handler.send_response(200)
+            handler.send_header("Content-Type", self.provider.content_type(body))
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+
+            def out(data: bytes) -> None:
+                handler.wfile.write(data)
+                handler.wfile.flush()
+
+            request.message_id = self.provider.write(out, request.reply, body)
+            handler.close_connection = True
+        with self._lock:
+            self._lock.notify_all()
+
+
+# -- Claude Code against an endpoint ----------------------------------------------------
+
+#: the API key the CLI sends (the endpoint ignores it)
+API_KEY = "sk-ant-api03-scripted-endpoint-" + "x" * 24
+
+
+def claude_home(home: Path, *projects: Path) -> Path:
+    """Make ``home`` a HOME in which Claude Code reaches its prompt at once: onboarding
+    done, ``projects`` trusted, :data:`API_KEY` approved (else it asks whether to use
+    it)."""
+    (home / ".claude").mkdir(parents=True, exist_ok=True)
+    trusted = {os.path.realpath(p): {"hasTrustDialogAccepted": True} for p in projects}
+    config = {
+        "hasCompletedOnboarding": True,
+        "projects": trusted,
+        "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
+    }
+    (home / ".claude.json").write_text(json.dumps(config))
+    return home
+
+
+def claude_env(endpoint: ModelEndpoint, home: Path) -> dict[str, str]:
+    """The environment for Claude Code to use ``endpoint`` and nothing else on a network
+    (DESIGN.md section 16): no update check, telemetry, marketplace or other traffic."""
+    return {
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": endpoint.base_url,
+        "ANTHROPIC_API_KEY": API_KEY,
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
