@@ -494,8 +494,11 @@ class SessionService:
     ) -> None:
         """Spawn ``argv`` for ``session`` in its backend and record it running (under the
         state lock). ``was`` None: a new record; else (a restore) the record is updated
-        only while its status is still ``was``."""
+        only while its status is still ``was``, and what its agent needed is cleared:
+        the new process has been asked nothing (its start hook says ``ready``), and hook
+        events of the old one, older than the launch, are not applied any more."""
         backend = self.backends.get(session.backend)
+        launched = utcnow_iso()  # before the process runs: its first hook event is newer
         marker = session_marker(session.id, str(self.state_dir))
         live = backend.spawn(
             SpawnRequest(
@@ -525,7 +528,12 @@ class SessionService:
                     setattr(session, key, value)
                 self.store.add(session)
             else:
-                fields["name"] = session.name
+                fields.update(
+                    name=session.name,
+                    attention=None,
+                    attention_reason=None,
+                    attention_since=launched,
+                )
                 if not self.store.update(session.id, expect=(was,), **fields):
                     raise Conflict(f"session {session.id} changed while it was being restored")
                 for key, value in fields.items():

@@ -1,0 +1,268 @@
+"""The real Claude Code CLI completing whole turns against a scripted model endpoint on
+127.0.0.1 (tests/model_endpoint.py; DESIGN.md section 16), through a running server:
+what a person sees as "needs you" (issue 40, acceptance 2) and what the session spent.
+
+- A fresh session, asked nothing, is ``ready``; a finished turn makes it ``waiting``.
+- A tool call that needs permission makes it ``permission``, a state of its own; once
+  allowed, the tool runs and the turn's end makes it ``waiting``.
+- After a reboot, the restored session is ``ready`` until a turn of it finishes.
+- Its usage totals are the tokens the endpoint sent, a reply with a tool call (written
+  by the CLI as two lines with one ``message.id``) counted once.
+
+One server, one endpoint and one HOME serve the module (each session its own
+conversation and script); the reboot test comes last. Skipped, with the reason, where
+the CLI is not installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from model_endpoint import (
+    AnthropicMessages,
+    ModelEndpoint,
+    Reply,
+    Usage,
+    bash,
+    claude_env,
+    claude_home,
+)
+from test_real_cli import _MISSING, _SCRUB, CLAUDE, type_into
+
+from jupyter_agents.attention import NEEDS_YOU
+from jupyter_agents.pytest_plugin import (
+    EventClient,
+    ServerProcess,
+    TermClient,
+    kill_backends,
+    poll,
+)
+
+pytestmark = [
+    pytest.mark.realcli,
+    pytest.mark.timeout(300),  # generous polls: a cold start of the real CLI can be slow
+    pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""),
+    pytest.mark.xdist_group("real_turns"),  # one server for the module, tests in order
+]
+
+#: the prompt sign of Claude Code's input box
+PROMPT = "\u276f"
+# (the TUI moves the cursor between words, so the replies shown are one word each)
+#: usage figures to tell apart: each reply its own
+HELLO = Usage(input=2311, output=17, cache_read=1024, cache_creation=64)
+ASKS = Usage(input=3101, output=58, cache_read=2048, cache_creation=45)
+DONE = Usage(input=3333, output=11, cache_read=1141, cache_creation=0)
+
+
+@dataclass
+class Rig:
+    """The module's server, endpoint and HOME; the sessions it started."""
+
+    server: ServerProcess
+    endpoint: ModelEndpoint
+    project: Path
+    env: dict[str, str]
+    base: Path
+    started: list[str] = field(default_factory=list)
+
+    def get(self, sid: str) -> dict[str, Any]:
+        status, body = self.server.request("GET", f"/api/agents/sessions/{sid}")
+        assert status == 200, body
+        return dict(body)
+
+    def listed(self, sid: str) -> dict[str, Any]:
+        """The session as the listing (what the panel shows) has it."""
+        status, body = self.server.request("GET", "/api/agents/sessions")
+        assert status == 200, body
+        return next(s for s in body if s["id"] == sid)
+
+    def attention_becomes(self, sid: str, state: str, what: str) -> dict[str, Any]:
+        return dict(
+            poll(
+                lambda: (m := self.get(sid))["attention"] == state and m,
+                timeout=120,
+                interval=0.5,
+                what=f"{what} (attention {state!r})",
+            )
+        )
+
+    def claude(self, *script: Reply) -> tuple[dict[str, Any], TermClient]:
+        """A new claude session whose conversation gets ``script`` from the endpoint,
+        and a terminal client once its input box is shown."""
+        status, agent = self.server.request(
+            "POST", "/api/agents/sessions", {"kind": "claude", "cwd": str(self.project)}
+        )
+        assert status == 201, agent
+        self.started.append(agent["id"])
+        self.endpoint.add(*script, conversation=agent["conversation_id"])
+        client = self.server.ws(agent["name"])
+        client.wait_for(PROMPT, timeout=120)
+        client.drain(1)
+        return agent, client
+
+    def spooled(self, sid: str) -> list[str]:
+        path = self.server.state_dir / "spool" / f"{sid}.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [json.loads(line)["event"] for line in lines if line.strip()]
+
+    def reboot(self) -> None:
+        """What a power loss leaves: no tmux, no server, no hook run by a dying CLI
+        (each process of the tmux server killed at once); the state dir intact."""
+        socket_path = str(self.server.state_dir / "tmux" / "socket")
+        servers = [
+            p for p in psutil.process_iter(["cmdline"]) if socket_path in (p.info["cmdline"] or [])
+        ]
+        for process in [d for p in servers for d in p.children(recursive=True)] + servers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        kill_backends(self.server.state_dir)
+        self.server.stop(signal.SIGKILL)
+        self.server = ServerProcess(self.server.state_dir, self.base, env=self.env).start()
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    base = tmp_path_factory.mktemp("turns")
+    project = base / "proj"
+    project.mkdir()
+    home = claude_home(base / "home", project)
+    with pytest.MonkeyPatch.context() as env_of_tests, ModelEndpoint(AnthropicMessages()) as ep:
+        for name in _SCRUB:
+            env_of_tests.delenv(name, raising=False)
+        env = {**claude_env(ep, home), "PATH": f"{CLAUDE.parent}{os.pathsep}{os.environ['PATH']}"}
+        server = ServerProcess(base / "state", base, env=env).start()
+        rig = Rig(server, ep, project, env, base)
+        try:
+            yield rig
+        finally:
+            for sid in rig.started:
+                rig.server.request("DELETE", f"/api/agents/sessions/{sid}")
+            rig.server.stop(signal.SIGKILL)
+            kill_backends(base / "state")
+
+
+def test_fresh_session_is_ready_and_a_finished_turn_needs_you(rig: Rig) -> None:
+    agent, client = rig.claude(Reply("Hello-from-the-script", usage=HELLO))
+    sid, cid = agent["id"], agent["conversation_id"]
+
+    # started, asked nothing: ready, in the listing too, not needs-you
+    ready = rig.attention_becomes(sid, "ready", "a fresh session")
+    assert ready["attention_source"] == "hooks"
+    assert rig.listed(sid)["attention"] not in NEEDS_YOU
+    assert rig.spooled(sid) == ["SessionStart"]  # no turn yet, no other event
+    assert rig.endpoint.turns(cid) == []
+
+    type_into(client, "say hello")
+    client.wait_for("Hello-from-the-script", timeout=120)
+    done = rig.attention_becomes(sid, "waiting", "the finished turn")
+    assert done["attention"] in NEEDS_YOU and rig.listed(sid)["attention"] == "waiting"
+    events = rig.spooled(sid)
+    assert events[-1] == "Stop" and "UserPromptSubmit" in events, events
+    (turn,) = rig.endpoint.turns(cid)
+    assert "say hello" in turn.text()
+
+    # what it spent: exactly what the endpoint sent for this conversation, by kind
+    sent = rig.endpoint.sent_usage(cid)
+    assert sent == HELLO
+    usage = poll(
+        lambda: (u := rig.get(sid)["usage"]) and u["tokens"] == sent.as_tokens() and u,
+        timeout=60,
+        what=f"usage {sent.as_tokens()}, got {rig.get(sid)['usage']}",
+    )
+    (model,) = usage["models"]
+    assert usage["models"][model]["tokens"] == sent.as_tokens()
+    client.close()
+
+
+def test_a_permission_request_is_apart_from_a_finished_turn(rig: Rig) -> None:
+    written = rig.project / "written-by-claude.txt"
+    agent, client = rig.claude(
+        Reply(
+            "Writing-the-file",
+            tool=bash(f"echo scripted > {written}", "Write a file"),
+            usage=ASKS,
+        ),
+        Reply("The-file-is-written", usage=DONE),
+    )
+    sid, cid = agent["id"], agent["conversation_id"]
+    rig.attention_becomes(sid, "ready", "a fresh session")
+
+    type_into(client, "write the file")
+    asked = rig.attention_becomes(sid, "permission", "the permission dialog")
+    assert asked["attention"] in NEEDS_YOU and rig.listed(sid)["attention"] == "permission"
+    assert "PermissionRequest" in rig.spooled(sid)
+    (request,) = rig.endpoint.turns(cid)  # the endpoint was asked, and answered the tool call
+    assert request.reply is not None and request.reply.tool is not None
+    assert not written.exists()  # nothing ran: it waits for the person
+
+    # allow it (the dialog's first choice): the tool runs, the model is asked again
+    client.wait_for("proceed?", timeout=60)  # "Do you want to proceed?" 1. Yes
+    client.drain(1)
+    client.stdin("\r")
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 2, what="the tool's result")
+    done = rig.attention_becomes(sid, "waiting", "the finished turn")
+    assert done["attention_reason"] is None
+    assert written.read_text() == "scripted\n"
+    second = rig.endpoint.turns(cid)[1]
+    assert "tool_result" in second.text()
+
+    # two replies, one of them written by the CLI as two lines: counted once each
+    sent = rig.endpoint.sent_usage(cid)
+    assert sent == ASKS + DONE
+    poll(
+        lambda: (u := rig.get(sid)["usage"]) and u["tokens"] == sent.as_tokens(),
+        timeout=60,
+        what=f"usage {sent.as_tokens()}, got {rig.get(sid)['usage']}",
+    )
+    client.close()
+
+
+def test_a_resumed_session_is_ready_until_a_turn_finishes(rig: Rig) -> None:
+    agent, client = rig.claude(
+        Reply("First-answer", usage=HELLO), Reply("Second-answer", usage=DONE)
+    )
+    sid, cid = agent["id"], agent["conversation_id"]
+    type_into(client, "remember teal-heron-5")
+    rig.attention_becomes(sid, "waiting", "the first turn's end")
+    client.close()
+
+    rig.reboot()
+    assert rig.get(sid)["status"] == "interrupted"
+    events = EventClient(rig.server)
+    status, after = rig.server.request("POST", f"/api/agents/sessions/{sid}/restore")
+    assert status == 200 and after["status"] == "running", after
+    assert "--resume" in after["argv"]
+    # resumed, asked nothing yet: not needs-you, neither in the reply, nor in any event
+    # the panel gets, nor after its start
+    assert after["attention"] not in NEEDS_YOU, after
+    resumed = rig.attention_becomes(sid, "ready", "the resumed session")
+    assert resumed["conversation_id"] == cid
+    assert rig.listed(sid)["attention"] == "ready"
+    poll(lambda: events.of(sid, "attention"), what="the event of its start")
+    events.close()
+    told = [(e["action"], e["status"], e["attention"]) for e in events.of(sid)]
+    assert not [t for t in told if t[1] == "running" and t[2] in NEEDS_YOU], told
+
+    client = rig.server.ws(after["name"])
+    client.wait_for("First-answer", timeout=120)  # the old conversation, shown again
+    client.drain(1)
+    type_into(client, "what did I ask you to remember?")
+    rig.attention_becomes(sid, "waiting", "the resumed session's turn")
+    _, second = rig.endpoint.turns(cid)
+    assert "teal-heron-5" in second.text()  # the earlier messages sent again
+    assert rig.endpoint.sent_usage(cid) == HELLO + DONE
+    poll(
+        lambda: (u := rig.get(sid)["usage"]) and u["tokens"] == (HELLO + DONE).as_tokens(),
+        timeout=60,
+        what="usage across the restore",
+    )
+    client.close()
