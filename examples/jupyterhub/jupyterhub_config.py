@@ -22,7 +22,10 @@ on PATH, else the pty broker is used). Per user:
   token (``shares!server``) for the accept link that comes with each grant;
 - with ``JUPYTER_AGENTS_HUB_CULL_TIMEOUT`` set, jupyterhub-idle-culler runs as a hub
   service and stops servers idle that many seconds (an agent at work keeps its server
-  active up to ``AgentsApp.agent_keepalive``).
+  active up to ``AgentsApp.agent_keepalive``);
+- with ``JUPYTER_AGENTS_HUB_RECLAIM_IDLE`` set, ``jupyter_agents.reclaim`` runs as a hub
+  service and ends sessions idle that many seconds with no viewer (agents at work are
+  kept within their keepalive) and every session of a user the hub deletes.
 
 The hub tests (tests/test_hub*.py) run this file with real system users; the variables
 below let them choose ports and paths. The shared password is for the demo: use PAM,
@@ -93,6 +96,26 @@ if env("JUPYTER_AGENTS_HUB_CULL_TIMEOUT"):
             "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
             "services": ["idle-culler"],
         }
+    )
+
+# reclaiming detached sessions (docs/deployment.md): those idle this long, and every one
+# of a user the hub deletes; as root, reading each user's state dir as that user
+if env("JUPYTER_AGENTS_HUB_RECLAIM_IDLE"):
+    c.JupyterHub.services.append(
+        {
+            "name": "agents-reclaim",
+            "command": [
+                sys.executable,
+                "-m",
+                "jupyter_agents.reclaim",
+                "--end",
+                f"--idle-timeout={env('JUPYTER_AGENTS_HUB_RECLAIM_IDLE')}",
+                f"--every={env('JUPYTER_AGENTS_HUB_RECLAIM_EVERY', '300')}",
+            ],
+        }
+    )
+    c.JupyterHub.load_roles.append(
+        {"name": "agents-reclaim", "scopes": ["list:users"], "services": ["agents-reclaim"]}
     )
 
 # an admin token for scripts (and the tests): users, servers, tokens, and users' shares
