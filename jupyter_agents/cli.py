@@ -379,9 +379,12 @@ def cmd_adopt(service: SessionService, args: argparse.Namespace) -> int:
 def cmd_restore(service: SessionService, args: argparse.Namespace) -> int:
     if args.all == bool(args.id):
         raise SystemExit(_usage_error("restore: give a session id or --all, not both"))
+    if args.conversation and args.all:
+        return _usage_error("restore: --conversation is for one session, not --all")
     if not args.all:
         restorer = service.restorer
-        session = restorer.check_resumed(restorer.restore(service.lookup(args.id).id))
+        chosen = restorer.restore(service.lookup(args.id).id, args.conversation)
+        session = restorer.check_resumed(chosen)
         result_restored, failed = [session], 0
     else:
         service.reconcile()  # after a reboot nothing else may have noticed yet
@@ -395,7 +398,8 @@ def cmd_restore(service: SessionService, args: argparse.Namespace) -> int:
         result_restored, failed = result.restored, len(result.failed)
     for session in result_restored:
         if session.status == "running":
-            print(f"restored {session.id} ({session.kind}) as terminal {session.name!r}")
+            note = f": {session.reason}" if session.reason else ""  # e.g. started fresh
+            print(f"restored {session.id} ({session.kind}) as terminal {session.name!r}{note}")
         else:
             failed += 1
             print(f"{session.id}: {session.reason}", file=sys.stderr)
@@ -640,6 +644,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("restore", "relaunch an ended session (agents resume their conversation)")
     p.add_argument("id", nargs="?")
     p.add_argument("--all", action="store_true", help="every interrupted session")
+    p.add_argument(
+        "--conversation",
+        metavar="CID",
+        help="resume this one of its folder's conversations (for an agent whose own "
+        "conversation was never known: it starts fresh otherwise)",
+    )
     add("reconcile", "match the store with the backend now and print what changed")
     add(
         "attach", f"attach this terminal to a running session ({DETACH_HINT} detaches)"

@@ -75,12 +75,15 @@ def _parser() -> argparse.ArgumentParser:
 def report_failures(sessions: list[Session], failed: list[tuple[str, str]]) -> None:
     """Print (stderr, shown apart in a notebook) one line per restore that failed:
     ``failed`` could not be launched, ``sessions`` that are not running afterwards
-    ended at once; each with its reason."""
+    ended at once; each with its reason. A running one with a reason (it started
+    fresh: its conversation was never known) gets its line on stdout."""
     for sid, error in failed:
         print(f"{sid}: {error}", file=sys.stderr)
     for session in sessions:
         if session.status != "running":
             print(f"{session.id}: {session.reason or session.status}", file=sys.stderr)
+        elif session.reason:  # running, with something to say (it started fresh)
+            print(f"{session.id}: {session.reason}")
 
 
 class TerminalLink:

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .agents.base import FolderConversation
 from .backends import Backend
 from .errors import AgentsError, BackendUnavailable, Conflict
 from .launch import next_free_name
@@ -124,6 +125,32 @@ def fresh_banner(kind: str, earlier: Session) -> str:
         f" (conversation {earlier.conversation_id}, not resumed)" if earlier.conversation_id else ""
     )
     return f"--- new {kind} session; above: the end of session {earlier.id}{about} ---"
+
+
+def fresh_note(kind: str, session_id: str, offered: Sequence[FolderConversation]) -> str:
+    """What a session restored without its conversation says (its ``reason`` and the
+    marker line): that it started fresh and why, and the folder's conversations to
+    continue instead.
+
+    >>> when = datetime(2026, 12, 1, 9, 30, tzinfo=timezone.utc)
+    >>> note = fresh_note("codex", "s1", [FolderConversation("c0ffee", when)])
+    >>> note.startswith("started fresh"), note.split("instead: ")[1]
+    (True, 'jupyter agents restore s1 --conversation ID (c0ffee, 2026-12-01 09:30 UTC)')
+    """
+    note = (
+        f"started fresh: its {kind} conversation was never known, and the newest one here "
+        "may be someone else's"
+    )
+    if not offered:
+        return note
+    listed = ", ".join(
+        f"{c.conversation_id}, {c.modified.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC"
+        for c in offered
+    )
+    return (
+        f"{note}; to continue one of this folder's instead: jupyter agents restore "
+        f"{session_id} --conversation ID ({listed})"
+    )
 
 
 def write_prelude(
@@ -236,7 +263,7 @@ class Restorer:
         self.resume_check = resume_check
         self.log = log or logging.getLogger("jupyter_agents")
 
-    def restore(self, session_id: str) -> Session:
+    def restore(self, session_id: str, conversation: str | None = None) -> Session:
         """Relaunch an ended session in its cwd with its recorded environment: agents
         resume their conversation, shells start fresh; the terminal first shows the old
         transcript's tail and a marker line (:mod:`jupyter_agents.restore`). It runs in
@@ -245,6 +272,11 @@ class Restorer:
         :class:`Conflict` if it still runs (or is orphaned: adopt it instead), its cwd is
         gone, its kind is no longer configured or its program is not installed. Under the
         state lock, so two concurrent restores of one session launch one process.
+
+        An agent whose conversation was never known starts a new one (never the CLI's
+        "most recent", which may be another's) and its ``reason`` says so
+        (:func:`fresh_note`); ``conversation``: resume that one of its folder's
+        conversations instead (:meth:`~.agents.AgentKind.folder_conversations`).
         """
         with state_lock(self.state_dir):
             session = self.store.get(session_id)
@@ -274,14 +306,20 @@ class Restorer:
                 reason = f"cannot restore: {missing}"
                 self.store.update(session_id, reason=reason)
                 raise Conflict(f"session {session_id}: {reason}")
+            if conversation is not None:
+                self._choose(session, kind, conversation)
             # a conversation file the CLI lost comes back from the archive first
             had_file = self.archive is not None and self.archive.put_back(session)
             launch = kind.resume(session, session.env, had_file)
+            note = None
+            if launch.fresh:
+                note = fresh_note(kind.name, session.id, kind.folder_conversations(session))
             argv = kind.with_reporting(launch.argv, self.state_dir, session.id)
             if self.store.find_live(session.name) is not None:
                 session.name = next_free_name(self.store.live_names())
             transcript = Transcript(session.id, backend.transcript_path(session.id))
-            prelude = write_prelude(self.state_dir, session, transcript, self.tail_bytes)
+            marker = None if note is None else f"--- {note} ---"
+            prelude = write_prelude(self.state_dir, session, transcript, self.tail_bytes, marker)
             transcript.mark_replay(prelude.read_bytes())  # searched once, where it was
             try:
                 if session.backend != backend.name:
@@ -291,8 +329,24 @@ class Restorer:
             except BaseException:
                 prelude.unlink(missing_ok=True)
                 raise
+            if note is not None:
+                session.reason = note
+                self.store.update(session.id, reason=note)
+                self.log.info("jupyter_agents: session %s %s", session.id, note)
         self.changes.publish("status", session, previous)
         return session
+
+    def _choose(self, session: Session, kind: AgentKind, conversation: str) -> None:
+        """Make ``conversation`` the one ``session`` resumes: it must be one of its
+        folder's (:class:`Conflict` otherwise, or when another session has it)."""
+        offered = {c.conversation_id for c in kind.folder_conversations(session, limit=1000)}
+        if conversation not in offered:
+            raise Conflict(
+                f"session {session.id}: {conversation!r} is not a {kind.name} conversation "
+                f"of its folder {session.cwd}"
+            )
+        self.store.update(session.id, conversation_id=conversation, ambiguous=False)
+        session.conversation_id = conversation
 
     def _restore_backend(self, session: Session) -> Backend:
         """The backend a restore runs in: the session's own, started; the default one

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import uuid
@@ -47,9 +48,12 @@ def test_claude_resume_argv_follows_the_transcript(tmp_path):
     transcript.parent.mkdir(parents=True)
     transcript.write_text("{}\n")
     assert kind.resume(session("claude", cwd, cid), env).argv == ["claude", "--resume", cid]
-    # unknown id: most recent in the cwd, flagged
+    # unknown id: a new conversation, never "the most recent" (it may be another's)
     launch = kind.resume(session("claude", cwd, None), env)
-    assert (launch.argv, launch.ambiguous) == (["claude", "--continue"], True)
+    assert launch.argv[:2] == ["claude", "--session-id"] and launch.argv[2] != cid
+    assert (launch.conversation_id, launch.fresh, launch.ambiguous) == (launch.argv[2], True, False)
+    unknown = dataclasses.replace(session("claude", cwd, None), env=env)
+    assert [c.conversation_id for c in kind.folder_conversations(unknown)] == [cid]
 
 
 def test_claude_respects_config_dir_and_finds_moved_transcripts(tmp_path):
@@ -120,7 +124,7 @@ def test_codex_resume_argv():
         "codex", "resume", cid, "-m", "o3",
     ]  # fmt: skip
     launch = kind.resume(session("codex", Path("/"), None), {})
-    assert (launch.argv, launch.ambiguous) == (["codex", "resume", "--last"], True)
+    assert (launch.argv, launch.fresh, launch.ambiguous) == (["codex"], True, False)
 
 
 def test_configured_kinds(tmp_path):

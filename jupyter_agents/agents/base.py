@@ -15,6 +15,7 @@ import shutil
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence, Set
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,25 @@ class Launch:
     """What to run: ``argv``, and the conversation id it will hold if known up front.
 
     ``ambiguous`` means the launch resumes "the most recent conversation" in the cwd
-    rather than a known id (which one is up to the CLI).
+    rather than a known id (which one is up to the CLI); no kind of ours does that any
+    more (the most recent one may be someone else's), the field stays for old records.
+    ``fresh``: a restore that starts a new conversation because the session's own one
+    was never known.
     """
 
     argv: list[str]
     conversation_id: str | None = None
     ambiguous: bool = False
+    fresh: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class FolderConversation:
+    """A conversation the agent CLI keeps for a folder (to offer when a session's own
+    conversation is unknown): its id and when it was last written."""
+
+    conversation_id: str
+    modified: datetime
 
 
 def validate_args(args: object) -> list[str]:
@@ -113,9 +127,16 @@ class AgentKind(ABC):
     def launch(self, args: list[str]) -> Launch:
         """The launch of a new session with ``args`` (already checked)."""
 
+    def folder_conversations(self, session: Session, limit: int = 5) -> list[FolderConversation]:
+        """The newest ``limit`` conversations this kind's CLI keeps for ``session``'s
+        folder (from its files), newest first; [] for kinds without any."""
+        return []
+
     @abstractmethod
     def resume(self, session: Session, env: Mapping[str, str], had_file: bool = False) -> Launch:
         """The launch that continues ``session``'s conversation (its process is gone).
+        Never "the most recent conversation": when its id is unknown, a new conversation
+        starts in its folder (``fresh``).
 
         ``env`` is the environment the new process gets (to find the CLI's files).
         ``had_file``: the conversation is known to have had a file (the conversation

@@ -8,20 +8,24 @@ followed, never "the newest transcript in the folder".
 
 On resume: ``--resume <id>`` when the conversation's transcript exists, ``--session-id
 <id>`` when none does (no message was ever sent, so there is nothing to resume yet), and
-``--continue`` (most recent in the cwd: ambiguous) only when the id is unknown.
+a new conversation (a new ``--session-id``) when the id is unknown: never
+``--continue``, whose "most recent in the folder" may be another session's. The folder's
+conversations are offered instead.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Mapping, Sequence, Set
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ..attention import claude_settings
 from ..errors import InvalidRequest
 from ..store import Session
-from .base import AgentKind, Launch, home_of, is_uuid
+from .base import AgentKind, FolderConversation, Launch, home_of, is_uuid
 
 #: flags that choose the conversation: ours to set
 _ID_FLAGS = frozenset(
@@ -140,11 +144,28 @@ class ClaudeKind(AgentKind):
     def resume(self, session: Session, env: Mapping[str, str], had_file: bool = False) -> Launch:
         cid = session.conversation_id
         if not is_uuid(cid):
-            return Launch([*self.command, "--continue", *session.args], None, ambiguous=True)
+            return dataclasses.replace(self.launch(session.args), fresh=True)
         assert cid is not None
         exists = had_file or conversation_file(env, session.cwd, cid) is not None
         flag = "--resume" if exists else "--session-id"
         return Launch([*self.command, flag, cid, *session.args], cid)
+
+    def folder_conversations(self, session: Session, limit: int = 5) -> list[FolderConversation]:
+        """``projects/<slug of the folder>/<id>.jsonl``, newest first."""
+        if not session.cwd:
+            return []
+        folder = config_dir(session.env or {}) / "projects"
+        folder = folder / project_slug(str(Path(session.cwd).resolve()))
+        found = []
+        for path in folder.glob("*.jsonl"):
+            if not is_uuid(path.stem):
+                continue
+            try:
+                modified = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
+            except OSError:
+                continue
+            found.append(FolderConversation(path.stem, modified))
+        return sorted(found, key=lambda c: c.modified, reverse=True)[:limit]
 
     def conversation_file(self, session: Session, conversation_id: str) -> Path | None:
         if not is_uuid(conversation_id):

@@ -7,7 +7,9 @@ processes), which also follows a switch to a new thread. Only while no lock is v
 a rollout counts whose ``session_meta`` names the session's cwd, started within a few
 seconds of the process, and is held by no other session; never "the newest file".
 
-On resume: ``codex resume <id>``, else ``codex resume --last`` (ambiguous).
+On resume: ``codex resume <id>``; a session whose id was never known starts a new
+conversation in its folder (never ``codex resume --last``: the newest conversation on
+the machine may be someone else's), and the folder's rollouts are offered instead.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import psutil
 from ..attention import codex_notify
 from ..errors import InvalidRequest
 from ..store import Session
-from .base import AgentKind, Launch, home_of, is_uuid
+from .base import AgentKind, FolderConversation, Launch, home_of, is_uuid
 
 #: how far a rollout's start may be from the process's start to count as its own
 ROLLOUT_WINDOW = timedelta(seconds=10)
@@ -123,7 +125,30 @@ class CodexKind(AgentKind):
         cid = session.conversation_id
         if cid:
             return Launch([*self.command, "resume", cid, *session.args], cid)
-        return Launch([*self.command, "resume", "--last", *session.args], None, ambiguous=True)
+        return Launch([*self.command, *session.args], None, fresh=True)
+
+    def folder_conversations(self, session: Session, limit: int = 5) -> list[FolderConversation]:
+        """Rollouts whose ``session_meta`` names the session's folder, newest first (by
+        the file's last write; only the newest 500 rollouts of the machine are read)."""
+        if not session.cwd:
+            return []
+        home = codex_home(session.env or {})
+        rollouts = sorted(
+            home.glob("sessions/[0-9]*/[0-9]*/[0-9]*/rollout-*.jsonl"),
+            key=lambda p: p.name,
+            reverse=True,
+        )[:500]
+        found = []
+        for path in rollouts:
+            meta = rollout_meta(path)
+            if meta is None or not is_uuid(meta.get("id")) or meta.get("cwd") != session.cwd:
+                continue
+            try:
+                modified = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
+            except OSError:
+                continue
+            found.append(FolderConversation(str(meta["id"]), modified))
+        return sorted(found, key=lambda c: c.modified, reverse=True)[:limit]
 
     def conversation_file(self, session: Session, conversation_id: str) -> Path | None:
         """The rollout of the thread: ``sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``.
