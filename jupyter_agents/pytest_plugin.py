@@ -330,6 +330,25 @@ def kill_backends(state_dir: Path) -> None:
     BrokerBackend(state_dir).kill_server()
 
 
+def power_loss(state_dir: Path) -> None:
+    """What a power loss leaves of ``state_dir``'s backends: every process of its tmux
+    server killed at once (SIGKILL, so no agent runs an exit hook), then what is left
+    cleared as :func:`kill_backends` does."""
+    import contextlib
+
+    import psutil
+
+    socket_path = str(state_dir / "tmux" / "socket")
+    for server in psutil.process_iter(["cmdline"]):
+        if socket_path not in (server.info["cmdline"] or []):
+            continue
+        with contextlib.suppress(psutil.NoSuchProcess):  # a tmux client that just ended
+            for process in [*server.children(recursive=True), server]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.kill()
+    kill_backends(state_dir)
+
+
 def open_backend(state_dir: Path, name: str) -> Backend:
     """The backend ``name`` (``"tmux"`` or ``"broker"``) of ``state_dir``, started."""
     from .backends.broker import BrokerBackend

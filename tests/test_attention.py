@@ -15,8 +15,15 @@ from typing import Any
 
 import pytest
 
+from jupyter_agents.attention import NEEDS_YOU
 from jupyter_agents.cli import main
-from jupyter_agents.pytest_plugin import EventClient, ServerProcess, TermClient, poll
+from jupyter_agents.pytest_plugin import (
+    EventClient,
+    ServerProcess,
+    TermClient,
+    poll,
+    power_loss,
+)
 
 SECRET = "tell-nobody-7f3a"  # typed as a prompt: must never reach the spool or the store
 
@@ -208,6 +215,36 @@ def test_events_spooled_while_no_server_runs_are_applied_at_start(
         assert failed["attention_reason"] == "authentication_failed"
         got = poll(lambda: events.of(sid, "attention"), what="attention event")
         assert [e["attention"] for e in got] == ["working", "error"]
+    finally:
+        events.close()
+
+
+def test_a_restored_agent_needs_nothing_until_its_new_process_says_so(
+    agents_server, fake_agents, project
+):
+    """A power loss (no SessionEnd) leaves a waiting agent; restored, it is not
+    needs-you in the reply nor in any event, and its start hook makes it ready."""
+    server = agents_server(env=fake_agents.env)
+    agent = new(server, "claude", project)
+    sid = agent["id"]
+    reaches(server, sid, "ready")
+    server.type_line(agent["name"], "hello", "claude heard: hello")
+    reaches(server, sid, "waiting")
+    power_loss(server.state_dir)
+    server.stop(signal.SIGKILL)
+
+    server = agents_server(env=fake_agents.env)
+    assert model(server, sid)["status"] == "interrupted"
+    events = EventClient(server)
+    try:
+        status, after = server.request("POST", f"/api/agents/sessions/{sid}/restore")
+        assert status == 200 and "--resume" in after["argv"], after
+        assert after["attention"] not in NEEDS_YOU, after
+        reaches(server, sid, "ready")
+        poll(lambda: events.of(sid, "attention"), what="the event of its start")
+        told = [(e["action"], e["attention"]) for e in events.of(sid) if e["status"] == "running"]
+        assert told[0] == ("status", None), told
+        assert not [t for t in told if t[1] in NEEDS_YOU], told
     finally:
         events.close()
 

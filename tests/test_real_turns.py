@@ -16,7 +16,6 @@ the CLI is not installed.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -25,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 from model_endpoint import (
     AnthropicMessages,
@@ -45,6 +43,7 @@ from jupyter_agents.pytest_plugin import (
     TermClient,
     kill_backends,
     poll,
+    power_loss,
 )
 
 pytestmark = [
@@ -115,16 +114,9 @@ class Rig:
         return [json.loads(line)["event"] for line in lines if line.strip()]
 
     def reboot(self) -> None:
-        """What a power loss leaves: no tmux, no server, no hook run by a dying CLI
-        (each process of the tmux server killed at once); the state dir intact."""
-        socket_path = str(self.server.state_dir / "tmux" / "socket")
-        servers = [
-            p for p in psutil.process_iter(["cmdline"]) if socket_path in (p.info["cmdline"] or [])
-        ]
-        for process in [d for p in servers for d in p.children(recursive=True)] + servers:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.kill()
-        kill_backends(self.server.state_dir)
+        """What a power loss leaves: no tmux, no server, no hook run by a dying CLI; the
+        state dir intact."""
+        power_loss(self.server.state_dir)
         self.server.stop(signal.SIGKILL)
         self.server = ServerProcess(self.server.state_dir, self.base, env=self.env).start()
 
