@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from traitlets import TraitError
 
-from . import conversation_export, prune, usage
+from . import __version__, conversation_export, prune, send, usage
 from .attention import NEEDS_YOU
 from .backends.base import DETACH_KEY_NAME
 from .config import open_sessions
@@ -407,12 +407,20 @@ def cmd_restore(service: SessionService, args: argparse.Namespace) -> int:
 
 
 def cmd_reconcile(service: SessionService, args: argparse.Namespace) -> int:
+    """Print what this reconcile changed: a session found running as recorded (or an
+    orphan already recorded as one) is no change."""
     actions = service.reconcile()
-    for action in actions:
+    changed = [a for a in actions if (a.kind, a.was) not in UNCHANGED]
+    for action in changed:
         print(action.describe())
-    if not actions:
-        print("no sessions to reconcile")
+    if not changed:
+        running = sum(a.kind == "reattach" for a in actions)
+        print(f"nothing changed ({running} sessions running as recorded)")
     return 0
+
+
+#: reconcile decisions that leave a record as it was: ``(action kind, status before)``
+UNCHANGED = frozenset({("reattach", "running"), ("orphan", "orphaned")})
 
 
 def cmd_attach(service: SessionService, args: argparse.Namespace) -> int:
@@ -445,7 +453,35 @@ def attach(service: SessionService, session: Session) -> int:
         return EXIT_FAILED
 
 
+def cmd_send(service: SessionService, args: argparse.Namespace) -> int:
+    """Type TEXT into a session (a bracketed paste where its program asked for one)."""
+    session = service.lookup(args.id)
+    try:
+        pasted = send.send(service, session, args.text, enter=not args.no_enter)
+    except InvalidRequest as e:
+        return _usage_error(str(e))
+    how = "pasted" if pasted else "typed"
+    print(f"{how} {len(args.text)} characters into {session.id} (terminal {session.name!r})")
+    return 0
+
+
 def cmd_kill_server(service: SessionService, args: argparse.Namespace) -> int:
+    """Every session ends: ask first on a terminal, else only with ``--yes``."""
+    if not args.yes:
+        live = len(service.store.list(["running", "orphaned"]))
+        if not sys.stdin.isatty():
+            return _usage_error(
+                f"kill-server ends every session ({live} running); add --yes to do it"
+            )
+        print(
+            f"stop every backend of {service.state_dir}? {live} running sessions end "
+            "(their transcripts stay) [y/N] ",
+            end="",
+            flush=True,
+        )
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            print("nothing stopped")
+            return EXIT_FAILED
     ended = service.kill_server()
     print(f"stopped the backends of {service.state_dir}; {len(ended)} sessions marked killed")
     return 0
@@ -471,6 +507,11 @@ def cmd_wait(service: SessionService, args: argparse.Namespace) -> int:
         if watched is not None and service.get(watched).status != "running":
             raise Conflict(f"session {watched} is {service.get(watched).status}")
         if deadline is not None and time.monotonic() >= deadline:
+            who = "no agent session" if watched is None else f"session {watched}"
+            print(
+                f"jupyter agents: wait: timed out after {args.timeout:g} s; {who} needed you",
+                file=sys.stderr,
+            )
             return EXIT_TIMEOUT
         time.sleep(0.2)
 
@@ -511,6 +552,7 @@ COMMANDS = {
     "restore": cmd_restore,
     "reconcile": cmd_reconcile,
     "attach": cmd_attach,
+    "send": cmd_send,
     "kill-server": cmd_kill_server,
     "gc": cmd_gc,
     "wait": cmd_wait,
@@ -538,6 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done, 1 failed, 2 bad usage, 3 unknown id, 4 wrong state; "
         "wait: 0 waiting for input, 5 permission, 6 error, 7 timeout.",
     )
+    parser.add_argument("--version", action="version", version=f"jupyter agents {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, help: str) -> argparse.ArgumentParser:
@@ -654,7 +697,19 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "attach", f"attach this terminal to a running session ({DETACH_HINT} detaches)"
     ).add_argument("id")
-    add("kill-server", "emergency stop of the backend: every session ends")
+    p = add(
+        "send",
+        "type TEXT into a session and press Enter, without attaching (as one bracketed "
+        "paste where its program asked for one, as agents' prompts do)",
+    )
+    p.add_argument("id")
+    p.add_argument("text", help="what to type; newlines and tabs, no other control keys")
+    p.add_argument("--no-enter", action="store_true", help="type it, do not press Enter")
+    p = add(
+        "kill-server",
+        "emergency stop of the backends: every session ends (asks on a terminal)",
+    )
+    p.add_argument("--yes", action="store_true", help="do not ask (needed without a terminal)")
     p = add(
         "wait",
         "block until a session needs you (exit 0 waiting for input, 5 permission, "

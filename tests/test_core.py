@@ -237,7 +237,7 @@ def test_a_broker_server_on_a_machine_with_tmux_is_never_judged_by_tmux(
         client.stdin("echo still-$((40+2))\r")
         client.wait_for("still-42")  # the open tab stayed connected
         broker_pid = int((agents_state_dir / "broker" / "broker.pid").read_text().split()[0])
-        cli_json("kill-server", *state)
+        cli_json("kill-server", "--yes", *state)
         poll(
             lambda: (
                 not psutil.pid_exists(broker_pid)
@@ -262,7 +262,7 @@ def test_a_state_dir_with_tmux_and_broker_sessions(agents_server, agents_state_d
         on_tmux["id"]: ("tmux", "running"),
     }
     # both owners die (a reboot): each record is judged by its own backend
-    assert main(["kill-server", "--state-dir", str(agents_state_dir)]) == 0
+    assert main(["kill-server", "--yes", "--state-dir", str(agents_state_dir)]) == 0
     for sid in (on_broker["id"], on_tmux["id"]):
         tmux_server.request("POST", f"/api/agents/sessions/{sid}/restore")
     listed = {s["id"]: s for s in tmux_server.request("GET", "/api/agents/sessions")[1]}
