@@ -4,7 +4,7 @@ Build: ``sphinx-build -W --keep-going -b html docs docs/_build/html`` (``.ci/run
 with warnings as errors). The configuration, REST and CLI references are generated at
 build time from the code: ``_ext/configref.py`` walks the traits,
 ``sphinxcontrib.openapi`` renders ``jupyter_agents/rest-api.yml``, ``sphinxarg`` reads the
-CLI's parser.
+CLI's parser, and ``_ext/clicommands.py`` lists its commands on the CLI page.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ extensions = [
     "sphinxcontrib.openapi",
     "sphinxarg.ext",
     "configref",
+    "clicommands",
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """``jupyter agents``: sessions from a shell, with or without a running Jupyter server.
 
 The CLI is a peer of the server over the same library (store + backend), so what it
@@ -602,7 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="only sessions with this status (repeatable): running, exited, "
         "interrupted, orphaned or killed",
     )
-    p = add("show", "one session: what it is, why it ended, how to act on it")
+    p = add("show", "one session's fields, for people (--json: the REST model)")
     p.add_argument("id")
     p.add_argument("--json", action="store_true", help="JSON, the REST model")
     p = add(
@@ -724,9 +725,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def complete(parser: argparse.ArgumentParser) -> None:
+    """Answer the shell's tab completion and exit, when a shell asks (argcomplete's
+    ``_ARGCOMPLETE``, also through ``jupyter``'s own completion) and argcomplete is
+    installed (the ``completion`` extra); return at once otherwise. Session ids and
+    terminal names complete from the store."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    try:
+        import argcomplete
+    except ImportError:
+        return
+    for action in _id_actions(parser):
+        action.completer = _session_refs  # type: ignore[attr-defined]
+    argcomplete.autocomplete(parser)
+
+
+def _id_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """Every ``id`` argument of every command."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return [a for p in sub.choices.values() for a in p._actions if a.dest in ("id", "ids")]
+
+
+def _session_refs(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
+    """Completions of a session reference: ids, and the names of running terminals."""
+    try:
+        service = open_sessions(getattr(parsed_args, "state_dir", None), create=False)
+    except (AgentsError, ValueError, TraitError, OSError):
+        return []
+    try:
+        records = service.store.list()
+    finally:
+        service.close()
+    refs = [s.id for s in records] + [s.name for s in records if s.status == "running"]
+    return [r for r in refs if r.startswith(prefix)]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``jupyter-agents`` (``jupyter agents``)."""
     parser = build_parser()
+    complete(parser)
     argv = list(sys.argv[1:] if argv is None else argv)
     # everything after "--" is for the agent CLI (argparse mishandles it in subcommands)
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
