@@ -21,6 +21,7 @@ from test_ui import (
     show_panel,
     typed_until,
     wait_notification,
+    wait_text,
 )
 
 from jupyter_agents.pytest_plugin import kill_backends, poll
@@ -120,3 +121,44 @@ def test_the_restart_notification_says_what_this_restart_did(lab: Lab, page: Any
     finally:
         for made in (lost, kept):
             lab.server.request("DELETE", f"/api/agents/sessions/{made['id']}")
+
+
+def test_a_reopened_tab_of_an_ended_agent_says_so_and_resumes_it(lab: Lab, page: Any) -> None:
+    """JupyterLab reopens the tab of an agent killed meanwhile: the server starts a
+    shell for the name (as for any name that does not run), and the tab says which
+    agent ended and how, and offers to resume it there; Resume brings the same session
+    back, with its conversation id, under the tab's name. A new terminal that gets a
+    free name is not mistaken for such a tab."""
+    open_lab(page, lab, reset=True)
+    show_panel(page)
+    status, agent = lab.server.request("POST", "/api/agents/sessions", {"kind": "claude"})
+    assert status == 201, agent
+    page.evaluate(
+        "(name) => window.jupyterapp.commands.execute('jupyter-agents:open', {name})",
+        agent["name"],
+    )
+    wait_text(page, r"FAKE CLAUDE")
+    page.wait_for_timeout(1500)  # the workspace saves the open tab
+    assert lab.server.request("DELETE", f"/api/agents/sessions/{agent['id']}")[0] == 204
+    poll(lambda: lab.sessions()[agent["id"]]["status"] == "killed", what="the kill")
+    page.reload()  # JupyterLab reopens the tab by name: a new shell takes it
+    banner = page.locator(f".jp-AgentsEnded[data-session-id='{agent['id']}']")
+    banner.wait_for(timeout=60000)
+    said = banner.inner_text()
+    shot(page, "ended-agent-tab")
+    assert f"Terminal {agent['name']} ran a Claude Code session" in said, said
+    assert "was killed before this tab was reopened" in said, said
+    assert "new shell" in said, said
+    banner.locator("button[data-action='restore']").click()
+    poll(lambda: lab.sessions()[agent["id"]]["status"] == "running", what="the resume")
+    resumed = lab.sessions()[agent["id"]]
+    assert resumed["name"] == agent["name"]
+    # its conversation id kept (resumed, or reused when it never wrote a turn)
+    assert resumed["conversation_id"] == agent["conversation_id"]
+    assert agent["conversation_id"] in resumed["argv"], resumed["argv"]
+    # a terminal made now with a free name (perhaps an ended agent's) gets no banner
+    lab.server.request("DELETE", f"/api/agents/sessions/{agent['id']}")
+    poll(lambda: lab.sessions()[agent["id"]]["status"] == "killed", what="the second kill")
+    new_terminal(page)
+    page.wait_for_timeout(3000)
+    assert page.locator(".jp-AgentsEnded").count() == 0

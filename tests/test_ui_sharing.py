@@ -251,17 +251,30 @@ def plain_lab(lab: Lab, tmp_path: Path) -> Iterator[Lab]:
 
 
 def test_a_server_that_cannot_share_says_why(plain_lab: Lab, page: Any) -> None:
+    """Share is not offered where it cannot work; asked for anyway (the command, from the
+    palette), the reason comes at once, in the server's words, before any form."""
     status, shell = plain_lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})
     assert status == 201, shell
     open_lab(page, plain_lab, reset=True)
     show_panel(page)
     wait_status(page, shell["id"], "running")
-    dialog = share_from_panel(page, shell["id"], "", "8 hours")
+    row(page, shell["id"]).locator("button[data-action='menu']").click()
+    items = page.locator(".jp-AgentsPanel-menu li[data-type='command']")
+    items.first.wait_for()
+    assert page.locator(".jp-AgentsPanel-menu li[data-command='agents-row:share']").count() == 0
+    assert "Rename…" in items.all_inner_texts()[0]
+    page.keyboard.press("Escape")
+    page.evaluate(
+        "(id) => { void window.jupyterapp.commands.execute('jupyter-agents:share', {id}); }",
+        shell["id"],
+    )
+    dialog = page.locator(".jp-Dialog")
     error = dialog.locator(".jp-AgentsShare-error")
     assert error.inner_text() == (
         "read-only sharing needs JupyterHub ($JUPYTERHUB_USER names the owner)"
     )
     assert "Could not share Shell session" in dialog.locator(".jp-Dialog-header").inner_text()
+    assert dialog.locator("input[name='viewer']").count() == 0  # no form first
     shot(page, "share-refused")
     dialog.locator("button.jp-mod-accept", has_text="Close").click()
     assert row(page, shell["id"]).locator(".jp-AgentsPanel-shared").count() == 0

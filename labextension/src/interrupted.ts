@@ -10,6 +10,12 @@
  *   `InterruptedBanner` says why and offers to restore the recorded session in its
  *   place.
  *
+ * A tab JupyterLab reopens for an agent that had exited or been killed before gets a
+ * new shell under its name (the server starts one for a name that does not run):
+ * `EndedBanner` says which agent ended, and how, and offers to resume it in the tab's
+ * place. Only tabs the workspace reopened: a new terminal that happens to get a free
+ * name is not an agent's tab.
+ *
  * A resume can fail at once (the agent's conversation is gone and no copy is left, or
  * the CLI refuses it): the session is interrupted again, its reason saying why
  * (`resumeFailed`). Then a notification (`notifyResumeFailed`) and, on a tab still
@@ -59,6 +65,52 @@ export function restoredFor(
   return sessions.find(
     s =>
       s.status === 'running' && s.name === name && interruptedAtBoot.has(s.id)
+  );
+}
+
+/**
+ * The ended agent session whose name a new shell took when JupyterLab reopened its
+ * tab from the workspace (the agent had exited or been killed before), if any: the
+ * newest other session of that name, when it is an agent's and ended.
+ */
+export function endedAgentFor(
+  sessions: ISession[],
+  name: string
+): ISession | undefined {
+  const fresh = sessions.find(s => s.status === 'running' && s.name === name);
+  if (!fresh || fresh.kind !== 'shell') {
+    return undefined;
+  }
+  const before = sessions
+    .filter(s => s.name === name && s.id !== fresh.id && s.created <= fresh.created)
+    .sort((a, b) => (a.created < b.created ? 1 : -1))[0];
+  if (
+    !before ||
+    before.kind === 'shell' ||
+    (before.status !== 'exited' && before.status !== 'killed')
+  ) {
+    return undefined;
+  }
+  return before;
+}
+
+/** Describe, in one sentence, an ended agent whose reopened tab now shows a shell. */
+export function describeEnded(s: ISession, trans: TranslationBundle): string {
+  const how =
+    s.status === 'killed'
+      ? trans.__('was killed')
+      : s.exit_code !== null && s.exit_code !== undefined
+        ? trans.__('exited (code %1)', s.exit_code)
+        : trans.__('exited');
+  const conversation = s.conversation_id
+    ? trans.__(' (conversation %1)', s.conversation_id.slice(0, 8))
+    : '';
+  return trans.__(
+    'Terminal %1 ran a %2 session%3 that %4 before this tab was reopened. This tab now shows a new shell.',
+    s.name,
+    kindLabel(s.kind, trans),
+    conversation,
+    how
   );
 }
 
@@ -227,6 +279,29 @@ export class InterruptedBanner extends Banner {
   }
 }
 
+/** The tab's agent had ended and this tab shows a new shell: resume the agent? */
+export class EndedBanner extends Banner {
+  constructor(
+    session: ISession,
+    trans: TranslationBundle,
+    onResume: () => Promise<void>,
+    onDismiss: () => void
+  ) {
+    super(session, describeEnded(session, trans), [
+      bannerButton(
+        'restore',
+        session.conversation_id
+          ? trans.__('Resume %1', kindLabel(session.kind, trans))
+          : trans.__('Start %1 again', kindLabel(session.kind, trans)),
+        true,
+        onResume
+      ),
+      bannerButton('dismiss', trans.__('Keep the shell'), false, onDismiss)
+    ]);
+    this.addClass('jp-AgentsEnded');
+  }
+}
+
 /** The tab's interrupted session was restored in place: or a fresh shell instead? */
 export class RestoredBanner extends Banner {
   constructor(
@@ -302,7 +377,12 @@ export class InterruptedTabs {
           .forEach(s => this._ourRestores.add(s.id));
       }
     });
-    terminals.widgetAdded.connect((_, widget) => void this._onTab(widget));
+    // a tab added before the workspace is restored is one JupyterLab reopened
+    let restoring = true;
+    void app.restored.then(() => (restoring = false));
+    terminals.widgetAdded.connect(
+      (_, widget) => void this._onTab(widget, restoring)
+    );
   }
 
   /** The ids the server found interrupted when it started (once per server start). */
@@ -326,7 +406,10 @@ export class InterruptedTabs {
     return this._boot.ids;
   }
 
-  private async _onTab(widget: TerminalWidget): Promise<void> {
+  private async _onTab(
+    widget: TerminalWidget,
+    fromWorkspace: boolean
+  ): Promise<void> {
     const { model } = this._options;
     const name = widget.content.session.name;
     await model.ready;
@@ -352,6 +435,11 @@ export class InterruptedTabs {
     const lost = interruptedFor(sessions, name, model.started);
     if (lost && !widget.isDisposed) {
       this._offerRestore(widget, lost);
+      return;
+    }
+    const ended = fromWorkspace ? endedAgentFor(sessions, name) : undefined;
+    if (ended && !widget.isDisposed) {
+      this._offerRestore(widget, ended);
     }
   }
 
@@ -410,11 +498,16 @@ export class InterruptedTabs {
     widget.contentHeader.addWidget(banner);
   }
 
-  /** The tab shows a fresh shell in place of an interrupted session: restore it? */
+  /**
+   * The tab shows a fresh shell in place of an interrupted session, or of an agent
+   * that had ended before JupyterLab reopened the tab: restore it?
+   */
   private _offerRestore(widget: TerminalWidget, lost: ISession): void {
     const { app, model, trans } = this._options;
     const name = widget.content.session.name;
-    const banner = new InterruptedBanner(
+    const banner = new (
+      lost.status === 'interrupted' ? InterruptedBanner : EndedBanner
+    )(
       lost,
       trans,
       async () => {
@@ -427,10 +520,10 @@ export class InterruptedTabs {
       },
       () => banner.dispose()
     );
-    // gone once the session is no longer interrupted (restored from elsewhere)
+    // gone once the session runs again (restored from elsewhere)
     const follow = () => {
       const now = model.sessions?.find(s => s.id === lost.id);
-      if (now && now.status !== 'interrupted') {
+      if (now && now.status === 'running') {
         banner.dispose();
       }
     };

@@ -229,6 +229,16 @@ export function addShareCommands(options: Sharing.IOptions): void {
         kindLabel(session.kind, trans),
         session.name
       );
+      const refused = model.sharingRefused;
+      if (refused) {
+        // the server said at start that it cannot share: say why before any form
+        await showDialog({
+          title: trans.__('Could not share %1', name),
+          body: new Widget({ node: el('p', 'jp-AgentsShare-error', refused) }),
+          buttons: [Dialog.okButton({ label: trans.__('Close') })]
+        });
+        return;
+      }
       const form = await showDialog({
         title: trans.__('Share %1 read-only', name),
         body: new ShareForm(trans),
