@@ -34,7 +34,7 @@ from model_endpoint import (
     claude_env,
     claude_home,
 )
-from test_real_cli import _MISSING, _SCRUB, CLAUDE, type_into
+from test_real_cli import _MISSING, _SCRUB, CLAUDE, conversation_path, type_into
 
 from jupyter_agents.attention import NEEDS_YOU
 from jupyter_agents.pytest_plugin import (
@@ -69,6 +69,7 @@ class Rig:
     server: ServerProcess
     endpoint: ModelEndpoint
     project: Path
+    home: Path
     env: dict[str, str]
     base: Path
     started: list[str] = field(default_factory=list)
@@ -132,7 +133,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             env_of_tests.delenv(name, raising=False)
         env = {**claude_env(ep, home), "PATH": f"{CLAUDE.parent}{os.pathsep}{os.environ['PATH']}"}
         server = ServerProcess(base / "state", base, env=env).start()
-        rig = Rig(server, ep, project, env, base)
+        rig = Rig(server, ep, project, home, env, base)
         try:
             yield rig
         finally:
@@ -168,7 +169,7 @@ def test_fresh_session_is_ready_and_a_finished_turn_needs_you(rig: Rig) -> None:
     usage = poll(
         lambda: (u := rig.get(sid)["usage"]) and u["tokens"] == sent.as_tokens() and u,
         timeout=60,
-        what=f"usage {sent.as_tokens()}, got {rig.get(sid)['usage']}",
+        what=f"usage {sent.as_tokens()}",
     )
     (model,) = usage["models"]
     assert usage["models"][model]["tokens"] == sent.as_tokens()
@@ -204,16 +205,23 @@ def test_a_permission_request_is_apart_from_a_finished_turn(rig: Rig) -> None:
     done = rig.attention_becomes(sid, "waiting", "the finished turn")
     assert done["attention_reason"] is None
     assert written.read_text() == "scripted\n"
+    order = ["UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Stop"]
+    events = iter(rig.spooled(sid))
+    assert all(event in events for event in order), rig.spooled(sid)  # in this order
     second = rig.endpoint.turns(cid)[1]
     assert "tool_result" in second.text()
 
-    # two replies, one of them written by the CLI as two lines: counted once each
+    # two replies, the first written by the CLI as two lines (text, tool_use) with one
+    # message id and the whole usage each: counted once each
+    lines = conversation_path(rig.home, rig.project, cid).read_text().splitlines()
+    ids = [r["message"]["id"] for r in map(json.loads, lines) if r.get("type") == "assistant"]
+    assert ids.count(request.message_id) == 2, ids
     sent = rig.endpoint.sent_usage(cid)
     assert sent == ASKS + DONE
     poll(
         lambda: (u := rig.get(sid)["usage"]) and u["tokens"] == sent.as_tokens(),
         timeout=60,
-        what=f"usage {sent.as_tokens()}, got {rig.get(sid)['usage']}",
+        what=f"usage {sent.as_tokens()}",
     )
     client.close()
 
