@@ -367,6 +367,7 @@ class ModelEndpoint:
         if request.reply is None:
             handler.send_response(404)
             handler.send_header("Content-Length", "0")
+            handler.send_header("Connection", "close")
             handler.end_headers()
         else:
             assert isinstance(body, dict)
@@ -380,7 +381,7 @@ class ModelEndpoint:
                 handler.wfile.flush()
 
             request.message_id = self.provider.write(out, request.reply, body)
-            handler.close_connection = True
+        handler.close_connection = True  # one request per connection: none left open
         with self._lock:
             self._lock.notify_all()
 

@@ -253,7 +253,14 @@ def test_a_resumed_session_is_ready_until_a_turn_finishes(rig: Rig) -> None:
     assert not [t for t in told if t[1] == "running" and t[2] in NEEDS_YOU], told
 
     client = rig.server.ws(after["name"])
-    client.wait_for("First-answer", timeout=120)  # the old conversation, shown again
+    # after the old screen's replay: the resumed CLI shows the old conversation again
+    marker = "--- restored claude session "
+
+    def resumed_cli(c: TermClient) -> bool:
+        shown = c.text.partition(marker)[2]
+        return "First-answer" in shown and PROMPT in shown.partition("First-answer")[2]
+
+    client.wait_for(resumed_cli, timeout=120)
     client.drain(1)
     type_into(client, "what did I ask you to remember?")
     rig.attention_becomes(sid, "waiting", "the resumed session's turn")
