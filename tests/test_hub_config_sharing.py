@@ -59,6 +59,9 @@ def test_sharing_from_a_config_file_works_under_singleuser(
 ) -> None:
     _config_path, settings = pod
     log = hub.log_path.read_text()
+    # the example's Spawner.args win over the same setting in the file, and the log says so
+    assert "jupyter_agents: setting restore_on_start = 'agents' (from command line)" in log
+    assert "jupyter_agents: setting agent_keepalive = 7200.0 (from file " in log
     assert (
         "jupyter_agents: read-only sharing available (authorizer_class from file "
         f"{settings}; jupyterhub-singleuser's identity provider narrowed to ours)"
