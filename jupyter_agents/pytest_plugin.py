@@ -10,7 +10,9 @@ Enable with ``pytest_plugins = ["jupyter_agents.pytest_plugin"]``. Fixtures:
 - ``agents_server``: a factory starting real ``jupyter server`` subprocesses on that
   state dir (:class:`ServerProcess`) with that backend; all are stopped at teardown.
 
-:func:`transcript_bytes` reads what a session's transcript keeps.
+:func:`transcript_bytes` reads what a session's transcript keeps; :func:`kill_backends`
+ends a state dir's backends as ``jupyter agents kill-server`` would, :func:`power_loss`
+as a reboot would (no agent runs an exit hook).
 
 The websocket clients (:class:`TermClient` for terminals, :class:`EventClient` for the
 session events on ``/api/events/subscribe``) need ``websocket-client``.
