@@ -53,9 +53,9 @@ pytestmark = [
     pytest.mark.xdist_group("real_turns"),  # one server for the module, tests in order
 ]
 
-#: the prompt sign of Claude Code's input box
+#: the prompt sign of Claude Code's input box (its TUI moves the cursor between the
+#: words it draws, so the scripted replies a test waits to see are one word each)
 PROMPT = "\u276f"
-# (the TUI moves the cursor between words, so the replies shown are one word each)
 #: usage figures to tell apart: each reply its own
 HELLO = Usage(input=2311, output=17, cache_read=1024, cache_creation=64)
 ASKS = Usage(input=3101, output=58, cache_read=2048, cache_creation=45)
