@@ -99,11 +99,14 @@ class EventHub:
         previous: Status | None = None,
         usage: dict[str, Any] | None = None,
     ) -> None:
-        """Tell every subscriber; a failing subscriber is logged, never fatal."""
+        """Tell every subscriber; a failing subscriber is logged, never fatal. What it
+        says of the session counts as published for :meth:`publish_external`, but for an
+        ``activity`` event, which is about output only: a session another process made
+        is still announced as ``created`` after its first output was."""
         event = SessionEvent(action, session, previous, usage)
         with self._lock:
             listeners = list(self._subscribers)
-            if self._seen is not None:
+            if self._seen is not None and action != "activity":
                 self._seen[session.id] = _seen(session)
         for listener in listeners:
             try:
