@@ -15,9 +15,23 @@ the next reply. Side requests (Claude's title request, sent with ``tools: []``) 
 take a script entry: they get :attr:`ModelEndpoint.title`. A request that finds the
 script used up gets a plain text reply, and :attr:`ModelEndpoint.overrun` counts it.
 
->>> with ModelEndpoint(AnthropicMessages(), [Reply("hello")]) as endpoint:
-...     endpoint.base_url.startswith("http://127.0.0.1:")
-True
+A streamed reply with a tool call, as the CLI reads it:
+
+>>> import urllib.request
+>>> script = [Reply("Checking.", tool=bash("ls"), usage=Usage(10, 5))]
+>>> with ModelEndpoint(AnthropicMessages(), script) as endpoint:
+...     ask = {"model": "m", "stream": True, "messages": [], "tools": [{"name": "Bash"}]}
+...     url = endpoint.base_url + "/v1/messages?beta=true"
+...     with urllib.request.urlopen(url, json.dumps(ask).encode()) as r:
+...         lines = r.read().decode().splitlines()
+...     sent = endpoint.sent_usage()
+>>> [line[7:] for line in lines if line.startswith("event: ") and "ping" not in line]
+... # doctest: +NORMALIZE_WHITESPACE
+['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop',
+ 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta',
+ 'message_stop']
+>>> sent, endpoint.requests[0].reply.tool.name
+(Usage(input=10, output=5, cache_read=0, cache_creation=0), 'Bash')
 """
 
 from __future__ import annotations
@@ -329,7 +343,9 @@ class ModelEndpoint:
 
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
