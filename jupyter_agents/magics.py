@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(verb, add_help=False)
         p.add_argument("id", nargs="?")
         p.add_argument("--all", action="store_true")
+        p.add_argument("--conversation")
     sub.add_parser("kill", add_help=False).add_argument("id")
     p = sub.add_parser("rename", add_help=False)
     p.add_argument("id")
@@ -153,9 +154,10 @@ class AgentMagics(Magics):
             what agent sessions spent (estimated), per session and in total
         %agent attach ID
             a link that opens the session's terminal in JupyterLab
-        %agent resume ID | --all   (or: restore)
+        %agent resume ID [--conversation CID] | --all   (or: restore)
             restore one ended session, or every interrupted one; each failure is
-            printed with its reason
+            printed with its reason; an agent whose conversation was never known
+            starts fresh, or continues CID, one of its folder's
         %agent kill ID
             end a session's process tree
         %agent rename ID TITLE...
@@ -188,8 +190,10 @@ class AgentMagics(Magics):
         """``%agent resume``: restore, then print each failure with its reason."""
         if args.all == bool(args.id):
             raise UsageError(f"%agent {args.command}: give a session id or --all")
+        if args.all and args.conversation:
+            raise UsageError(f"%agent {args.command}: --conversation is for one session")
         if not args.all:
-            session = service.restorer.restore(service.lookup(args.id).id)
+            session = service.restorer.restore(service.lookup(args.id).id, args.conversation)
             result = RestoreResult([service.restorer.check_resumed(session)], [])
         else:
             service.reconcile()  # after a reboot nothing else may have noticed yet

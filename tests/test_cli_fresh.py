@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agents.cli import main
 from jupyter_agents.config import open_sessions
@@ -68,3 +70,15 @@ def test_an_unknown_codex_conversation_is_never_resumed_with_last(
     assert main(["restore", sid, "--conversation", "0" * 8, *state]) == 4
     assert "not a codex conversation of its folder" in capsys.readouterr().err
     assert not any("--last" in r["argv"] for r in fake_agents.records())
+    # the magic takes the same choice
+    monkeypatch.setenv("JUPYTER_AGENTS_STATE_DIR", str(agents_state_dir))
+    shell: Any = InteractiveShell.instance()
+    try:
+        shell.run_line_magic("load_ext", "jupyter_agents")
+        with pytest.raises(UsageError, match="not a codex conversation of its folder"):
+            shell.run_line_magic("agent", f"resume {sid} --conversation {'0' * 8}")
+        table = shell.run_line_magic("agent", f"resume {sid} --conversation {other}")
+        assert [s.status for s in table.sessions] == ["running"]
+        assert other in fake_agents.records("start")[-1]["argv"]
+    finally:
+        InteractiveShell.clear_instance()
