@@ -71,8 +71,8 @@ def cmd_list(service: SessionService, args: argparse.Namespace) -> int:
     print(text_table(shown, service.usage_models(shown), width))
     if len(shown) < len(sessions):
         print(
-            f"({len(sessions) - len(shown)} sessions that ended over {RECENT_WORDS} ago "
-            "are not shown: --all)"
+            f"({_count(len(sessions) - len(shown), 'session')} that ended over "
+            f"{RECENT_WORDS} ago not shown: --all lists them)"
         )
     return 0
 
@@ -416,7 +416,7 @@ def cmd_reconcile(service: SessionService, args: argparse.Namespace) -> int:
         print(action.describe())
     if not changed:
         running = sum(a.kind == "reattach" for a in actions)
-        print(f"nothing changed ({running} sessions running as recorded)")
+        print(f"nothing changed ({_count(running, 'session')} running as recorded)")
     return 0
 
 
@@ -560,6 +560,11 @@ COMMANDS = {
     "cost": cmd_cost,
     "limit": cmd_limit,
 }
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 session``, ``2 sessions``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _usage_error(message: str) -> int:

@@ -63,7 +63,7 @@ def test_reconcile_prints_only_what_changed(agents_state_dir, tmp_path):
     state = ["--state-dir", str(agents_state_dir)]
     sid = shell(agents_state_dir, tmp_path)
     first = run("reconcile", *state)
-    assert first.stdout.strip() == "nothing changed (1 sessions running as recorded)"
+    assert first.stdout.strip() == "nothing changed (1 session running as recorded)"
     assert "reattached" not in run("reconcile", *state).stdout
     kill_backends(agents_state_dir)  # a reboot
     changed = run("reconcile", *state).stdout.splitlines()
