@@ -4,11 +4,14 @@
 //
 // When the socket drops (the owner's server stopped, restarts, or the proxy went away),
 // the page says so and connects again, the same grant, with a growing pause (BACKOFF).
-// A socket refused before it opens is told apart by asking for this page again, without
-// following redirects: the server answers it (try the socket again), it is away (5xx, no
-// answer: keep trying), it refuses (403: the grant is over for this viewer), or it sends
-// the browser to sign in (a restarted server on JupyterHub: the hub asks again). The
-// state is in body[data-state]: connecting, watching, away, ended, signin.
+// A socket refused before it opens is told apart by asking for this page again,
+// redirects followed: the server answers it (try the socket again) or refuses it (403:
+// the grant is over for this viewer); the request ends on the hub's login or its page to
+// authorize the server (a restarted server on JupyterHub lost the viewer's token; where
+// the hub asks nothing, following its redirects signed the viewer in again, and the page
+// answers); or anything else (a 5xx of the proxy, the hub's answer for a server not
+// running, no answer): away, keep trying. The state is in body[data-state]: connecting,
+// watching, away, ended, signin.
 (function () {
   'use strict';
   //: seconds before each attempt after an unexpected close (then the last, again)
@@ -50,16 +53,17 @@
     setTimeout(connect, wait * 1000);
   }
   function probe() {
-    fetch(location.href, { credentials: 'same-origin', cache: 'no-store', redirect: 'manual' })
+    fetch(location.href, { credentials: 'same-origin', cache: 'no-store' })
       .then(function (response) {
-        if (response.type === 'opaqueredirect') {
-          signIn();
-        } else if (response.status === 403 || response.status === 404) {
-          finish('this share is no longer open to you', 'ended');
-        } else if (response.ok) {
-          retry('the session is not running now'); // the page is ours, its socket not
+        var path = new URL(response.url).pathname;
+        if (response.url === location.href && response.ok) {
+          retry('reconnecting'); // the page is ours again: so may the socket be
+        } else if (response.url === location.href && response.status < 500) {
+          finish('this share is no longer open to you', 'ended'); // our server refuses
+        } else if (response.ok && /\/(oauth2\/authorize|login)$/.test(path)) {
+          signIn(); // the hub's login, or its page to authorize the server again
         } else {
-          retry(); // away (5xx)
+          retry(); // away: the proxy's 5xx, or the hub's answer for a server not running
         }
       })
       .catch(function () {
