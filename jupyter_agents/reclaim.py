@@ -11,8 +11,9 @@ Each round reads each user's state dir (``~/.local/share/jupyter/agents``) in a 
 process running as that user (a state dir is private to its user), which reconciles the
 store with the backend, then decides, per running session (:func:`decide`, pure):
 
-- **a hub user deleted** (seen in an earlier round's ``GET /hub/api/users``, gone now):
-  every session ends, then the user's tmux server or broker;
+- **a hub user deleted** (seen in an earlier round's ``GET /hub/api/users``, missing
+  from the last :data:`MISSING_ROUNDS` answers): every session ends, then the user's
+  tmux server or broker;
 - **an agent at work** (attention ``working``) within ``AgentsApp.agent_keepalive`` of
   the last human input (as for idle culling, :func:`~jupyter_agents.activity.
   keepalive_until`): kept;
@@ -54,6 +55,8 @@ STATE_DIR = Path(".local/share/jupyter/agents")
 UID_MIN = 1000
 #: how long one user's round may take (s)
 USER_TIMEOUT = 60.0
+#: answers of the hub in a row a known user must be missing from to count as deleted
+MISSING_ROUNDS = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,19 +267,49 @@ class Reclaimer:
         self.policy = policy
         self.end = end
         self.users = list(users) if users is not None else None
+        #: the hub's users seen so far (and not yet found deleted)
         self.known: set[str] = set()
+        #: known users missing from the hub's answers, for how many rounds in a row
+        self.missing: dict[str, int] = {}
+
+    def deleted(self, hub: set[str]) -> set[str]:
+        """The known users the hub no longer has: missing from :data:`MISSING_ROUNDS`
+        of its answers in a row (one answer is not believed alone, and an answer with no
+        user at all never is); they are forgotten once found.
+
+        >>> r = Reclaimer(Policy(), end=False)
+        >>> r.deleted({"a", "b"}), r.deleted({"a"}), r.deleted(set()), r.deleted({"a"})
+        (set(), set(), set(), {'b'})
+        >>> r.known, r.deleted({"a"})
+        ({'a'}, set())
+        """
+        if not hub and self.known:
+            log.warning("reclaim: the hub lists no user; no user counts as deleted")
+            return set()
+        for name in self.known - hub:
+            self.missing[name] = self.missing.get(name, 0) + 1
+        for name in hub:
+            self.missing.pop(name, None)
+        gone = {name for name, rounds in self.missing.items() if rounds >= MISSING_ROUNDS}
+        for name in gone:
+            del self.missing[name]
+        self.known = (self.known | hub) - gone
+        return gone
 
     def round(self) -> list[dict[str, Any]]:
         """One round over every account: records of every running session, each with
         ``user`` and ``deleted``."""
-        hub = hub_users()
         deleted: set[str] = set()
-        if hub is not None:
-            deleted = self.known - hub
-            self.known = (self.known | hub) - deleted
-            names: Iterable[str] | None = hub | deleted
+        names: Iterable[str] | None = self.users
+        try:
+            hub = hub_users()
+        except (OSError, ValueError, KeyError) as e:
+            log.warning("reclaim: the hub did not answer (%s); no user counts as deleted", e)
+            names = set(self.known)
         else:
-            names = self.users
+            if hub is not None:
+                deleted = self.deleted(hub)
+                names = hub | self.known | deleted
         records = []
         for account in candidates(names):
             gone = account.pw_name in deleted
@@ -356,9 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for record in user_round(Path(args.one), policy, args.deleted, args.end):
             print(json.dumps(record))
         return 0
-    logging.basicConfig(
-        level=logging.INFO, format="[%(levelname)1.1s %(asctime)s] %(message)s"
-    )
+    logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s] %(message)s")
     reclaimer = Reclaimer(policy, args.end, args.users)
     while True:
         records = reclaimer.round()
