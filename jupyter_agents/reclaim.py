@@ -14,6 +14,10 @@ store with the backend, then decides, per running session (:func:`decide`, pure)
 - **a hub user deleted** (seen in an earlier round's ``GET /hub/api/users``, missing
   from the last :data:`MISSING_ROUNDS` answers): every session ends, then the user's
   tmux server or broker;
+- **an agent at work past its unattended limit** (``AgentsApp.unattended_limit`` or its
+  own: what it spent since the last input with nobody watching, read from its
+  conversation files now, :func:`~jupyter_agents.limits.exceeded`): ends; a running
+  server would have interrupted it (its attention is then ``error``, not ``working``);
 - **an agent at work** (attention ``working``) within ``AgentsApp.agent_keepalive`` of
   the last human input (as for idle culling, :func:`~jupyter_agents.activity.
   keepalive_until`): kept;
@@ -46,6 +50,7 @@ from typing import Any
 
 from .activity import keepalive_until
 from .errors import AgentsError
+from .limits import exceeded
 
 log = logging.getLogger("jupyter_agents.reclaim")
 
@@ -83,6 +88,8 @@ class Facts:
     #: until when an agent at work is kept (:func:`~jupyter_agents.activity.
     #: keepalive_until` with the user's ``agent_keepalive``); None: it is not at work
     working_until: float | None = None
+    #: why it is past its unattended limit (:func:`~jupyter_agents.limits.exceeded`)
+    over_limit: str | None = None
 
 
 def idle_since(facts: Facts) -> float:
@@ -106,9 +113,13 @@ def decide(facts: Facts, now: float, policy: Policy, deleted: bool) -> tuple[boo
     True
     >>> decide(w, 200.0, Policy(), deleted=True)
     (True, 'user deleted from the hub')
+    >>> decide(dataclasses.replace(w, over_limit="unattended limit: $6"), 200.0, Policy(), False)
+    (True, 'unattended limit: $6')
     """
     if deleted:
         return True, "user deleted from the hub"
+    if facts.over_limit is not None and facts.attention == "working" and not facts.watched:
+        return True, facts.over_limit  # still spending: no server interrupted it
     if facts.working_until is not None and now < facts.working_until:
         return False, f"agent at work, kept {facts.working_until - now:.0f} s more"
     if facts.watched:
@@ -144,6 +155,8 @@ def user_round(state_dir: Path, policy: Policy, deleted: bool, end: bool) -> lis
     service = settings.open_sessions(create=False)
     try:
         service.reconcile()
+        service.apply_attention()  # hook events since a server last applied them
+        service.read_usage()  # what agents spent since a server last read it
         running = service.store.list(["running"])
         usage = service.usage.usage([s.id for s in running])
         now = time.time()
@@ -163,11 +176,15 @@ def user_round(state_dir: Path, policy: Policy, deleted: bool, end: bool) -> lis
                 watched=bool(used and used.watched),
                 cost=summary.cost(service.usage.prices) if summary is not None else None,
             )
+            limit = service.usage.limit if used is None or used.limit is None else used.limit
             facts = dataclasses.replace(
                 facts,
                 working_until=keepalive_until(
                     session, facts.last_input, 0.0, settings.agent_keepalive
                 ),
+                over_limit=exceeded(limit, used.allowance)
+                if used is not None and used.allowance is not None and limit
+                else None,
             )
             due, why = decide(facts, now, policy, deleted)
             if due and end:
