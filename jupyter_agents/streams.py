@@ -11,7 +11,13 @@ is a person's.
 
 Protocol, in one place: JSON text frames ``[type, ...]``. Server -> client:
 ``["setup", {}]`` first, then ``["stdout", text]`` (the first one a replay that redraws
-the screen from a reset), ``["disconnect", 1]`` when the process ended.
+the screen from a reset), ``["disconnect", 1]`` when the process ended. A viewer whose
+own size is not the terminal's (another viewer typed last) is told the terminal's size,
+``["agents_size", {"rows": r, "cols": c}]`` (then the screen is replayed to it again, to
+be drawn at that size), and ``["agents_size", null]`` once its
+own size applies again; never sent to a viewer whose size is the terminal's, so a lone
+client (and the stock protocol) sees nothing new. JupyterLab ignores types it does not
+know; our extension shows such a terminal at that size and says why.
 """
 
 from __future__ import annotations
@@ -79,6 +85,8 @@ class LiveTerminal:
         self._size: tuple[int, int] | None = None
         #: the viewer that typed last: its size is the session's (None: nobody typed)
         self._typist: Viewer | None = None
+        #: viewers told that the terminal has a size not theirs (``agents_size``)
+        self._told: dict[Viewer, tuple[int, int]] = {}
         self.stream = streams.backends.get(session.backend).attach(session.id, self)
 
     def add_viewer(self, viewer: Viewer) -> None:
@@ -114,6 +122,7 @@ class LiveTerminal:
         del self.viewers[viewer]
         if viewer is self._typist:
             self._typist = None
+        self._told.pop(viewer, None)
         if viewer in self._active:
             self._active.remove(viewer)
         self._lagging.discard(viewer)
@@ -128,6 +137,9 @@ class LiveTerminal:
         size (:meth:`_apply_size`)."""
         if viewer in self.viewers:
             self.viewers[viewer] = (rows, cols)
+            # a viewer told the terminal's size that sends one again has redrawn at its
+            # own (JupyterLab refits a tab on every resize): tell it again
+            self._told.pop(viewer, None)
             self._apply_size()
             self.streams.touch(self.session.id)
 
@@ -146,6 +158,26 @@ class LiveTerminal:
             self._size = size
             self.stream.resize(*size)
             self.streams.offload(self.streams.service.set_size, self.session.id, *size)
+        self._tell_sizes(size)
+
+    def _tell_sizes(self, size: tuple[int, int]) -> None:
+        """Tell each viewer whose own size is not ``size`` the terminal's size, and
+        each one told before whose size now applies that it does (module docstring)."""
+        for viewer, own in self.viewers.items():
+            if viewer.watch_only or own is None:
+                continue
+            if own != size and self._told.get(viewer) != size:
+                self._told[viewer] = size
+                rows, cols = size
+                viewer.send(json.dumps(["agents_size", {"rows": rows, "cols": cols}]))
+                if viewer in self._active:
+                    # redrawn at that size (the replay starts with a reset): what it
+                    # got so far was drawn at its own
+                    self._active.remove(viewer)
+                    self._replay(viewer)
+            elif own == size and viewer in self._told:
+                del self._told[viewer]
+                viewer.send(json.dumps(["agents_size", None]))
 
     def write(self, data: str, viewer: Viewer | None = None) -> None:
         """Input from ``viewer``: a person's (it restarts an agent's keep-alive); from

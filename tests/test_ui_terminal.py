@@ -17,6 +17,7 @@ per backend). Screenshots go to ``tests/artifacts/ui/``; the docs embed copies k
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 import time
@@ -493,3 +494,64 @@ def test_renamed_session_keeps_tab_label_and_panel_title_after_restart(lab: Lab,
     poll(lambda: heading(page, sid) == "LATER-2", what="the program's title in the row")
     for s in (session, agent, other):
         kill(lab, s)
+
+
+def xterm_size(page: Any) -> str:
+    """The visible terminal tab's xterm.js size, ``COLSxROWS``."""
+    return str(
+        page.evaluate(
+            "() => { const w = window.jupyterapp.shell.currentWidget;"
+            " const t = w && w.content && w.content._term;"
+            " return t ? `${t.cols}x${t.rows}` : ''; }"
+        )
+    )
+
+
+def test_a_tab_sized_by_another_window_shows_that_size_and_says_so(lab: Lab, page: Any) -> None:
+    """A desktop types into a terminal; a phone (the same user) opens it to look: the
+    terminal keeps the desktop's size, and the phone's tab shows it at that size,
+    scaled down to fit, with a bar saying why (before, its own narrow width rewrapped
+    every line). Typing on the phone gives the phone its own fit and the bar moves to
+    the desktop."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    open_lab(page, lab, reset=True)
+    new_terminal(page)
+    typed_until(page, "echo DESK-$((6*7))", r"DESK-42")
+    name = str(page.evaluate("() => window.jupyterapp.shell.currentWidget.content.session.name"))
+    desk = xterm_size(page)
+    phone = page.context.new_page()
+    try:
+        phone.set_viewport_size({"width": 360, "height": 740})
+        open_lab(phone, lab, reset=True)
+        phone.evaluate(  # the panel's Open: on a phone, the terminal alone
+            "(name) => window.jupyterapp.commands.execute('jupyter-agents:open', {name})", name
+        )
+        bar = phone.locator(".jp-AgentsSized")
+        bar.wait_for()
+        cols, rows = desk.split("x")
+        assert bar.inner_text() == (
+            f"Shown at {cols}\N{MULTIPLICATION SIGN}{rows}, the size of the window that typed "
+            "last. "
+            "Type here to fit it to this tab."
+        )
+        poll(lambda: xterm_size(phone) == desk, what=f"the phone at the desk's {desk}")
+        scale = float(
+            phone.locator(".jp-Terminal[data-agents-scale]").get_attribute("data-agents-scale")
+        )
+        assert 0 < scale < 1, scale  # scaled down to fit the phone
+        box = bar.bounding_box()
+        assert box and box["height"] > 10 and box["width"] > 200, box  # it shows
+        shot(phone, "sized-by-another-window")
+        wait_text(phone, r"DESK-42")
+        assert page.locator(".jp-AgentsSized").count() == 0  # the desk is the typist
+        # the phone types: its own fit applies, and now the desk is told
+        typed_until(phone, "echo PHONE-$((7*6))", r"PHONE-42")
+        poll(lambda: bar.count() == 0, what="the phone's bar gone")
+        poll(lambda: xterm_size(phone) != desk, what="the phone's own fit")
+        typed_until(phone, "echo $(stty size | tr ' ' x)-SIZE", r"\d+x\d+-SIZE")
+        rows_cols = re.findall(r"(\d+x\d+)-SIZE", test_ui.terminal_text(phone))[-1]
+        assert rows_cols == "x".join(xterm_size(phone).split("x")[::-1])  # the phone's
+        shown = xterm_size(phone).replace("x", "\N{MULTIPLICATION SIGN}")
+        page.locator(".jp-AgentsSized", has_text=f"Shown at {shown},").wait_for()
+    finally:
+        phone.close()

@@ -85,19 +85,31 @@ def test_the_client_that_typed_last_sets_the_size(agents_server):
         client.wait_for(lambda c: re.search(tag + r"=\d+x\d+", c.text) is not None)
         return re.findall(tag + r"=(\d+x\d+)", desk.text + client.text)[-1]
 
+    def told(client: TermClient) -> list[object]:
+        """The ``agents_size`` messages ``client`` got, in order."""
+        return [m[1] for m in client.messages if m[0] == "agents_size"]
+
     assert size(desk, "DESK") == "43x148"
+    assert told(desk) == []  # a lone client hears nothing beyond the stock protocol
     phone = server.ws(name)
     phone.wait_for(lambda c: len(c.messages) >= 2)
     phone.send("set_size", 34, 27, 700, 360)  # opened to look, not to type
     phone.drain(0.5)
     assert size(desk, "STILL") == "43x148"  # the desktop typed last
+    # the phone is told the terminal's size (its client shows it so), the desk nothing
+    phone.wait_for(lambda c: told(c) == [{"rows": 43, "cols": 148}])
+    assert told(desk) == []
     assert size(phone, "PHONE") == "34x27"  # now the phone did
+    phone.wait_for(lambda c: told(c) == [{"rows": 43, "cols": 148}, None])  # its own now
+    desk.wait_for(lambda c: told(c) == [{"rows": 34, "cols": 27}])  # the desk is told
     desk.send("set_size", 40, 120, 800, 1200)  # the desktop resizes, without typing
     desk.drain(0.5)
     assert size(phone, "AGAIN") == "34x27"
     phone.close()
     desk.drain(0.5)
     assert size(desk, "AFTER") == "40x120"
+    # told again after its resize (its client redrew at its own size), then freed
+    desk.wait_for(lambda c: told(c) == [{"rows": 34, "cols": 27}] * 2 + [None])
     desk.close()
 
 

@@ -37,6 +37,7 @@ import {
 
 import { AttentionWatcher } from './attention';
 import { ClipboardBridge } from './clipboard';
+import { TerminalSizing } from './sizing';
 import { addCommands } from './commands';
 import { conversationPlugin } from './conversation';
 import { EventConnection } from './events';
@@ -370,6 +371,22 @@ const clipboard: JupyterFrontEndPlugin<void> = {
   }
 };
 
+const sizing: JupyterFrontEndPlugin<void> = {
+  id: PluginIDs.sizing,
+  description:
+    'A terminal tab sized by another window (the one that typed last) shows the terminal at that size, scaled to fit, and says so.',
+  autoStart: true,
+  requires: [ITerminalTracker],
+  optional: [ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    terminals: ITerminalTracker,
+    translator: ITranslator | null
+  ) => {
+    new TerminalSizing(terminals, load(translator));
+  }
+};
+
 const plugins: JupyterFrontEndPlugin<any>[] = [
   sessions,
   launcher,
@@ -382,6 +399,7 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   replay,
   titles,
   clipboard,
+  sizing,
   conversationPlugin
 ];
 

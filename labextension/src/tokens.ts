@@ -88,6 +88,7 @@ export namespace PluginIDs {
   export const attention = 'jupyter-agents:attention';
   export const replay = 'jupyter-agents:replay';
   export const clipboard = 'jupyter-agents:clipboard';
+  export const sizing = 'jupyter-agents:sizing';
   export const titles = 'jupyter-agents:titles';
   export const conversation = 'jupyter-agents:conversation';
 }
