@@ -56,6 +56,8 @@ SHORT_ID = 8
 RECENT = timedelta(days=1)
 #: statuses a person may act on whatever their age
 OPEN: frozenset[str] = frozenset({"running", "orphaned", "interrupted"})
+#: the statuses whose attention state is current
+LIVE: frozenset[str] = frozenset({"running", "orphaned"})
 
 
 def worth_listing(session: Session, now: datetime, recent: timedelta = RECENT) -> bool:
@@ -68,10 +70,22 @@ def worth_listing(session: Session, now: datetime, recent: timedelta = RECENT) -
     >>> worth_listing(old, now), worth_listing(Session("b", "2", "interrupted", "tmux"), now)
     (False, True)
     """
-    if session.status in OPEN or session.attention in NEEDS_YOU:
+    if session.status in OPEN or (session.status in LIVE and session.attention in NEEDS_YOU):
         return True
     last = datetime.fromisoformat(session.last_activity.replace("Z", "+00:00"))
     return now - last <= recent
+
+
+def current_attention(session: Session) -> str:
+    """A session's attention while it runs (``""`` once it ended or was interrupted:
+    its last state then is history, not a call for a person).
+
+    >>> gone = Session("a", "1", "interrupted", "tmux", attention="waiting")
+    >>> current_attention(gone), current_attention(Session("b", "2", "running", "tmux",
+    ...                                                      attention="waiting"))
+    ('', 'waiting')
+    """
+    return (session.attention or "") if session.status in LIVE else ""
 
 
 def short_id(value: str | None) -> str:
@@ -118,8 +132,8 @@ def row(session: Session, usage: Mapping[str, Any] | None = None) -> tuple[str, 
     if session.status == "exited" and session.exit_code is not None:
         status = f"exited ({session.exit_code})"
     conversation = short_id(session.conversation_id) + ("?" if session.ambiguous else "")
-    attention: str = session.attention or ""
-    if session.attention_reason:
+    attention = current_attention(session)
+    if attention and session.attention_reason:
         attention += f" ({session.attention_reason})"
     title = session.title or session.program_title or ""
     return (

@@ -18,7 +18,7 @@ import ipywidgets as widgets
 from traitlets import Float, List
 
 from .config import open_sessions
-from .display import html_table
+from .display import current_attention, html_table
 from .errors import AgentsError
 from .events import SessionEvent
 from .render import html_lines
@@ -105,7 +105,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
     def _row(self, session: Session) -> widgets.HBox:
         label = widgets.HTML(
             f"<code>{html.escape(session.name)}</code> {html.escape(session.kind)} "
-            f"<b>{html.escape(session.status)}</b> {html.escape(session.attention or '')} "
+            f"<b>{html.escape(session.status)}</b> {html.escape(current_attention(session))} "
             f"{html.escape(session.conversation_id or '')}"
         )
         buttons = []
