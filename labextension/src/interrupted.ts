@@ -82,7 +82,9 @@ export function endedAgentFor(
     return undefined;
   }
   const before = sessions
-    .filter(s => s.name === name && s.id !== fresh.id && s.created <= fresh.created)
+    .filter(
+      s => s.name === name && s.id !== fresh.id && s.created <= fresh.created
+    )
     .sort((a, b) => (a.created < b.created ? 1 : -1))[0];
   if (
     !before ||
