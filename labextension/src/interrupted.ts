@@ -33,23 +33,42 @@ import { displayName, ISession, reconcileReport } from './api';
 import { kindLabel } from './icons';
 import { CommandIDs, IAgentSessions } from './tokens';
 
+/**
+ * The session a new shell named `name` took the name of: the newest other session of
+ * that name that started before it (undefined when `name` does not run a shell).
+ */
+export function previousOf(
+  sessions: ISession[],
+  name: string
+): { fresh: ISession; before: ISession | undefined } | undefined {
+  const fresh = sessions.find(s => s.status === 'running' && s.name === name);
+  if (!fresh || fresh.kind !== 'shell') {
+    return undefined;
+  }
+  const before = sessions
+    .filter(
+      s => s.name === name && s.id !== fresh.id && s.created <= fresh.created
+    )
+    .sort((a, b) => (a.created < b.created ? 1 : -1))[0];
+  return { fresh, before };
+}
+
 /** The interrupted session that a tab named like `fresh` stands in for, if any. */
 export function interruptedFor(
   sessions: ISession[],
   name: string,
   serverStarted: string | undefined
 ): ISession | undefined {
-  const fresh = sessions.find(s => s.status === 'running' && s.name === name);
-  if (!fresh || fresh.kind !== 'shell') {
-    return undefined;
-  }
+  const found = previousOf(sessions, name);
   // only a shell started by this server run, after the old one was lost
-  if (serverStarted && Date.parse(fresh.created) < Date.parse(serverStarted)) {
+  if (
+    !found ||
+    (serverStarted &&
+      Date.parse(found.fresh.created) < Date.parse(serverStarted))
+  ) {
     return undefined;
   }
-  return sessions
-    .filter(s => s.status === 'interrupted' && s.name === name)
-    .sort((a, b) => (a.created < b.created ? 1 : -1))[0];
+  return found.before?.status === 'interrupted' ? found.before : undefined;
 }
 
 /**
@@ -77,15 +96,7 @@ export function endedAgentFor(
   sessions: ISession[],
   name: string
 ): ISession | undefined {
-  const fresh = sessions.find(s => s.status === 'running' && s.name === name);
-  if (!fresh || fresh.kind !== 'shell') {
-    return undefined;
-  }
-  const before = sessions
-    .filter(
-      s => s.name === name && s.id !== fresh.id && s.created <= fresh.created
-    )
-    .sort((a, b) => (a.created < b.created ? 1 : -1))[0];
+  const before = previousOf(sessions, name)?.before;
   if (
     !before ||
     before.kind === 'shell' ||
