@@ -332,7 +332,7 @@ def test_cli_wait_and_the_attention_column(agents_server, agents_state_dir, fake
     assert result and result[0][0] == 5, result
     assert result[0][1].split() == [sid, agent["name"], "permission"]
 
-    code, out, _ = cli(agents_state_dir, "list")
+    code, out, _ = cli(agents_state_dir, "list", "--wide")  # whole ids at any width
     header, *rows = out.splitlines()
     assert "ATTENTION" in header.split()
     column = header.index("ATTENTION")
@@ -349,7 +349,7 @@ def test_cli_wait_and_the_attention_column(agents_server, agents_state_dir, fake
     code, out, _ = cli(agents_state_dir, "wait", sid, "--timeout", "10")
     assert code == 6
     assert out.split() == [sid, agent["name"], "error", "(authentication_failed)"]
-    code, out, _ = cli(agents_state_dir, "list")
+    code, out, _ = cli(agents_state_dir, "list", "--wide")
     assert "error (authentication_failed)" in out
     client.close()
 

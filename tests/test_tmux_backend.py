@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
+import threading
 import time
 
 import psutil
@@ -299,3 +301,22 @@ def test_replays_reuse_older_history_only_while_nothing_changed(agents_server):
     again = replay()
     assert numbers("new", again) == list(range(1, 101))
     assert numbers("old", again) == cleared
+
+
+def test_a_spawn_while_the_last_session_is_removed_starts(backend, tmp_path):
+    """tmux exits once its last session ends (exit-empty); a session made while another
+    thread removes the last one reached the exiting server and failed ("server exited
+    unexpectedly": a 503 to the user, 8 of 149 rounds here before the retry). Each
+    round removes the only session and spawns the next at once, from two threads."""
+    env = {"PATH": os.environ["PATH"]}
+    rng = random.Random(3)
+    backend.spawn(SpawnRequest("s0", ["sleep", "30"], str(tmp_path), env))
+    for n in range(1, 101):
+        remover = threading.Thread(target=backend.remove, args=(f"s{n - 1}",))
+        remover.start()
+        time.sleep(rng.uniform(0, 0.004))
+        try:
+            backend.spawn(SpawnRequest(f"s{n}", ["sleep", "30"], str(tmp_path), env))
+        finally:
+            remover.join()
+        assert [s.session_id for s in backend.list_live()] == [f"s{n}"]

@@ -53,6 +53,8 @@ from .writer import WRITER_TOOLS, transcript_pipe
 #: how long :meth:`TmuxBackend.kill_server` lets the tmux server take to exit, before
 #: and after signalling it
 KILL_GRACE = 1.0
+#: tries of a spawn that met a tmux server exiting as its last session ended
+SPAWN_TRIES = 3
 
 
 def default_terminal() -> str:
@@ -211,17 +213,24 @@ class TmuxBackend(Backend):
             + shlex.join([str(env_file), *request.argv])
         )
         pipe = transcript_pipe(transcript, self.transcript_max_bytes)
-        try:
-            proc = self._run(
-                "new-session", "-d", "-s", sid, "-x", str(request.cols), "-y",
-                str(request.rows), "-c", tmux_format_arg(request.cwd), "--",
-                tmux_arg(command), ";",
-                "pipe-pane", "-O", "-t", f"={sid}:", tmux_pipe_arg(pipe), ";",
-                "display-message", "-p", "-t", f"={sid}:", "#{pane_pid}",
-            )  # fmt: skip
-        except BackendUnavailable:
-            env_file.unlink(missing_ok=True)
-            raise
+        for attempt in range(SPAWN_TRIES):
+            try:
+                proc = self._run(
+                    "new-session", "-d", "-s", sid, "-x", str(request.cols), "-y",
+                    str(request.rows), "-c", tmux_format_arg(request.cwd), "--",
+                    tmux_arg(command), ";",
+                    "pipe-pane", "-O", "-t", f"={sid}:", tmux_pipe_arg(pipe), ";",
+                    "display-message", "-p", "-t", f"={sid}:", "#{pane_pid}",
+                )  # fmt: skip
+                break
+            except BackendUnavailable as e:
+                # the server was exiting as it took the command (its last session had
+                # just ended: exit-empty): nothing was made; the next try starts a new one
+                if "server exited unexpectedly" in str(e) and attempt + 1 < SPAWN_TRIES:
+                    time.sleep(0.1)
+                    continue
+                env_file.unlink(missing_ok=True)
+                raise
         return LiveSession(sid, int(proc.stdout.strip().splitlines()[-1]))
 
     def list_live(self) -> list[LiveSession]:
