@@ -87,10 +87,16 @@ def report_failures(sessions: list[Session], failed: list[tuple[str, str]]) -> N
             print(f"{session.id}: {session.reason}")
 
 
+#: the MIME type of a terminal to open, which the JupyterLab extension renders as a
+#: button that opens the terminal's tab (``labextension/src/terminallink.ts``)
+TERMINAL_MIME = "application/vnd.jupyter-agents.terminal+json"
+
+
 class TerminalLink:
-    """``%agent attach``'s answer: in a notebook a link to the terminal's page on this
-    server (``<base>/terminals/<name>``, the page Jupyter Notebook 7 serves), in text
-    how to reach it from a shell."""
+    """``%agent attach``'s answer: in JupyterLab (with this package's extension) a button
+    that opens the terminal's tab (:data:`TERMINAL_MIME`); elsewhere a link to the
+    terminal's page on this server (``<base>/terminals/<name>``, the page Jupyter
+    Notebook 7 serves); in text how to reach it from a shell."""
 
     def __init__(self, session: Session, base_url: str) -> None:
         self.session = session
@@ -102,6 +108,14 @@ class TerminalLink:
             f"terminal {s.name!r} ({s.kind}, {s.id}): open it from JupyterLab's terminals, "
             f"or from a shell: jupyter agents attach {s.id}"
         )
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        s = self.session
+        return {
+            TERMINAL_MIME: {"name": s.name, "id": s.id, "kind": s.kind},
+            "text/html": self._repr_html_(),
+            "text/plain": repr(self),
+        }
 
     def _repr_html_(self) -> str:
         s = self.session

@@ -10,6 +10,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
+from jupyter_agents.magics import TERMINAL_MIME
 from jupyter_agents.pytest_plugin import poll, transcript_bytes
 
 
@@ -45,6 +46,9 @@ def test_the_magic_speaks_the_clis_verbs(
         link = shell.run_line_magic("agent", "attach verbs")
         assert 'href="/terminals/verbs"' in link._repr_html_()
         assert f"jupyter agents attach {sid}" in repr(link)
+        # what JupyterLab's extension renders as a button that opens the tab
+        data, _ = shell.display_formatter.format(link)
+        assert data[TERMINAL_MIME] == {"name": "verbs", "id": sid, "kind": "shell"}
         shell.run_line_magic("agent", "kill verbs")
         with pytest.raises(UsageError, match="nothing to attach to"):
             shell.run_line_magic("agent", f"attach {sid}")

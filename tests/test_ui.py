@@ -999,3 +999,46 @@ def test_labextension_is_installed_and_enabled() -> None:
     )
     listing = out.stdout + out.stderr
     assert re.search(r"jupyter-agents v\S+ .*enabled.*OK", listing), listing
+
+
+def test_agent_attach_in_a_notebook_opens_the_terminal_tab(lab: Lab, page: Any) -> None:
+    """``%agent attach`` in a notebook (a real kernel) shows a button; a click opens the
+    session's terminal tab in JupyterLab (a saved output opens nothing by itself)."""
+    shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    try:
+        open_lab(page, lab, reset=True)
+        page.evaluate(
+            "async () => { await window.jupyterapp.commands.execute("
+            "'notebook:create-new', {kernelName: 'python3'}); }"
+        )
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
+        page.evaluate(
+            """(code) => { const nb = window.jupyterapp.shell.currentWidget;
+                 nb.content.activeCell.model.sharedModel.setSource(code); }""",
+            f"%load_ext jupyter_agents\n%agent attach {shell['name']}",
+        )
+        page.evaluate(  # once its kernel is there (it starts with the notebook)
+            """async () => { const nb = window.jupyterapp.shell.currentWidget;
+                 await nb.context.sessionContext.ready;
+                 nb.content.activate();
+                 await window.jupyterapp.commands.execute('notebook:run-cell'); }"""
+        )
+        button = page.locator(".jp-AgentsTerminalLink button")
+        button.wait_for(timeout=90000)  # a kernel's first start
+        assert button.inner_text() == f"Open terminal {shell['name']} (Shell, {shell['id']})"
+        shot(page, "notebook-attach")
+        assert page.locator(".jp-Terminal").count() == 0  # nothing opened by itself
+        button.click()
+        poll(
+            lambda: page.evaluate(
+                "(name) => { const w = window.jupyterapp.shell.currentWidget;"
+                " return !!(w && w.content && w.content.session"
+                " && w.content.session.name === name); }",
+                shell["name"],
+            ),
+            what="the terminal tab opened by the button",
+        )
+    finally:
+        lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")
+        for kernel in lab.server.request("GET", "/api/kernels")[1]:
+            lab.server.request("DELETE", f"/api/kernels/{kernel['id']}")

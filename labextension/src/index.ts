@@ -28,6 +28,7 @@ import { IConnectionStatus } from '@jupyterlab/services';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
 import { IStatusBar } from '@jupyterlab/statusbar';
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ITerminalTracker } from '@jupyterlab/terminal';
 import {
   ITranslator,
@@ -38,6 +39,7 @@ import {
 import { AttentionWatcher } from './attention';
 import { ClipboardBridge } from './clipboard';
 import { TerminalSizing } from './sizing';
+import { terminalLinkFactory } from './terminallink';
 import { addCommands } from './commands';
 import { conversationPlugin } from './conversation';
 import { EventConnection } from './events';
@@ -387,6 +389,25 @@ const sizing: JupyterFrontEndPlugin<void> = {
   }
 };
 
+const terminalLink: JupyterFrontEndPlugin<void> = {
+  id: PluginIDs.terminalLink,
+  description:
+    "%agent attach in a notebook: a button that opens the session's terminal tab.",
+  autoStart: true,
+  requires: [IRenderMimeRegistry],
+  optional: [ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    rendermime: IRenderMimeRegistry,
+    translator: ITranslator | null
+  ) => {
+    rendermime.addFactory(
+      terminalLinkFactory(app.commands, load(translator)),
+      0
+    );
+  }
+};
+
 const plugins: JupyterFrontEndPlugin<any>[] = [
   sessions,
   launcher,
@@ -400,6 +421,7 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   titles,
   clipboard,
   sizing,
+  terminalLink,
   conversationPlugin
 ];
 

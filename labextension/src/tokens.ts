@@ -89,6 +89,7 @@ export namespace PluginIDs {
   export const replay = 'jupyter-agents:replay';
   export const clipboard = 'jupyter-agents:clipboard';
   export const sizing = 'jupyter-agents:sizing';
+  export const terminalLink = 'jupyter-agents:terminal-link';
   export const titles = 'jupyter-agents:titles';
   export const conversation = 'jupyter-agents:conversation';
 }
