@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 LAG_BYTES = 8 << 20
 #: unflushed bytes at which a read-only watcher is disconnected (it may reconnect)
 WATCH_LAG_BYTES = 1 << 20
+#: seconds after a told viewer's last ``set_size`` before it is told and redrawn again
+#: (a tab being dragged to a new size sends one a frame: one replay, not sixty)
+RETELL_DELAY = 0.25
 
 
 class Viewer(Protocol):
@@ -87,6 +90,8 @@ class LiveTerminal:
         self._typist: Viewer | None = None
         #: viewers told that the terminal has a size not theirs (``agents_size``)
         self._told: dict[Viewer, tuple[int, int]] = {}
+        #: told viewers that resized: when they are told (and redrawn) again
+        self._retell: dict[Viewer, asyncio.TimerHandle] = {}
         self.stream = streams.backends.get(session.backend).attach(session.id, self)
 
     def add_viewer(self, viewer: Viewer) -> None:
@@ -123,6 +128,8 @@ class LiveTerminal:
         if viewer is self._typist:
             self._typist = None
         self._told.pop(viewer, None)
+        if (handle := self._retell.pop(viewer, None)) is not None:
+            handle.cancel()
         if viewer in self._active:
             self._active.remove(viewer)
         self._lagging.discard(viewer)
@@ -137,9 +144,14 @@ class LiveTerminal:
         size (:meth:`_apply_size`)."""
         if viewer in self.viewers:
             self.viewers[viewer] = (rows, cols)
-            # a viewer told the terminal's size that sends one again has redrawn at its
-            # own (JupyterLab refits a tab on every resize): tell it again
-            self._told.pop(viewer, None)
+            if viewer in self._told:
+                # a viewer told the terminal's size that sends one again has redrawn at
+                # its own (JupyterLab refits a tab on every resize): tell it again, once
+                # its resizing settles
+                if (handle := self._retell.pop(viewer, None)) is not None:
+                    handle.cancel()
+                loop = asyncio.get_running_loop()
+                self._retell[viewer] = loop.call_later(RETELL_DELAY, self._tell_again, viewer)
             self._apply_size()
             self.streams.touch(self.session.id)
 
@@ -159,6 +171,13 @@ class LiveTerminal:
             self.stream.resize(*size)
             self.streams.offload(self.streams.service.set_size, self.session.id, *size)
         self._tell_sizes(size)
+
+    def _tell_again(self, viewer: Viewer) -> None:
+        """Tell ``viewer`` the terminal's size again, and redraw it (:meth:`set_size`)."""
+        self._retell.pop(viewer, None)
+        if viewer in self.viewers and self._size is not None:
+            self._told.pop(viewer, None)
+            self._tell_sizes(self._size)
 
     def _tell_sizes(self, size: tuple[int, int]) -> None:
         """Tell each viewer whose own size is not ``size`` the terminal's size, and
@@ -195,6 +214,9 @@ class LiveTerminal:
         them (they reconnect by themselves)."""
         viewers = list(self.viewers)
         self.viewers.clear()
+        for handle in self._retell.values():
+            handle.cancel()
+        self._retell.clear()
         self.streams.note_viewers(self)
         self._active.clear()
         self._lagging.clear()

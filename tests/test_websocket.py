@@ -102,9 +102,20 @@ def test_the_client_that_typed_last_sets_the_size(agents_server):
     assert size(phone, "PHONE") == "34x27"  # now the phone did
     phone.wait_for(lambda c: told(c) == [{"rows": 43, "cols": 148}, None])  # its own now
     desk.wait_for(lambda c: told(c) == [{"rows": 34, "cols": 27}])  # the desk is told
-    desk.send("set_size", 40, 120, 800, 1200)  # the desktop resizes, without typing
-    desk.drain(0.5)
+
+    def redraws(client: TermClient) -> int:
+        """The replays ``client`` got (each starts with a reset)."""
+        return sum(1 for m in client.messages if m[0] == "stdout" and "\x1bc" in m[1])
+
+    desk.wait_for(lambda c: redraws(c) == 2)  # on connect, and at the size it was told
+    # the desktop is dragged to a new size, without typing: a set_size a frame (60/s)
+    for cols in range(91, 121):
+        desk.send("set_size", 40, cols, 800, cols * 10)
+        time.sleep(1 / 60)
+    desk.wait_for(lambda c: redraws(c) == 3)
     assert size(phone, "AGAIN") == "34x27"
+    # told again once, and redrawn once, when the drag settled (not thirty times)
+    assert told(desk) == [{"rows": 34, "cols": 27}] * 2 and redraws(desk) == 3
     phone.close()
     desk.drain(0.5)
     assert size(desk, "AFTER") == "40x120"
