@@ -273,6 +273,19 @@ def act(page: Any, session_id: str, action: str) -> None:
     page.locator(f".jp-AgentsPanel-menu li[data-command='agents-row:{action}']").click()
 
 
+def wait_current_terminal(page: Any, name: str, what: str) -> None:
+    """Until the current main-area widget is terminal ``name``'s tab (``what`` opened it)."""
+    poll(
+        lambda: page.evaluate(
+            "(name) => { const w = window.jupyterapp.shell.currentWidget;"
+            " return !!(w && w.content && w.content.session"
+            " && w.content.session.name === name); }",
+            name,
+        ),
+        what=what,
+    )
+
+
 def new_terminal(page: Any) -> None:
     """What File > New > Terminal does."""
     page.evaluate(
@@ -880,15 +893,7 @@ def test_panel_filter_and_keyboard(lab: Lab, page: Any) -> None:
         assert selected.get_attribute("data-session-id") == shell["id"]
         # to the selected row itself: a Lab still settling may move the page's focus
         selected.press("Enter")
-        poll(
-            lambda: page.evaluate(
-                "(name) => { const w = window.jupyterapp.shell.currentWidget;"
-                " return !!(w && w.content && w.content.session"
-                " && w.content.session.name === name); }",
-                shell["name"],
-            ),
-            what="its terminal opened by Enter",
-        )
+        wait_current_terminal(page, shell["name"], "its terminal opened by Enter")
         # Delete asks first: cancel keeps it, confirm kills it
         show_panel(page)
         row(page, shell["id"]).click()
@@ -1029,15 +1034,7 @@ def test_agent_attach_in_a_notebook_opens_the_terminal_tab(lab: Lab, page: Any) 
         shot(page, "notebook-attach")
         assert page.locator(".jp-Terminal").count() == 0  # nothing opened by itself
         button.click()
-        poll(
-            lambda: page.evaluate(
-                "(name) => { const w = window.jupyterapp.shell.currentWidget;"
-                " return !!(w && w.content && w.content.session"
-                " && w.content.session.name === name); }",
-                shell["name"],
-            ),
-            what="the terminal tab opened by the button",
-        )
+        wait_current_terminal(page, shell["name"], "the terminal tab opened by the button")
     finally:
         lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")
         for kernel in lab.server.request("GET", "/api/kernels")[1]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import test_ui
-from test_ui import Lab, act, open_lab, shot, show_panel, wait_status
+from test_ui import Lab, act, open_lab, shot, show_panel, wait_current_terminal, wait_status
 
 from jupyter_agents.pytest_plugin import poll
 
@@ -151,15 +151,7 @@ def test_search_hit_of_a_running_session_opens_its_terminal(lab: Lab, page: Any)
         hit = search(page, word).first
         hit.wait_for()
         hit.click()
-        poll(
-            lambda: page.evaluate(
-                "(name) => { const w = window.jupyterapp.shell.currentWidget;"
-                " return !!(w && w.content && w.content.session"
-                " && w.content.session.name === name); }",
-                session["name"],
-            ),
-            what="its terminal opened by the hit",
-        )
+        wait_current_terminal(page, session["name"], "its terminal opened by the hit")
         show_panel(page)
         hit.locator("button[data-action='replay']").click()
         page.locator(
