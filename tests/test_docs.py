@@ -163,3 +163,16 @@ def test_cli_page_lists_every_command_and_option(site: Path) -> None:
                 continue  # sphinx-argparse leaves -h out
             for option in action.option_strings:
                 assert option in page, f"{name} {option}"
+
+
+def test_the_cli_page_lists_every_command(site: Path) -> None:
+    """docs/cli.md lists every command of ``jupyter agents``, generated from the parser
+    (docs/_ext/clicommands.py) as the reference page is."""
+    page = " ".join((site / "cli.txt").read_text().split())
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, command in sub.choices.items():
+        assert f'"jupyter agents {name}' in page, name
+        assert " ".join((command.description or "").split()) in page, name
+    for word in ("rename", "send", "attach", "Ctrl-]", "register-python-argcomplete", "=<id>:"):
+        assert word in page, word
