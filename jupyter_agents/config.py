@@ -295,16 +295,29 @@ class AgentsSettings(LoggingConfigurable):
         )
 
 
+def _login_shell() -> str | None:
+    """The user's shell in the password database, if it is there and runs."""
+    try:
+        import pwd
+
+        shell = pwd.getpwuid(os.getuid()).pw_shell
+    except (ImportError, KeyError):  # Windows; a uid without an entry (containers)
+        return None
+    return shell if shell and os.access(shell, os.X_OK) else None
+
+
 def default_shell(terminado_settings: dict[str, Any] | None = None) -> list[str]:
-    """The shell of new terminals, chosen as jupyter_server_terminals does:
-    ``ServerApp.terminado_settings["shell_command"]``, else ``$SHELL`` (login shell when
-    not started from a terminal), else ``sh``."""
+    """The shell of new terminals: ``ServerApp.terminado_settings["shell_command"]``,
+    else ``$SHELL`` (a login shell when not started from a terminal), as
+    jupyter_server_terminals chooses; without ``$SHELL`` (a service, a container's
+    entry point), the user's login shell from the password database, as tmux chooses,
+    and only then ``sh``."""
     override = (terminado_settings or {}).get("shell_command")
     if isinstance(override, str):
         override = shlex.split(override)
     if override:
         return list(override)
-    shell = [os.environ.get("SHELL") or shutil.which("sh") or "/bin/sh"]
+    shell = [os.environ.get("SHELL") or _login_shell() or shutil.which("sh") or "/bin/sh"]
     if not sys.stdout.isatty():
         shell.append("-l")  # not started from a terminal: let the shell set up the env
     return shell

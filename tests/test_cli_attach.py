@@ -24,8 +24,11 @@ BACKENDS = ["tmux", "broker"]
 
 
 def env_for(backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
-    """The CLI's environment: the broker is the backend where tmux is not on PATH."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    """The CLI's environment: the broker is the backend where tmux is not on PATH. No
+    ``$SHELL``, as under a service manager or CI: the session runs the user's login shell
+    (root's bash, whose prompt names the folder :meth:`Pty.attached` waits for), not
+    ``sh``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "SHELL")}
     if backend == "broker":
         env["PATH"] = request.getfixturevalue("path_without_tmux")
     return env

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from xterm_probe import shows
 
 from jupyter_agents.pytest_plugin import ServerProcess, TermClient, poll
 
@@ -262,9 +263,7 @@ def resumed_shows(server: ServerProcess, sid: str, phrase: str) -> None:
     assert "--resume" in after["argv"]
     client = server.ws(after["name"])
     marker = "--- restored claude session "
-    client.wait_for(
-        lambda c: marker in c.text and phrase in c.text[c.text.index(marker) :], timeout=90
-    )
+    client.wait_for(shows(phrase, after=marker), timeout=90)
     client.close()
     server.request("DELETE", f"/api/agents/sessions/{sid}")
 
@@ -426,10 +425,7 @@ def test_real_codex_resumes_a_deleted_rollout(agents_server, tmp_path, monkeypat
         assert path.exists()
         client = server.ws(after["name"])
         marker = "--- restored codex session "
-        client.wait_for(
-            lambda c: marker in c.text and "amber-lynx-9" in c.text[c.text.index(marker) :],
-            timeout=90,
-        )
+        client.wait_for(shows("amber-lynx-9", after=marker), timeout=90)
         client.close()
     finally:
         server.request("DELETE", f"/api/agents/sessions/{agent['id']}")

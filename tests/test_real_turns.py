@@ -35,6 +35,7 @@ from model_endpoint import (
     claude_home,
 )
 from test_real_cli import _MISSING, _SCRUB, CLAUDE, conversation_path, type_into
+from xterm_probe import shows
 
 from jupyter_agents.attention import NEEDS_YOU
 from jupyter_agents.pytest_plugin import (
@@ -155,7 +156,7 @@ def test_fresh_session_is_ready_and_a_finished_turn_needs_you(rig: Rig) -> None:
     assert rig.endpoint.turns(cid) == []
 
     type_into(client, "say hello")
-    client.wait_for("Hello-from-the-script", timeout=120)
+    client.wait_for(shows("Hello-from-the-script"), timeout=120)
     done = rig.attention_becomes(sid, "waiting", "the finished turn")
     assert done["attention"] in NEEDS_YOU and rig.listed(sid)["attention"] == "waiting"
     events = rig.spooled(sid)
@@ -198,7 +199,7 @@ def test_a_permission_request_is_apart_from_a_finished_turn(rig: Rig) -> None:
     assert not written.exists()  # nothing ran: it waits for the person
 
     # allow it (the dialog's first choice): the tool runs, the model is asked again
-    client.wait_for("proceed?", timeout=60)  # "Do you want to proceed?" 1. Yes
+    client.wait_for(shows("proceed?"), timeout=60)  # "Do you want to proceed?" 1. Yes
     client.drain(1)
     client.stdin("\r")
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 2, what="the tool's result")
@@ -256,11 +257,7 @@ def test_a_resumed_session_is_ready_until_a_turn_finishes(rig: Rig) -> None:
     # after the old screen's replay: the resumed CLI shows the old conversation again
     marker = "--- restored claude session "
 
-    def resumed_cli(c: TermClient) -> bool:
-        shown = c.text.partition(marker)[2]
-        return "First-answer" in shown and PROMPT in shown.partition("First-answer")[2]
-
-    client.wait_for(resumed_cli, timeout=120)
+    client.wait_for(shows("First-answer", PROMPT, after=marker), timeout=120)
     client.drain(1)
     type_into(client, "what did I ask you to remember?")
     rig.attention_becomes(sid, "waiting", "the resumed session's turn")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,30 @@ def differences(expected: dict[str, Any], actual: dict[str, Any]) -> dict[str, A
     """``{field: (expected, actual)}`` for every field of :func:`screen` that differs."""
     a, b = screen(expected), screen(actual)
     return {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+
+
+def shows(
+    *texts: str, after: str | None = None, cols: int = 80, rows: int = 24
+) -> Callable[[Any], bool]:
+    """A check for ``TermClient.wait_for``: each of ``texts`` is on a line of the terminal
+    (history included), in this order, line after line, as xterm.js renders what the
+    client got, or only what it got after the first ``after``. Rendered about once a
+    second. Not the raw stream: a TUI such as Claude Code's redraws only the cells that
+    changed, so a word drawn where the last frame had the same letter in the same column
+    arrives split by a cursor move."""
+    last = [0.0]
+
+    def check(client: Any) -> bool:
+        got: str = client.text
+        if after is not None:
+            if after not in got:
+                return False
+            got = got[got.index(after) + len(after) :]
+        if time.monotonic() - last[0] < 1:
+            return False
+        last[0] = time.monotonic()
+        (state,) = render([[got.encode()]], cols, rows, styles=False)
+        lines = iter(state["lines"])
+        return all(any(text in line for line in lines) for text in texts)
+
+    return check
