@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from jupyter_agents.archive import ConversationArchive
+from jupyter_agents.agents.archive import ConversationArchive
 
 from .harness import REPO, BenchServer, Flavor, Mode, median, percentile, workdir
 from .latency import time_keys

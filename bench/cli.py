@@ -1,7 +1,7 @@
 """7. Front-end call time: ``jupyter agents list --state-dir X`` as a user types it (the
 ``jupyter`` launcher found on PATH, in a subprocess) on the state dir of a running
 server with N sessions; the ``jupyter-agents`` script installed next to the interpreter
-(no launcher); and ``python -c "import jupyter_agents.magics"`` (IPython included), with
+(no launcher); and ``python -c "import jupyter_agents.clients.magics"`` (IPython included), with
 what that import costs a kernel that has IPython loaded already. *bare* is the same
 interpreter starting with no import (``python -c pass``). Each command runs once
 untimed (warm caches), then ``runs`` times; medians.
@@ -30,18 +30,19 @@ TARGET_S = 0.3
 BEFORE_S = 1.5
 #: import offenders listed in a missed row's note
 TOP = 6
-#: ``import jupyter_agents.magics`` imports IPython first thing; importing IPython
+#: ``import jupyter_agents.clients.magics`` imports IPython first thing; importing IPython
 #: explicitly first makes the same imports and also times what a kernel pays
 MAGICS = (
     "import time; t0 = time.perf_counter(); import IPython; t1 = time.perf_counter(); "
-    "import jupyter_agents.magics; print(time.perf_counter() - t1)"
+    "import jupyter_agents.clients.magics; print(time.perf_counter() - t1)"
 )
 #: where the time of ``list`` goes, in-process: importing the CLI, then running it
 BREAKDOWN = (
-    "import contextlib, io, sys, time; t0 = time.perf_counter(); import jupyter_agents.cli; "
+    "import contextlib, io, sys, time; t0 = time.perf_counter(); "
+    "import jupyter_agents.clients.cli; "
     "t1 = time.perf_counter(); out = io.StringIO(); "
     "r = contextlib.redirect_stdout(out).__enter__(); "
-    "code = jupyter_agents.cli.main(['list', '--state-dir', sys.argv[1]]); "
+    "code = jupyter_agents.clients.cli.main(['list', '--state-dir', sys.argv[1]]); "
     "t2 = time.perf_counter(); sys.stderr.write(f'{t1 - t0} {t2 - t1}'); sys.exit(code)"
 )
 
@@ -133,7 +134,7 @@ def measure(srv: BenchServer, mode: Mode) -> dict[str, float | str]:
         out["import"] = median([float(p[0]) for p in parts])
         out["list"] = median([float(p[1]) for p in parts])
         with contextlib.suppress(Exception):
-            out["offenders"] = offenders_text("import jupyter_agents.cli")
+            out["offenders"] = offenders_text("import jupyter_agents.clients.cli")
     return out
 
 
@@ -148,7 +149,7 @@ def run(flavors: list[Flavor], mode: Mode) -> list[Row]:
     def where(f: str, r: dict[str, float | str]) -> str:
         rest = float(r["launcher"]) - bare - float(r["import"]) - float(r["list"])
         return (
-            f"{f}: interpreter start {bare:.2f} s, import jupyter_agents.cli "
+            f"{f}: interpreter start {bare:.2f} s, import jupyter_agents.clients.cli "
             f"{float(r['import']):.2f} s, the listing itself {float(r['list']):.2f} s, "
             f"the rest (the jupyter launcher, exec, exit) {rest:.2f} s; largest imports "
             f"by jupyter_agents: {r.get('offenders', '?')}"
@@ -167,10 +168,10 @@ def run(flavors: list[Flavor], mode: Mode) -> list[Row]:
         Row("7", "  `jupyter-agents list` (the script itself, no launcher)", "s", script,
             target=f"<= {TARGET_S} s",
             verdict={f: (script[f] or 0) <= TARGET_S for f in res}, ratio=False),
-        Row("7", "`python -c \"import jupyter_agents.magics\"`", "s", values("magics"),
+        Row("7", "`python -c \"import jupyter_agents.clients.magics\"`", "s", values("magics"),
             ratio=False,
             note="includes importing IPython (magics.py imports it first thing); the next "
             "row is what a kernel, which has IPython loaded, pays (timed in-process)"),
-        Row("7", "  import jupyter_agents.magics after IPython", "s",
+        Row("7", "  import jupyter_agents.clients.magics after IPython", "s",
             {f: float(r["magics_in_kernel"]) for f, r in res.items()}, ratio=False),
     ]  # fmt: skip

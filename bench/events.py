@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from jupyter_agents.events import SCHEMA_ID
+from jupyter_agents.core.events import SCHEMA_ID
 
 from .harness import (
     BenchServer,

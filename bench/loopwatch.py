@@ -7,7 +7,7 @@ that calls :func:`install` when ``$BENCH_LOOPWATCH`` names a file: every
 microsecond each), and one of
 jupyter_agents' (a step of one of its tasks, a method of one of its objects, one of its
 functions, or the two calls the live terminals make into
-:class:`~jupyter_agents.limits.Attendance` from tornado's websocket task) counts as
+:class:`~jupyter_agents.server.activity.Attendance` from tornado's websocket task) counts as
 ours. The thread CPU time of ``SessionService.read_usage`` and ``UnattendedGuard.check``
 (the cost tracking: they run in worker threads) and the records they read are summed.
 The figures go to that file as JSON twice a second; a file of the same name ending in
@@ -114,7 +114,8 @@ def install(path: Path) -> Stats:
 
     events.Handle._run = timed_run  # type: ignore[method-assign,assignment]
 
-    from jupyter_agents import limits, sessions
+    from jupyter_agents.server import activity, unattended
+    from jupyter_agents.sessions import service
 
     def on_loop(fn: Any) -> Any:
         """Time a method the live terminals call on the loop (inside tornado's task)."""
@@ -126,7 +127,7 @@ def install(path: Path) -> Stats:
                 return fn(*args, **kwargs)
             finally:
                 took, cpu = time.perf_counter() - t0, time.thread_time() - c0
-                note(f"jupyter_agents.limits.Attendance.{fn.__name__}", took, cpu)
+                note(f"jupyter_agents.server.activity.Attendance.{fn.__name__}", took, cpu)
 
         return timed
 
@@ -147,10 +148,10 @@ def install(path: Path) -> Stats:
 
         return counted
 
-    limits.Attendance.viewers = on_loop(limits.Attendance.viewers)  # type: ignore[method-assign]
-    limits.Attendance.human_input = on_loop(limits.Attendance.human_input)  # type: ignore[method-assign]
-    sessions.SessionService.read_usage = in_thread(sessions.SessionService.read_usage)  # type: ignore[method-assign]
-    limits.UnattendedGuard.check = in_thread(limits.UnattendedGuard.check)  # type: ignore[method-assign]
+    activity.Attendance.viewers = on_loop(activity.Attendance.viewers)  # type: ignore[method-assign]
+    activity.Attendance.human_input = on_loop(activity.Attendance.human_input)  # type: ignore[method-assign]
+    service.SessionService.read_usage = in_thread(service.SessionService.read_usage)  # type: ignore[method-assign]
+    unattended.UnattendedGuard.check = in_thread(unattended.UnattendedGuard.check)  # type: ignore[method-assign]
 
     def write() -> None:
         while True:

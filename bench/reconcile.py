@@ -1,5 +1,5 @@
 """4. Reconcile at scale: a state dir with many historical records (written with
-:class:`~jupyter_agents.store.SessionStore` before the server starts) plus live
+:class:`~jupyter_agents.core.store.SessionStore` before the server starts) plus live
 sessions spawned through the REST API; ``POST /api/agents/reconcile`` is timed, and
 ``GET /api/terminals`` too, since it reconciles on every call and JupyterLab polls it
 every 10 s. Only our flavors have a reconcile."""
@@ -10,9 +10,9 @@ import signal
 import time
 from pathlib import Path
 
-from jupyter_agents.paths import ensure_private_dir
-from jupyter_agents.reconcile import ActionKind
-from jupyter_agents.store import Session, SessionStore, Status
+from jupyter_agents.core.paths import ensure_private_dir
+from jupyter_agents.core.store import Session, SessionStore, Status
+from jupyter_agents.sessions.reconcile import ActionKind
 
 from .harness import BenchServer, Flavor, Mode, each, median, workdir
 from .report import Row

@@ -3,7 +3,7 @@
 - *search*: transcripts of ``search_sessions`` sessions, ``search_mb`` MB in all, of
   mixed terminal output (plain lines, ``ls --color`` lines, ``\\r`` progress bars, an
   agent TUI's cursor moves and 256-colour text), written by the broker's recorder in the
-  real layout; then :func:`jupyter_agents.search.search` pages through them the way a
+  real layout; then :func:`jupyter_agents.sessions.search.search` pages through them the way a
   client follows ``next`` (each page bounded by ``SCAN_BUDGET``) for a word found once
   at the end of each transcript, so every byte is read. Plain text (case-insensitive,
   the default), a regex that starts with text (its lines are found by that text, as
@@ -27,11 +27,11 @@ from pathlib import Path
 
 from jupyter_agents.backends.broker.recorder import Recorder
 from jupyter_agents.backends.tmux.writer import WRITER
-from jupyter_agents.query import Query
-from jupyter_agents.search import search
-from jupyter_agents.segments import segmenting
-from jupyter_agents.store import Session
-from jupyter_agents.transcripts import Transcript
+from jupyter_agents.core.store import Session
+from jupyter_agents.sessions.query import Query
+from jupyter_agents.sessions.search import search
+from jupyter_agents.terminal.segments import segmenting
+from jupyter_agents.terminal.transcripts import Transcript
 
 from .harness import Flavor, Mode, median, workdir
 from .report import Row

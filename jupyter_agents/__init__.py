@@ -8,9 +8,9 @@ __version__ = "0.1.0"
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
-    from .app import AgentsApp
+    from jupyter_agents.server.app import AgentsApp
 
-    return [{"module": "jupyter_agents.app", "app": AgentsApp}]
+    return [{"module": "jupyter_agents.server.app", "app": AgentsApp}]
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
@@ -20,6 +20,6 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext jupyter_agents``: register the ``%agent`` magic."""
-    from .magics import AgentMagics
+    from jupyter_agents.clients.magics import AgentMagics
 
     ipython.register_magics(AgentMagics)

@@ -3,7 +3,7 @@
 :class:`AgentsSettings` holds every ``c.AgentsApp`` trait (``AgentsApp``, the server
 extension, inherits them, so ``jupyter server --help-all`` lists them). Outside the
 server, :func:`load_settings` reads the user's Jupyter Server config files, and
-:func:`open_sessions` turns settings into a :class:`~jupyter_agents.sessions.SessionService`
+:func:`open_sessions` turns settings into a :class:`~jupyter_agents.sessions.service.SessionService`
 on a state dir. Nothing here imports jupyter_server or tornado: ``%load_ext
 jupyter_agents`` and ``jupyter agents list`` stay light.
 """
@@ -33,16 +33,18 @@ from traitlets import (
 )
 from traitlets.config import Config, LoggingConfigurable
 
-from . import archive, limits, restore, segments, usage
-from .agents import make_kinds
-from .backends import Backends
-from .backends.base import Backend
-from .errors import NotFound
-from .launch import EnvPolicy
-from .ledger import UsageLedger
-from .paths import default_state_dir, ensure_private_dir
-from .sessions import SessionService
-from .store import JOURNAL_MODES, SessionStore
+from jupyter_agents.agents import archive, make_kinds
+from jupyter_agents.backends import Backends
+from jupyter_agents.backends.base import Backend
+from jupyter_agents.core.errors import NotFound
+from jupyter_agents.core.launch import EnvPolicy
+from jupyter_agents.core.paths import default_state_dir, ensure_private_dir
+from jupyter_agents.core.store import JOURNAL_MODES, SessionStore
+from jupyter_agents.sessions import restore
+from jupyter_agents.sessions.service import SessionService
+from jupyter_agents.spend import limits, usage
+from jupyter_agents.spend.ledger import UsageLedger
+from jupyter_agents.terminal import segments
 
 #: removed from every session's environment unless configured otherwise (DESIGN.md 5, 10)
 DEFAULT_SCRUB_ENV = [
@@ -257,7 +259,7 @@ class AgentsSettings(LoggingConfigurable):
         ``root_dir`` where relative cwds resolve (default: the current directory).
         Without ``create``, a state dir that does not exist is :class:`NotFound` (no
         session was ever started there). Raises ``ValueError`` for a bad ``agents``
-        config and :class:`~jupyter_agents.errors.AgentsError` for an unusable state dir.
+        config and :class:`~jupyter_agents.core.errors.AgentsError` for an unusable state dir.
         """
         path = Path(self.state_dir).expanduser().absolute()
         if not create and not path.is_dir():

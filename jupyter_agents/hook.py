@@ -3,7 +3,7 @@
 Claude Code runs it for every hook event with the payload on stdin; Codex runs it at the
 end of each turn (``notify``) with the payload as its last argument. It appends one
 line to the session's spool file (``<state dir>/spool/<session id>.jsonl``) holding
-only what status needs (:func:`jupyter_agents.attention.digest`: event, time, type,
+only what status needs (:func:`jupyter_agents.agents.attention.digest`: event, time, type,
 error kind, conversation id; never prompt text or tool input), then wakes the server
 through the spool's datagram socket if one listens. The spool is written whether or
 not a server runs, so nothing is lost while none does. Always exits 0: a hook must
@@ -20,7 +20,7 @@ import time
 
 
 def main(argv: list[str]) -> int:
-    from .attention import WAKE_SOCKET, digest
+    from jupyter_agents.agents.attention import WAKE_SOCKET, digest
 
     if not argv:
         return 0

@@ -36,9 +36,9 @@ from typing import Any
 
 import pytest
 
-from .backends.base import Backend
-from .events import SCHEMA_ID
-from .transcripts import Transcript
+from jupyter_agents.backends.base import Backend
+from jupyter_agents.core.events import SCHEMA_ID
+from jupyter_agents.terminal.transcripts import Transcript
 
 TOKEN = "test-token-not-secret"  # noqa: S105
 #: a shell whose output tests can match: bash without rc files and a fixed prompt
@@ -325,8 +325,8 @@ def transcript_bytes(state_dir: Path, session_id: str) -> bytes:
 
 def kill_backends(state_dir: Path) -> None:
     """Stop every backend of ``state_dir`` (tmux server, pty broker) and its sessions."""
-    from .backends.broker import BrokerBackend
-    from .backends.tmux import TmuxBackend
+    from jupyter_agents.backends.broker import BrokerBackend
+    from jupyter_agents.backends.tmux import TmuxBackend
 
     TmuxBackend(state_dir).kill_server()
     BrokerBackend(state_dir).kill_server()
@@ -353,8 +353,8 @@ def power_loss(state_dir: Path) -> None:
 
 def open_backend(state_dir: Path, name: str) -> Backend:
     """The backend ``name`` (``"tmux"`` or ``"broker"``) of ``state_dir``, started."""
-    from .backends.broker import BrokerBackend
-    from .backends.tmux import TmuxBackend
+    from jupyter_agents.backends.broker import BrokerBackend
+    from jupyter_agents.backends.tmux import TmuxBackend
 
     backend: Backend = (TmuxBackend if name == "tmux" else BrokerBackend)(state_dir)
     backend.start()

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_agents.activity import KEY, ServerActivity, keepalive_until
+from jupyter_agents.core.store import Session
 from jupyter_agents.pytest_plugin import ServerProcess, poll
-from jupyter_agents.store import Session
+from jupyter_agents.server.activity import KEY, ServerActivity, keepalive_until
 
 #: seconds between notes of activity (and checks of working agents) in these servers
 INTERVAL = 0.5

@@ -13,11 +13,11 @@ import pytest
 
 from jupyter_agents.agents import ClaudeKind, CodexKind, make_kinds, validate_args
 from jupyter_agents.agents.claude import project_slug
-from jupyter_agents.errors import InvalidRequest, OutOfRange
-from jupyter_agents.restore import prelude, prelude_argv, sanitize_tail
-from jupyter_agents.store import Session
-from jupyter_agents.transcripts import MAX_CHUNK as MAX_LOG_CHUNK
-from jupyter_agents.transcripts import window as log_window
+from jupyter_agents.core.errors import InvalidRequest, OutOfRange
+from jupyter_agents.core.store import Session
+from jupyter_agents.sessions.restore import prelude, prelude_argv, sanitize_tail
+from jupyter_agents.terminal.transcripts import MAX_CHUNK as MAX_LOG_CHUNK
+from jupyter_agents.terminal.transcripts import window as log_window
 
 
 def session(kind: str, cwd: Path, cid: str | None, args: list[str] | None = None) -> Session:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_agents.attention import NEEDS_YOU
-from jupyter_agents.cli import main
+from jupyter_agents.agents.attention import NEEDS_YOU
+from jupyter_agents.clients.cli import main
 from jupyter_agents.pytest_plugin import (
     EventClient,
     ServerProcess,

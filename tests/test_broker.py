@@ -23,9 +23,9 @@ from jupyter_agents import pytest_plugin
 from jupyter_agents.backends.base import SpawnRequest
 from jupyter_agents.backends.broker import BrokerBackend
 from jupyter_agents.backends.broker.protocol import PREFIX, encode
+from jupyter_agents.core.store import SessionStore
 from jupyter_agents.pytest_plugin import ServerProcess, TermClient, transcript_bytes
-from jupyter_agents.store import SessionStore
-from jupyter_agents.transcripts import Transcript
+from jupyter_agents.terminal.transcripts import Transcript
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agents.cli import main
-from jupyter_agents.display import COLUMNS
+from jupyter_agents.clients.cli import main
+from jupyter_agents.clients.display import COLUMNS
 from jupyter_agents.pytest_plugin import poll
 
 SONNET = "claude-sonnet-4-5-20250929"  # priced by the default table
@@ -59,7 +59,7 @@ def test_dashboard_cost_equals_the_magics(
         InteractiveShell.clear_instance()
     assert magic.startswith("$"), magic
 
-    from jupyter_agents.widgets import Dashboard
+    from jupyter_agents.clients.widgets import Dashboard
 
     dashboard = Dashboard(state_dir=str(agents_state_dir), interval=30)
     try:

@@ -15,7 +15,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agents.cli import main
+from jupyter_agents.clients.cli import main
 from jupyter_agents.config import open_sessions
 from jupyter_agents.pytest_plugin import kill_backends, poll
 
@@ -99,7 +99,7 @@ def test_a_failed_resume_is_reported_everywhere(
     assert WORDS in listed._repr_html_() and WORDS in str(listed)
 
     # the dashboard's button: the reason, never "done"
-    from jupyter_agents.widgets import Dashboard
+    from jupyter_agents.clients.widgets import Dashboard
 
     dashboard = Dashboard(state_dir=str(agents_state_dir), interval=30)
     try:

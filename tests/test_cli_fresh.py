@@ -12,7 +12,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agents.cli import main
+from jupyter_agents.clients.cli import main
 from jupyter_agents.config import open_sessions
 from jupyter_agents.pytest_plugin import kill_backends, poll, transcript_bytes
 

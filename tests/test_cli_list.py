@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agents.cli import build_parser, main
+from jupyter_agents.clients.cli import build_parser, main
+from jupyter_agents.clients.display import COLUMNS
 from jupyter_agents.config import open_sessions
-from jupyter_agents.display import COLUMNS
 
 
 def run(*args: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_agents.magics import TERMINAL_MIME
+from jupyter_agents.clients.magics import TERMINAL_MIME
 from jupyter_agents.pytest_plugin import poll, transcript_bytes
 
 
@@ -34,7 +34,7 @@ def test_the_magic_speaks_the_clis_verbs(
         assert f"id: {sid}" in shown and "status: running" in shown
         shell.run_line_magic("agent", f"show {sid[:8]} --json")
         assert f'"id": "{sid}"' in capsys.readouterr().out
-        from jupyter_agents.cli import main
+        from jupyter_agents.clients.cli import main
 
         main(["send", sid, "echo magic-$((20+22))"])
         poll(lambda: b"magic-42" in transcript_bytes(agents_state_dir, sid), timeout=15)

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_agents.archive import ConversationArchive
+from jupyter_agents.agents.archive import ConversationArchive
+from jupyter_agents.core.store import SessionStore
 from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll
-from jupyter_agents.store import SessionStore
 
 #: the archive follows quickly in tests (the default refresh is 5 s)
 FAST = ["--AgentsApp.refresh_interval=0.3"]
@@ -323,7 +323,7 @@ def test_search_finds_a_purged_conversation(agents_server, fake_agents, project)
 
 def cli(state_dir: Path, *args: str, env: dict[str, str] | None = None) -> Any:
     return subprocess.run(
-        [sys.executable, "-m", "jupyter_agents.cli", *args, "--state-dir", str(state_dir)],
+        [sys.executable, "-m", "jupyter_agents.clients.cli", *args, "--state-dir", str(state_dir)],
         capture_output=True,
         timeout=60,
         check=False,

@@ -15,9 +15,9 @@ import psutil
 import pytest
 from tornado.web import HTTPError
 
-from jupyter_agents.cli import main
+from jupyter_agents.clients.cli import main
 from jupyter_agents.pytest_plugin import EventClient, ServerProcess, kill_backends, poll
-from jupyter_agents.terminals import TerminalManager
+from jupyter_agents.server.terminals import TerminalManager
 
 
 def new(server: ServerProcess, **body: Any) -> dict[str, Any]:
@@ -110,7 +110,7 @@ async def test_an_in_process_server_starts_its_background_with_the_first_request
 ):
     """pytest-jupyter's in-process server never runs extension start hooks: events,
     hook listening and culling start with the first request to our routes instead."""
-    from jupyter_agents.events import SCHEMA_ID
+    from jupyter_agents.core.events import SCHEMA_ID
 
     app = jp_serverapp.extension_manager.extensions["jupyter_agents"].extension_points
     agents = app["jupyter_agents"].app
@@ -151,8 +151,8 @@ def test_culling_ends_an_idle_terminal_and_leaves_a_busy_one(agents_server):
 @pytest.mark.parametrize("what", ["magics", "cli"])
 def test_front_ends_import_no_server(what, agents_state_dir):
     code = {
-        "magics": "import jupyter_agents.magics, jupyter_agents.widgets",
-        "cli": f"from jupyter_agents.cli import main; main(['list', '--state-dir', "
+        "magics": "import jupyter_agents.clients.magics, jupyter_agents.clients.widgets",
+        "cli": f"from jupyter_agents.clients.cli import main; main(['list', '--state-dir', "
         f"{str(agents_state_dir)!r}])",
     }[what]
     agents_state_dir.mkdir(exist_ok=True)
@@ -196,7 +196,7 @@ def test_io_loop_serves_a_terminal_while_50_sessions_are_listed(agents_server):
 
 def cli_json(*args: str) -> Any:
     out = subprocess.run(
-        [sys.executable, "-m", "jupyter_agents.cli", *args],
+        [sys.executable, "-m", "jupyter_agents.clients.cli", *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -23,7 +23,7 @@ import yaml
 from traitlets.config import Configurable
 
 import jupyter_agents
-from jupyter_agents.cli import build_parser
+from jupyter_agents.clients.cli import build_parser
 
 pytest.importorskip("sphinx", reason="the docs extra: pip install -e '.[docs]'")
 

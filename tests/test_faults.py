@@ -18,9 +18,9 @@ import psutil
 import pytest
 from conftest import produced_lines, producer_config
 
-from jupyter_agents.procs import SESSION_MARKER, MarkedProcess, ProcessIdentity, session_marker
+from jupyter_agents.core.procs import SESSION_MARKER, MarkedProcess, ProcessIdentity, session_marker
+from jupyter_agents.core.store import SessionStore
 from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, transcript_bytes
-from jupyter_agents.store import SessionStore
 
 
 @pytest.fixture
@@ -96,7 +96,13 @@ def test_gc_lists_and_ends_only_processes_of_ended_sessions(
         start_new_session=True,
     )
     try:
-        jupyter = [sys.executable, "-m", "jupyter_agents.cli", "--state-dir", str(agents_state_dir)]
+        jupyter = [
+            sys.executable,
+            "-m",
+            "jupyter_agents.clients.cli",
+            "--state-dir",
+            str(agents_state_dir),
+        ]
         listed = subprocess.run([*jupyter, "gc", "--json"], capture_output=True, text=True)
         assert listed.returncode == 0, listed.stderr
         stale = json.loads(listed.stdout)
@@ -143,7 +149,7 @@ def test_backend_crash_mid_output_keeps_transcripts(agents_server, agents_state_
 
 WRITER = """
 import random, sys
-from jupyter_agents.store import Session, SessionStore, new_session_id
+from jupyter_agents.core.store import Session, SessionStore, new_session_id
 store = SessionStore(sys.argv[1])
 print("ready", flush=True)
 while True:

@@ -20,7 +20,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
-from jupyter_agents.cli import main
+from jupyter_agents.clients.cli import main
 from jupyter_agents.pytest_plugin import TEST_SHELL, kill_backends, poll
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "agents.ipynb"
@@ -233,7 +233,7 @@ def test_magics_in_ipython(agents_state_dir, tmp_path, monkeypatch, capsys):
 
 
 def test_dashboard_follows_changes_made_elsewhere(agents_state_dir, tmp_path):
-    from jupyter_agents.widgets import Dashboard
+    from jupyter_agents.clients.widgets import Dashboard
 
     state = ["--state-dir", str(agents_state_dir)]
     assert cli("new", "shell", *state, cwd=tmp_path).returncode == 0

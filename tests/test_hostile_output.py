@@ -14,9 +14,9 @@ import pytest
 
 from jupyter_agents.backends.broker.replay import Replay
 from jupyter_agents.pytest_plugin import ServerProcess, poll, transcript_bytes
-from jupyter_agents.render import MAX_COLUMNS, html_lines, plain_text, text_export
-from jupyter_agents.restore import sanitize_tail
-from jupyter_agents.vt import QUERIES
+from jupyter_agents.sessions.restore import sanitize_tail
+from jupyter_agents.terminal.render import MAX_COLUMNS, html_lines, plain_text, text_export
+from jupyter_agents.terminal.vt import QUERIES
 
 #: one escape sequence that moves the cursor 20 million columns right (the issue's
 #: probe took the server from 86 MB to 3.3 GB)

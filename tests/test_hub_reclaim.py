@@ -1,5 +1,5 @@
 """Reclaiming detached sessions through a real JupyterHub: the example config's
-``agents-reclaim`` service (``python -m jupyter_agents.reclaim`` as root, a round every
+``agents-reclaim`` service (``python -m jupyter_agents.clients.reclaim`` as root, a round every
 second, idle limit :data:`IDLE` s).
 
 ja-alice leaves an idle shell and an agent at work (the fake claude's ``/hold``), and her

@@ -213,7 +213,7 @@ def conversation_path(home: Path, project: Path, cid: str) -> Path:
 
 
 def archived_copy(state_dir: Path, sid: str) -> bytes | None:
-    from jupyter_agents.archive import ConversationArchive
+    from jupyter_agents.agents.archive import ConversationArchive
 
     archive = ConversationArchive(state_dir)
     kept = archive.index(sid).kept()

@@ -37,7 +37,7 @@ from model_endpoint import (
 from test_real_cli import _MISSING, _SCRUB, CLAUDE, conversation_path, type_into
 from xterm_probe import shows
 
-from jupyter_agents.attention import NEEDS_YOU
+from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.pytest_plugin import (
     EventClient,
     ServerProcess,

@@ -1,4 +1,4 @@
-"""One user's reclaiming round (``python -m jupyter_agents.reclaim``'s per-user part, run
+"""One user's reclaiming round (``python -m jupyter_agents.clients.reclaim``'s per-user part, run
 as the user the test is), on sessions a real server left detached: an agent that goes
 on spending past ``AgentsApp.unattended_limit`` with no server to interrupt it is ended,
 with the reason in its record; an idle shell is listed and kept when no idle limit is
@@ -15,8 +15,8 @@ from typing import Any
 
 import psutil
 
+from jupyter_agents.core.store import SessionStore
 from jupyter_agents.pytest_plugin import poll
-from jupyter_agents.store import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 150_000  # tokens: /spend 100 writes ~20k a record, ten records a second
@@ -33,7 +33,7 @@ def gone(pid: int) -> bool:
 def reclaim(state: Path, env: dict[str, str], *args: str) -> list[dict[str, Any]]:
     """One round over ``state`` (``--one``): its records."""
     done = subprocess.run(
-        [sys.executable, "-m", "jupyter_agents.reclaim", "--one", str(state), *args],
+        [sys.executable, "-m", "jupyter_agents.clients.reclaim", "--one", str(state), *args],
         env={**env, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,

@@ -13,8 +13,8 @@ import jsonschema
 import yaml
 
 import jupyter_agents
-from jupyter_agents.handlers import handlers
-from jupyter_agents.websocket import TermSocket
+from jupyter_agents.server.handlers import handlers
+from jupyter_agents.server.websocket import TermSocket
 
 SPEC = yaml.safe_load((Path(jupyter_agents.__file__).parent / "rest-api.yml").read_text())
 

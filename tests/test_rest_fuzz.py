@@ -39,8 +39,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 import jupyter_agents
-from jupyter_agents.handlers import handlers
 from jupyter_agents.pytest_plugin import TOKEN, ServerProcess
+from jupyter_agents.server.handlers import handlers
 
 SPEC = Path(jupyter_agents.__file__).parent / "rest-api.yml"
 SEED = int(os.environ.get("JUPYTER_AGENTS_FUZZ_SEED", "27"))

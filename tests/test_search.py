@@ -20,6 +20,7 @@ import pyte
 import pytest
 
 from jupyter_agents.backends.broker.recorder import Recorder
+from jupyter_agents.core.store import Session
 from jupyter_agents.pytest_plugin import (
     ServerProcess,
     kill_backends,
@@ -27,10 +28,9 @@ from jupyter_agents.pytest_plugin import (
     transcript,
     transcript_bytes,
 )
-from jupyter_agents.query import Query
-from jupyter_agents.search import search
-from jupyter_agents.store import Session
-from jupyter_agents.transcripts import MAX_CHUNK, Transcript
+from jupyter_agents.sessions.query import Query
+from jupyter_agents.sessions.search import search
+from jupyter_agents.terminal.transcripts import MAX_CHUNK, Transcript
 
 both_backends = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
 
@@ -154,7 +154,7 @@ def jupyter_agents(
     state_dir: Path, env: dict[str, str], *args: str
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "jupyter_agents.cli", *args, "--state-dir", str(state_dir)],
+        [sys.executable, "-m", "jupyter_agents.clients.cli", *args, "--state-dir", str(state_dir)],
         capture_output=True,
         text=True,
         timeout=60,

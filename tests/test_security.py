@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from jupyter_server.auth.authorizer import Authorizer
 from tornado.httpclient import HTTPClientError
 
-from jupyter_agents.auth import VIEW_RESOURCE
-from jupyter_agents.handlers import handlers
-from jupyter_agents.launch import NAME_PATTERN
+from jupyter_agents.core.launch import NAME_PATTERN
 from jupyter_agents.pytest_plugin import TOKEN
-from jupyter_agents.websocket import TermSocket
+from jupyter_agents.server.handlers import handlers
+from jupyter_agents.server.websocket import TermSocket
+from jupyter_agents.sharing.auth import VIEW_RESOURCE
 
 FUZZ_SCALE = float(os.environ.get("JUPYTER_AGENTS_FUZZ_SCALE", "1"))
 

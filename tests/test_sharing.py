@@ -1,7 +1,7 @@
 """Read-only sharing on a real server: alice (the owner, ``$JUPYTERHUB_USER``) shares a
 session with bob; carol is a bystander. Users come from tokens (tests/fakes/users.py)
 through the same narrowing identity mixin and the authorizer a hub server is configured
-with (jupyter_agents.auth), so everything but the hub itself is the product's code."""
+with (jupyter_agents.sharing.auth), so everything but the hub itself is the product's code."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from jupyter_agents.pytest_plugin import (
 FAKES = Path(__file__).parent / "fakes"
 BOB, CAROL = "bob-token-6f1c", "carol-token-93a2"
 SHARING_ARGS = [
-    "--ServerApp.authorizer_class=jupyter_agents.auth.ViewerAuthorizer",
+    "--ServerApp.authorizer_class=jupyter_agents.sharing.auth.ViewerAuthorizer",
     "--ServerApp.identity_provider_class=users.SharingTestIdentity",
     "--AgentsApp.share_revalidate_interval=1",
 ]

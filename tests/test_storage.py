@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agents.errors import StoreError, UnsafeStateDir
-from jupyter_agents.paths import MOUNTINFO_ENV, filesystem_type, runtime_dir, socket_dir
+from jupyter_agents.core.errors import StoreError, UnsafeStateDir
+from jupyter_agents.core.paths import MOUNTINFO_ENV, filesystem_type, runtime_dir, socket_dir
+from jupyter_agents.core.store import SessionStore, journal_mode
 from jupyter_agents.pytest_plugin import ServerProcess, kill_backends
-from jupyter_agents.store import SessionStore, journal_mode
 
 ROOT = Path(__file__).resolve().parent.parent
 

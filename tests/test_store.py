@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from jupyter_agents.errors import Conflict, NotFound, StoreClosed, StoreError
-from jupyter_agents.store import SCHEMA_VERSION, Session, SessionStore, new_session_id
+from jupyter_agents.core.errors import Conflict, NotFound, StoreClosed, StoreError
+from jupyter_agents.core.store import SCHEMA_VERSION, Session, SessionStore, new_session_id
 
 
 def make(sid: str, name: str = "1", status: str = "running") -> Session:
@@ -152,9 +152,9 @@ def test_one_conversation_belongs_to_one_session(tmp_path):
 #: this test, not the end of the suite
 CLOSE_RACE = r"""
 import collections, sys, threading, time
-from jupyter_agents.errors import StoreClosed
-from jupyter_agents.ledger import UsageLedger
-from jupyter_agents.store import Session, SessionStore, Share, utcnow_iso
+from jupyter_agents.core.errors import StoreClosed
+from jupyter_agents.spend.ledger import UsageLedger
+from jupyter_agents.core.store import Session, SessionStore, Share, utcnow_iso
 
 path, rounds = sys.argv[1], int(sys.argv[2])
 seed = SessionStore(path)

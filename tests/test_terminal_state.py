@@ -19,7 +19,7 @@ from test_real_cli import offline_home
 from xterm_probe import differences, render
 
 from jupyter_agents.pytest_plugin import ServerProcess, TermClient
-from jupyter_agents.vt import PRIVATE_MODES, TerminalModes
+from jupyter_agents.terminal.vt import PRIVATE_MODES, TerminalModes
 
 both_backends = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
 

@@ -4,15 +4,17 @@ stock extension too: ours must win."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from jupyter_server.auth.authorizer import Authorizer
 from tornado.httpclient import HTTPClientError
 
-from jupyter_agents.terminals import TerminalManager
+from jupyter_agents.server.terminals import TerminalManager
 
 
 async def post(jp_fetch, body):
@@ -156,3 +158,35 @@ async def test_authorizer_denies_websocket(jp_serverapp, jp_fetch, jp_ws_fetch):
     with pytest.raises(HTTPClientError) as e:
         await jp_ws_fetch("terminals", "websocket", "1")
     assert e.value.code == 403
+
+
+async def running_total(jp_fetch) -> float:
+    """jupyter_server's prometheus gauge of running terminals, as /metrics serves it."""
+    body = (await jp_fetch("metrics")).body.decode()
+    (line,) = [x for x in body.splitlines() if x.startswith("terminal_currently_running_total ")]
+    return float(line.split()[1])
+
+
+async def test_running_total_follows_create_exit_delete(jp_fetch, jp_ws_fetch):
+    """Dashboards built on stock read terminal_currently_running_total: it counts
+    what is created, what is deleted and (unlike stock) a shell that exits, with no
+    listing in between."""
+    assert await running_total(jp_fetch) == 0
+    await post(jp_fetch, {"name": "a"})
+    await post(jp_fetch, {"name": "b"})
+    assert await running_total(jp_fetch) == 2
+    await jp_fetch("api", "terminals", "b", method="DELETE")
+    assert await running_total(jp_fetch) == 1
+    # `exit` typed into the tab of "a": its socket gets the disconnect, the gauge follows
+    ws = await jp_ws_fetch("terminals", "websocket", "a")
+    try:
+        ws.write_message(json.dumps(["stdin", "exit\r"]))
+        while (message := await asyncio.wait_for(ws.read_message(), 30)) is not None:
+            if json.loads(message)[0] == "disconnect":
+                break
+    finally:
+        ws.close()
+    deadline = time.monotonic() + 30
+    while (left := await running_total(jp_fetch)) != 0 and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    assert left == 0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agents.cli import main
+from jupyter_agents.clients.cli import main
 from jupyter_agents.pytest_plugin import EventClient, ServerProcess, poll
 
 both_backends = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)

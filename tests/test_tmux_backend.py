@@ -22,7 +22,7 @@ from jupyter_agents.backends.tmux.formats import (
 )
 from jupyter_agents.backends.tmux.history import Geometry, HistoryCache, Kept
 from jupyter_agents.backends.tmux.snapshot import PaneState, compose_replay
-from jupyter_agents.errors import BackendUnavailable, InvalidRequest
+from jupyter_agents.core.errors import BackendUnavailable, InvalidRequest
 from jupyter_agents.pytest_plugin import detach_tmux_control_clients, poll, tmux_control_clients
 
 

@@ -1,5 +1,5 @@
 """The tmux transcript writer (``backends/tmux/writer.pl``) on its own, as ``pipe-pane``
-runs it, against the layout of :mod:`jupyter_agents.segments`: the edge cases the
+runs it, against the layout of :mod:`jupyter_agents.terminal.segments`: the edge cases the
 broker's recorder is tested for in test_transcripts.py (a roll to a new segment, the
 oldest dropped past the cap, the timing index, an index that fills first, a full disk),
 and the gap markers a roll drops."""
@@ -17,8 +17,8 @@ from test_transcripts import assert_layout, fill, gap_markers, numbered, segment
 
 from jupyter_agents.backends.tmux.writer import writer_argv
 from jupyter_agents.pytest_plugin import poll
-from jupyter_agents.segments import INDEX_SHARE, segmenting, time_at
-from jupyter_agents.transcripts import Transcript
+from jupyter_agents.terminal.segments import INDEX_SHARE, segmenting, time_at
+from jupyter_agents.terminal.transcripts import Transcript
 
 #: a stand-in for ``Time::HiRes`` whose clock moves 0.2 s each time it is asked, from
 #: 2026-01-01 (the writer asks once per read); the recorder's test moves its clock alike

@@ -22,7 +22,7 @@ import pytest
 
 from jupyter_agents.backends.broker import recorder as recorder_module
 from jupyter_agents.backends.broker.recorder import Recorder
-from jupyter_agents.errors import NotFound, OutOfRange
+from jupyter_agents.core.errors import NotFound, OutOfRange
 from jupyter_agents.pytest_plugin import (
     TOKEN,
     ServerProcess,
@@ -34,8 +34,8 @@ from jupyter_agents.pytest_plugin import (
     transcript,
     transcript_bytes,
 )
-from jupyter_agents.segments import INDEX_SHARE, parse_listing, segmenting, time_at
-from jupyter_agents.transcripts import Follower, Transcript
+from jupyter_agents.terminal.segments import INDEX_SHARE, parse_listing, segmenting, time_at
+from jupyter_agents.terminal.transcripts import Follower, Transcript
 
 both_backends = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
 

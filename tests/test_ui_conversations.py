@@ -32,7 +32,7 @@ from test_ui import (
     wait_text,
 )
 
-from jupyter_agents.archive import ConversationArchive
+from jupyter_agents.agents.archive import ConversationArchive
 from jupyter_agents.pytest_plugin import kill_backends, poll
 
 page = test_ui.page

@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
-from jupyter_agents.cli import main
+from jupyter_agents.clients.cli import main
 from jupyter_agents.pytest_plugin import EventClient, ServerProcess, TermClient, poll
 
 LIMIT = 150_000  # tokens: /spend 100 writes ~20k a record, ten records a second

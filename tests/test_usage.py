@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from traitlets import TraitError
 
-from jupyter_agents.archive import ConversationFile
-from jupyter_agents.cli import main
+from jupyter_agents.agents.archive import ConversationFile
+from jupyter_agents.clients.cli import main
+from jupyter_agents.clients.display import cost_cell
 from jupyter_agents.config import AgentsSettings
-from jupyter_agents.display import cost_cell
-from jupyter_agents.ledger import UsageLedger
+from jupyter_agents.core.store import Session, SessionStore
 from jupyter_agents.pytest_plugin import EventClient, ServerProcess, poll
-from jupyter_agents.store import Session, SessionStore
-from jupyter_agents.usage import DEFAULT_PRICES, PriceTable, check_prices
+from jupyter_agents.spend.ledger import UsageLedger
+from jupyter_agents.spend.usage import DEFAULT_PRICES, PriceTable, check_prices
 
 # what the fakes write (tests/fakes/fake_agent.py), restated: the test must not trust them
 TOOL = {"input": 4, "cache_creation": 2048, "cache_read": 12000, "output": 120}

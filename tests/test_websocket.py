@@ -10,7 +10,7 @@ import pytest
 from xterm_probe import render
 
 from jupyter_agents.pytest_plugin import ServerProcess, TermClient, poll
-from jupyter_agents.transcripts import Transcript
+from jupyter_agents.terminal.transcripts import Transcript
 
 pytestmark = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
 

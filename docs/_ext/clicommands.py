@@ -1,5 +1,5 @@
 """Sphinx directive ``cli-commands``: every ``jupyter agents`` command with its synopsis
-and its one-line help, generated from the CLI's parser (``jupyter_agents.cli``), so the
+and its one-line help, generated from the CLI's parser (``jupyter_agents.clients.cli``), so the
 CLI page lists every command as the generated reference does."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from docutils import nodes
 from docutils.parsers.rst import Directive
 
-from jupyter_agents.cli import build_parser
+from jupyter_agents.clients.cli import build_parser
 
 
 def commands() -> list[tuple[str, str, str]]:

@@ -38,7 +38,7 @@ class Documented:
 
 DOCUMENTED = [
     Documented(
-        "jupyter_agents.app.AgentsApp",
+        "jupyter_agents.server.app.AgentsApp",
         "AgentsApp",
         "The server extension. The server, the CLI (``jupyter agents``) and kernels "
         "(``%agent``) read the same ``c.AgentsApp`` section from the Jupyter Server "
@@ -56,7 +56,7 @@ DOCUMENTED = [
         "tmux or with ``backend = 'broker'``.",
     ),
     Documented(
-        "jupyter_agents.terminals.TerminalManager",
+        "jupyter_agents.server.terminals.TerminalManager",
         "TerminalManager",
         "The stock terminal manager API over the sessions "
         "(``web_app.settings['terminal_manager']``); its culling traits are the stock "

@@ -23,7 +23,7 @@ on PATH, else the pty broker is used). Per user:
 - with ``JUPYTER_AGENTS_HUB_CULL_TIMEOUT`` set, jupyterhub-idle-culler runs as a hub
   service and stops servers idle that many seconds (an agent at work keeps its server
   active up to ``AgentsApp.agent_keepalive``);
-- with ``JUPYTER_AGENTS_HUB_RECLAIM_IDLE`` set, ``jupyter_agents.reclaim`` runs as a hub
+- with ``JUPYTER_AGENTS_HUB_RECLAIM_IDLE`` set, ``jupyter_agents.clients.reclaim`` runs as a hub
   service and ends sessions idle that many seconds with no viewer (agents at work are
   kept within their keepalive) and every session of a user the hub deletes.
 
@@ -107,7 +107,7 @@ if env("JUPYTER_AGENTS_HUB_RECLAIM_IDLE"):
             "command": [
                 sys.executable,
                 "-m",
-                "jupyter_agents.reclaim",
+                "jupyter_agents.clients.reclaim",
                 "--end",
                 f"--idle-timeout={env('JUPYTER_AGENTS_HUB_RECLAIM_IDLE')}",
                 f"--every={env('JUPYTER_AGENTS_HUB_RECLAIM_EVERY', '300')}",

@@ -1,4 +1,8 @@
-"""Agent kinds: what runs in a session, how it resumes, how its conversation id is known.
+"""Agents: everything that depends on which program runs in a session.
+
+The kinds (what runs, how it resumes, how its conversation id is known), attention from
+their hooks and screens, their conversation files and the archive of them. Stands on the
+core only.
 
 Built in: ``shell`` (the terminal shell), ``claude`` (Claude Code) and ``codex`` (Codex
 CLI); more come from ``AgentsApp.agents`` (see :class:`~.shell.CustomKind`).
@@ -10,10 +14,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import AgentKind, Launch, is_uuid, validate_args
-from .claude import ClaudeKind
-from .codex import CodexKind
-from .shell import CustomKind, ShellKind
+from jupyter_agents.agents.base import AgentKind, Launch, is_uuid, validate_args
+from jupyter_agents.agents.claude import ClaudeKind
+from jupyter_agents.agents.codex import CodexKind
+from jupyter_agents.agents.shell import CustomKind, ShellKind
 
 __all__ = [
     "AgentKind",

@@ -19,8 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidRequest
-from ..store import Session
+from jupyter_agents.core.errors import InvalidRequest
+from jupyter_agents.core.store import Session
 
 MAX_ARGS = 64
 MAX_ARG_LENGTH = 4096
@@ -140,7 +140,7 @@ class AgentKind(ABC):
 
         ``env`` is the environment the new process gets (to find the CLI's files).
         ``had_file``: the conversation is known to have had a file (the conversation
-        archive saw it, :mod:`jupyter_agents.archive`), so it is resumed by its id even
+        archive saw it, :mod:`jupyter_agents.agents.archive`), so it is resumed by its id even
         when that file is gone: the CLI then says why it cannot, instead of a new
         conversation starting under the old id.
         """
@@ -151,7 +151,7 @@ class AgentKind(ABC):
 
     def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
         """``argv`` (from :meth:`launch` or :meth:`resume`) with this kind's attention
-        reporting for session ``session_id`` added (:mod:`jupyter_agents.attention`)."""
+        reporting for session ``session_id`` added (:mod:`jupyter_agents.agents.attention`)."""
         return argv
 
     #: whether the conversation id can change while the session runs (then

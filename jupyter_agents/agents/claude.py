@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence, Set
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..attention import claude_settings
-from ..errors import InvalidRequest
-from ..store import Session
-from .base import AgentKind, FolderConversation, Launch, home_of, is_uuid
+from jupyter_agents.agents.attention import claude_settings
+from jupyter_agents.agents.base import AgentKind, FolderConversation, Launch, home_of, is_uuid
+from jupyter_agents.core.errors import InvalidRequest
+from jupyter_agents.core.store import Session
 
 #: flags that choose the conversation: ours to set
 _ID_FLAGS = frozenset(

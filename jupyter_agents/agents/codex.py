@@ -21,10 +21,10 @@ from pathlib import Path
 
 import psutil
 
-from ..attention import codex_notify
-from ..errors import InvalidRequest
-from ..store import Session
-from .base import AgentKind, FolderConversation, Launch, home_of, is_uuid
+from jupyter_agents.agents.attention import codex_notify
+from jupyter_agents.agents.base import AgentKind, FolderConversation, Launch, home_of, is_uuid
+from jupyter_agents.core.errors import InvalidRequest
+from jupyter_agents.core.store import Session
 
 #: how far a rollout's start may be from the process's start to count as its own
 ROLLOUT_WINDOW = timedelta(seconds=10)

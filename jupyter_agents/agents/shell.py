@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 
-from ..store import Session
-from .base import AgentKind, Launch
+from jupyter_agents.agents.base import AgentKind, Launch
+from jupyter_agents.core.store import Session
 
 #: placeholder for the conversation id in a configured kind's command and resume argv
 ID_PLACEHOLDER = "{conversation_id}"

@@ -14,11 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 from traitlets.utils.importstring import import_item
 
-from ..errors import BackendUnavailable
-from .base import Backend, LiveSession, SpawnRequest, Stream, StreamListener, check_session_id
+from jupyter_agents.backends.base import (
+    Backend,
+    LiveSession,
+    SpawnRequest,
+    Stream,
+    StreamListener,
+    check_session_id,
+)
+from jupyter_agents.core.errors import BackendUnavailable
 
 if TYPE_CHECKING:
-    from ..terminal_state import Followed
+    from jupyter_agents.terminal.state import Followed
 
 __all__ = [
     "Backend",

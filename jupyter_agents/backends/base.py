@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from traitlets import Int
 from traitlets.config import LoggingConfigurable
 
-from ..errors import InvalidRequest
-from ..segments import DEFAULT_MAX_BYTES
+from jupyter_agents.core.errors import InvalidRequest
+from jupyter_agents.terminal.segments import DEFAULT_MAX_BYTES
 
 if TYPE_CHECKING:
-    from ..terminal_state import Followed
+    from jupyter_agents.terminal.state import Followed
 
 #: the key that detaches a terminal attached by :meth:`Backend.debug_attach_command`
 #: (Ctrl-]: what telnet uses; tmux's prefix is off on our socket): its byte, and its name
@@ -248,7 +248,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
     )
 
     #: what a session's program set (its modes), at a transcript offset, as the session
-    #: service follows it (:class:`~jupyter_agents.terminal_state.ModeFollower`): for a
+    #: service follows it (:class:`~jupyter_agents.terminal.state.ModeFollower`): for a
     #: replay that cannot ask its terminal for all of it (tmux keeps no bracketed paste,
     #: focus reporting or cursor shape). Blocking. None: not followed (no service).
     modes_at: Callable[[str, int], Followed] | None = None
@@ -260,7 +260,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
 
     def transcript_path(self, session_id: str) -> Path:
         """The directory of a session's raw output log (its segments, see
-        :mod:`jupyter_agents.segments`); it stays complete while no server runs, up to
+        :mod:`jupyter_agents.terminal.segments`); it stays complete while no server runs, up to
         :attr:`transcript_max_bytes`."""
         return self.transcript_dir / session_id
 
@@ -273,7 +273,7 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
     def start(self) -> None:
         """Make sure the owning process is reachable (start it if needed).
 
-        Raises :class:`~jupyter_agents.errors.BackendUnavailable` with the reason if not.
+        Raises :class:`~jupyter_agents.core.errors.BackendUnavailable` with the reason if not.
         """
 
     @abstractmethod

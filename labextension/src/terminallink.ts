@@ -14,7 +14,7 @@ import { Widget } from '@lumino/widgets';
 import { kindLabel } from './icons';
 import { CommandIDs } from './tokens';
 
-/** The MIME type `jupyter_agents.magics.TERMINAL_MIME`. */
+/** The MIME type `jupyter_agents.clients.magics.TERMINAL_MIME`. */
 export const TERMINAL_MIME = 'application/vnd.jupyter-agents.terminal+json';
 
 /** The button of one `%agent attach` output. */

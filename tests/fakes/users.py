@@ -2,7 +2,7 @@
 token T`` or ``?token=T``) names a user through the JSON file ``$JUPYTER_AGENTS_TEST_USERS``
 (``{token: user name}``), read again on every call, so a test can take a user's access
 away as a revoke on the hub would. :class:`SharingTestIdentity` narrows it like
-:class:`jupyter_agents.auth.ViewerIdentityProvider` narrows the hub's.
+:class:`jupyter_agents.sharing.auth.ViewerIdentityProvider` narrows the hub's.
 
 For browsers (tests/test_ui_sharing.py) a page opened with a valid ``?token=`` gets a
 cookie holding that token, which later requests without a token (assets, websockets)
@@ -12,7 +12,7 @@ jupyter_server's XSRF checks apply to them).
 
 A gate for races (tests/test_sharing.py): with ``$JUPYTER_AGENTS_TEST_GATE`` naming a
 directory, while that directory holds a file ``hold``, a viewer the server has just
-admitted (:meth:`jupyter_agents.sharing.Shares.admit`, in its worker thread, before its
+admitted (:meth:`jupyter_agents.sharing.shares.Shares.admit`, in its worker thread, before its
 socket opens) writes the grant's id to ``admitted`` there and waits until ``hold`` is
 removed (at most 30 s). The product's code runs unchanged around the pause: a test can
 land a revoke or an expiry exactly between a viewer's admission and its registration.
@@ -29,9 +29,9 @@ from pathlib import Path
 from jupyter_server.auth.identity import IdentityProvider, User
 from tornado import web
 
-from jupyter_agents.auth import OwnerOnlyIdentity
-from jupyter_agents.sharing import Shares
-from jupyter_agents.store import Share
+from jupyter_agents.core.store import Share
+from jupyter_agents.sharing.auth import OwnerOnlyIdentity
+from jupyter_agents.sharing.shares import Shares
 
 #: the cookie a browser keeps after opening a page with a valid ``?token=``
 COOKIE = "jupyter-agents-test-token"

@@ -9,6 +9,6 @@
 - :mod:`.attach`: a terminal client for looking at a session by hand.
 """
 
-from .client import BrokerBackend
+from jupyter_agents.backends.broker.client import BrokerBackend
 
 __all__ = ["BrokerBackend"]

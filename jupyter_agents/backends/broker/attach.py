@@ -18,8 +18,14 @@ import termios
 import tty
 from pathlib import Path
 
-from ..base import DETACH_KEY as DETACH
-from .protocol import NotOurs, broker_paths, connect_checked, encode, read_frame_sync
+from jupyter_agents.backends.base import DETACH_KEY as DETACH
+from jupyter_agents.backends.broker.protocol import (
+    NotOurs,
+    broker_paths,
+    connect_checked,
+    encode,
+    read_frame_sync,
+)
 
 
 def attach(state_dir: Path, session_id: str) -> int:

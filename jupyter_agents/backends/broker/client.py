@@ -30,11 +30,7 @@ from typing import Any
 import psutil
 from traitlets import Float
 
-from ...errors import AgentsError, BackendUnavailable, InvalidRequest
-from ...launch import python_module_argv
-from ...paths import MOUNTINFO_ENV, create_private_file, ensure_private_dir, safe_short_dir
-from ...procs import ProcessIdentity, matches, terminate_tree
-from ..base import (
+from jupyter_agents.backends.base import (
     Backend,
     LiveSession,
     QueuedStream,
@@ -43,7 +39,7 @@ from ..base import (
     StreamListener,
     check_session_id,
 )
-from .protocol import (
+from jupyter_agents.backends.broker.protocol import (
     FrameReader,
     NotOurs,
     ProtocolError,
@@ -52,7 +48,16 @@ from .protocol import (
     encode,
     read_frame_sync,
 )
-from .replay import screen_only
+from jupyter_agents.backends.broker.replay import screen_only
+from jupyter_agents.core.errors import AgentsError, BackendUnavailable, InvalidRequest
+from jupyter_agents.core.launch import python_module_argv
+from jupyter_agents.core.paths import (
+    MOUNTINFO_ENV,
+    create_private_file,
+    ensure_private_dir,
+    safe_short_dir,
+)
+from jupyter_agents.core.procs import ProcessIdentity, matches, terminate_tree
 
 #: unix socket paths are limited to ~108 bytes by the kernel
 _MAX_SOCKET_PATH = 100

@@ -21,10 +21,10 @@ import logging
 from collections import deque
 from typing import Any
 
-from .protocol import encode
-from .ptys import Pty
-from .recorder import Recorder
-from .replay import Replay
+from jupyter_agents.backends.broker.protocol import encode
+from jupyter_agents.backends.broker.ptys import Pty
+from jupyter_agents.backends.broker.recorder import Recorder
+from jupyter_agents.backends.broker.replay import Replay
 
 log = logging.getLogger("jupyter_agents.broker")
 

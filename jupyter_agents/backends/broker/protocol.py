@@ -55,7 +55,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ...paths import socket_dir, socket_not_ours
+from jupyter_agents.core.paths import socket_dir, socket_not_ours
 
 PREFIX = struct.Struct("!II")
 MAX_HEADER = 1 << 20  # spawn carries a whole environment
@@ -86,7 +86,7 @@ REQUESTS: Mapping[str, Mapping[str, type | tuple[type, ...]]] = {
 
 def broker_paths(state_dir: Path) -> tuple[Path, Path, Path]:
     """(socket, pid file, log file) of the broker of ``state_dir`` (in ``broker/``; the
-    socket where :func:`~jupyter_agents.paths.socket_dir` puts it)."""
+    socket where :func:`~jupyter_agents.core.paths.socket_dir` puts it)."""
     base = state_dir / "broker"
     return socket_dir(state_dir, "broker") / "socket", base / "broker.pid", base / "broker.log"
 
@@ -108,7 +108,7 @@ def peer_not_ours(sock: socket.socket) -> str | None:
 
 def connect_checked(path: Path, timeout: float | None = None) -> socket.socket:
     """A connection to the broker socket ``path`` once the socket file and the peer are
-    known to be ours (:func:`~jupyter_agents.paths.socket_not_ours`,
+    known to be ours (:func:`~jupyter_agents.core.paths.socket_not_ours`,
     :func:`peer_not_ours`), else :class:`NotOurs` with why, before a byte is sent.
     ``FileNotFoundError``/``ConnectionRefusedError``: no broker listens."""
     why = socket_not_ours(path)

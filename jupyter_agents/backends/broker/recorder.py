@@ -1,10 +1,10 @@
 """How the broker writes one session's transcript: the segmented, capped layout of
-:mod:`jupyter_agents.segments` with its timing index, and reading it back for a
+:mod:`jupyter_agents.terminal.segments` with its timing index, and reading it back for a
 lagging client.
 
 A :class:`Recorder` appends output to the newest segment (continuing an earlier run's,
 so a restored session's offsets go on), starts a new segment when it is full and deletes
-the oldest beyond the number kept (:func:`~jupyter_agents.segments.segmenting`). A
+the oldest beyond the number kept (:func:`~jupyter_agents.terminal.segments.segmenting`). A
 failed write (a full disk) loses
 that output, never stops the session: the first failure of an episode leaves a gap
 marker and one warning, every later output tries again, and the first write that works
@@ -20,8 +20,8 @@ import os
 import time
 from pathlib import Path
 
-from ...paths import ensure_private_dir
-from ...segments import (
+from jupyter_agents.core.paths import ensure_private_dir
+from jupyter_agents.terminal.segments import (
     INDEX_INTERVAL,
     INDEX_SHARE,
     gap_name,

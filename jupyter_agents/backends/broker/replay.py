@@ -8,7 +8,7 @@ delivers ~32 MB/s (DESIGN.md section 5) and this replay takes 86-725 MB/s (feed,
 one snapshot). Feeding every byte to pyte would make the broker the bottleneck of every
 busy terminal (a 200 MB flood would take 20-30 minutes of a core instead of ~6 s).
 
-What a replay is: a full reset, the modes (:class:`~jupyter_agents.vt.TerminalModes`:
+What a replay is: a full reset, the modes (:class:`~jupyter_agents.terminal.vt.TerminalModes`:
 alternate screen, cursor keys, mouse, bracketed paste, focus, insert, cursor style,
 scroll region, title...) that were in force where the kept bytes start, then the
 last :data:`REPLAY_BYTES` to ``2 * REPLAY_BYTES`` bytes of raw output, cut at a line
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from ...vt import REPLAYED_NOT, TerminalModes
+from jupyter_agents.terminal.vt import REPLAYED_NOT, TerminalModes
 
 #: raw output kept per session is between this and twice this (trimmed in whole lines)
 REPLAY_BYTES = 512 * 1024
@@ -63,12 +63,12 @@ class Replay:
 
     def snapshot(self) -> bytes:
         """Reset, the modes where the kept bytes start, the kept bytes without queries
-        and clipboard writes (:data:`~jupyter_agents.vt.REPLAYED_NOT`)."""
+        and clipboard writes (:data:`~jupyter_agents.terminal.vt.REPLAYED_NOT`)."""
         modes = self._modes.sequences(buffers=True) + self._modes.layout()
         return RESET + modes + REPLAYED_NOT.sub(b"", self._buf)
 
 
-#: the reset and the modes (:meth:`~jupyter_agents.vt.TerminalModes.sequences`, ``layout``)
+#: the reset and the modes (:meth:`~jupyter_agents.terminal.vt.TerminalModes.sequences`, ``layout``)
 _PREFIX = re.compile(
     "\x1bc\x1b\\[3J(?:\x1b\\[\\??[0-9;]*[hlr]|\x1b[=>]|\x1b\\[[0-9]* q|\x1b\\]2;[^\x07]*\x07)*"
 )

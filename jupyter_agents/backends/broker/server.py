@@ -42,14 +42,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...paths import create_private_file, ensure_private_dir
-from ...procs import identify
-from ..base import SESSION_ID
-from . import protocol
-from .fanout import Client, HeldPty
-from .protocol import FrameReader, ProtocolError, broker_paths, encode, peer_not_ours
-from .ptys import Pty, open_pty
-from .recorder import Recorder
+from jupyter_agents.backends.base import SESSION_ID
+from jupyter_agents.backends.broker import protocol
+from jupyter_agents.backends.broker.fanout import Client, HeldPty
+from jupyter_agents.backends.broker.protocol import (
+    FrameReader,
+    ProtocolError,
+    broker_paths,
+    encode,
+    peer_not_ours,
+)
+from jupyter_agents.backends.broker.ptys import Pty, open_pty
+from jupyter_agents.backends.broker.recorder import Recorder
+from jupyter_agents.core.paths import create_private_file, ensure_private_dir
+from jupyter_agents.core.procs import identify
 
 log = logging.getLogger("jupyter_agents.broker")
 
@@ -381,7 +387,7 @@ def listen(state_dir: Path) -> socket.socket:
 
 
 def write_pid_file(pid_path: Path, pid: int) -> None:
-    """Record the broker as ``"<pid> <create time>"`` (see :mod:`jupyter_agents.procs`)."""
+    """Record the broker as ``"<pid> <create time>"`` (see :mod:`jupyter_agents.core.procs`)."""
     ident = identify(pid)
     create_private_file(pid_path)
     pid_path.write_text(f"{pid} {ident.created if ident else 0}\n")

@@ -14,7 +14,7 @@ formats, named command lines, the config; the tmux facts they rely on).
 
 """
 
-from .backend import TmuxBackend
-from .stream import TmuxStream
+from jupyter_agents.backends.tmux.backend import TmuxBackend
+from jupyter_agents.backends.tmux.stream import TmuxStream
 
 __all__ = ["TmuxBackend", "TmuxStream"]

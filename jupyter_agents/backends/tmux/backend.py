@@ -17,11 +17,7 @@ from pathlib import Path
 
 from traitlets import Int, Unicode, default
 
-from ...errors import BackendUnavailable
-from ...paths import ensure_private_dir, safe_short_dir, socket_dir, socket_not_ours
-from ...procs import ended_within, identify, terminate_tree
-from ...segments import migrate_legacy
-from ..base import (
+from jupyter_agents.backends.base import (
     DETACH_KEY_NAME,
     Backend,
     LiveSession,
@@ -30,8 +26,8 @@ from ..base import (
     StreamListener,
     check_session_id,
 )
-from .control import TmuxControl
-from .formats import (
+from jupyter_agents.backends.tmux.control import TmuxControl
+from jupyter_agents.backends.tmux.formats import (
     CONFIG,
     MAX_SOCKET_PATH,
     MIN_TMUX_VERSION,
@@ -46,9 +42,18 @@ from .formats import (
     tmux_format_arg,
     tmux_pipe_arg,
 )
-from .history import HistoryCache
-from .stream import TmuxStream
-from .writer import WRITER_TOOLS, transcript_pipe
+from jupyter_agents.backends.tmux.history import HistoryCache
+from jupyter_agents.backends.tmux.stream import TmuxStream
+from jupyter_agents.backends.tmux.writer import WRITER_TOOLS, transcript_pipe
+from jupyter_agents.core.errors import BackendUnavailable
+from jupyter_agents.core.paths import (
+    ensure_private_dir,
+    safe_short_dir,
+    socket_dir,
+    socket_not_ours,
+)
+from jupyter_agents.core.procs import ended_within, identify, terminate_tree
+from jupyter_agents.terminal.segments import migrate_legacy
 
 #: how long :meth:`TmuxBackend.kill_server` lets the tmux server take to exit, before
 #: and after signalling it
@@ -82,7 +87,7 @@ def write_env_file(path: Path, env: Mapping[str, str]) -> None:
 class TmuxBackend(Backend):
     """Sessions in one tmux server per state dir, on ``<state_dir>/tmux/socket`` (in a
     local folder when the state dir is on a network filesystem:
-    :func:`~jupyter_agents.paths.socket_dir`)."""
+    :func:`~jupyter_agents.core.paths.socket_dir`)."""
 
     name = "tmux"
 

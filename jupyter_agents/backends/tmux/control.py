@@ -38,8 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ...paths import socket_not_ours
-from .formats import (
+from jupyter_agents.backends.tmux.formats import (
     Buffer,
     Commands,
     Replies,
@@ -49,6 +48,7 @@ from .formats import (
     tmux_quote_path,
     unescape_output,
 )
+from jupyter_agents.core.paths import socket_not_ours
 
 #: the reply to one command: whether it succeeded, and its output lines
 Reply = Callable[[bool, list[bytes]], None]

@@ -35,15 +35,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...errors import NotFound, OutOfRange
-from .control import resolve
-from .formats import Commands, Replies, format_of, parse_reply
-from .history import Geometry, HistoryCache
-from .snapshot import Snapshot, SnapshotRequest
+from jupyter_agents.backends.tmux.control import resolve
+from jupyter_agents.backends.tmux.formats import Commands, Replies, format_of, parse_reply
+from jupyter_agents.backends.tmux.history import Geometry, HistoryCache
+from jupyter_agents.backends.tmux.snapshot import Snapshot, SnapshotRequest
+from jupyter_agents.core.errors import NotFound, OutOfRange
 
 if TYPE_CHECKING:
-    from ...transcripts import Transcript
-    from .control import TmuxControl
+    from jupyter_agents.backends.tmux.control import TmuxControl
+    from jupyter_agents.terminal.transcripts import Transcript
 
 #: a transcript that has not grown for this long holds all tmux read of a quiet pane
 QUIET = 0.01

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .snapshot import PaneState
+from jupyter_agents.backends.tmux.snapshot import PaneState
 
 #: the most text kept for all sessions together (the oldest entries go first)
 MAX_CHARS = 16 * 1024 * 1024

@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ...render import PLAIN, sgr
-from ...terminal_state import Followed
-from ...vt import TerminalModes
-from .formats import Commands, Replies, format_of, parse_reply
+from jupyter_agents.backends.tmux.formats import Commands, Replies, format_of, parse_reply
+from jupyter_agents.terminal.render import PLAIN, sgr
+from jupyter_agents.terminal.state import Followed
+from jupyter_agents.terminal.vt import TerminalModes
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ the cut, then calls back with the snapshot, then delivers the rest. Its history,
 its bytes, is captured into tmux buffers that tmux then saves into files of its state
 dir: replies would bring it through the control client line by line, twice as slow.
 
-The pane's end is told by the kernel (:func:`~jupyter_agents.procs.on_exit` on the
+The pane's end is told by the kernel (:func:`~jupyter_agents.core.procs.on_exit` on the
 pane's process) and by tmux (``%sessions-changed`` when a session closes); then the
 pane's exit status is asked for. Nothing runs while the session is idle.
 
@@ -26,23 +26,57 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Coroutine
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ...errors import AgentsError, OutOfRange
-from ...procs import on_exit
-from ...transcripts import Follower, Transcript
-from ..base import ListenedStream, StreamListener
-from . import tail
-from .control import TmuxControl
-from .cut import Changed, Cut, Lost, Outcome, Unplaced, settle
-from .formats import SEND_CHUNK, PaneInfo, PaneStatus, format_of, parse_reply
-from .snapshot import Snapshot, SnapshotRequest
+from jupyter_agents.backends.base import ListenedStream, StreamListener
+from jupyter_agents.backends.tmux import tail
+from jupyter_agents.backends.tmux.control import TmuxControl
+from jupyter_agents.backends.tmux.cut import Changed, Cut, Lost, Outcome, Unplaced, settle
+from jupyter_agents.backends.tmux.formats import (
+    SEND_CHUNK,
+    PaneInfo,
+    PaneStatus,
+    TmuxCommand,
+    format_of,
+    parse_reply,
+)
+from jupyter_agents.backends.tmux.history import HistoryCache
+from jupyter_agents.backends.tmux.snapshot import Snapshot, SnapshotRequest
+from jupyter_agents.core.errors import AgentsError, OutOfRange
+from jupyter_agents.core.procs import on_exit
+from jupyter_agents.terminal.transcripts import Follower, Transcript
 
 if TYPE_CHECKING:
-    from ...terminal_state import Followed
-    from .backend import TmuxBackend
+    from jupyter_agents.terminal.state import Followed
+
+
+class StreamHost(Protocol):
+    """What a :class:`TmuxStream` uses of its backend
+    (:class:`~jupyter_agents.backends.tmux.backend.TmuxBackend`), which makes it."""
+
+    log: logging.Logger
+    modes_at: Callable[[str, int], Followed] | None
+    #: the older history of replays (shared by the backend's streams)
+    history: HistoryCache
+    #: the backend's folder of tmux files (sockets, config, cut files)
+    tmux_dir: Path
+
+    @property
+    def replay_color_lines(self) -> int: ...
+
+    @property
+    def tmux(self) -> TmuxCommand: ...
+
+    def transcript_path(self, session_id: str) -> Path: ...
+
+    def control(self) -> TmuxControl: ...
+
+    def nudge(self, server_pid: int | None = None) -> None: ...
+
 
 #: the most transcript bytes delivered in one turn of the IO loop
 PUMP_BYTES = 64 * 1024
@@ -57,7 +91,7 @@ LOST_TRIES = 3
 class TmuxStream(ListenedStream):
     """One viewed session (see module docstring)."""
 
-    def __init__(self, backend: TmuxBackend, session_id: str, listener: StreamListener) -> None:
+    def __init__(self, backend: StreamHost, session_id: str, listener: StreamListener) -> None:
         super().__init__(listener)
         self._backend = backend
         self._session_id = session_id

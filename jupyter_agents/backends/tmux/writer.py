@@ -2,7 +2,7 @@
 package), which ``pipe-pane -O`` runs with the pane's output on stdin, and the command
 that runs it (:func:`transcript_pipe`).
 
-It writes the layout of :mod:`jupyter_agents.segments` with its timing index, as the
+It writes the layout of :mod:`jupyter_agents.terminal.segments` with its timing index, as the
 broker's :class:`~jupyter_agents.backends.broker.recorder.Recorder` does: it appends to
 the newest segment (continuing an earlier run's), rolls to a new one when the segment or
 its index is full and deletes the oldest beyond the number kept (with their indexes, and
@@ -19,7 +19,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from ...segments import segmenting
+from jupyter_agents.terminal.segments import segmenting
 
 #: the writer's script
 WRITER = Path(__file__).with_name("writer.pl")
@@ -30,7 +30,7 @@ WRITER_TOOLS = ("perl",)
 def writer_argv(directory: Path, max_bytes: int) -> list[str]:
     """The writer's command line for the transcript in ``directory`` capped at
     ``max_bytes``: ``perl writer.pl DIR SEGMENT_BYTES KEEP``
-    (:func:`~jupyter_agents.segments.segmenting`).
+    (:func:`~jupyter_agents.terminal.segments.segmenting`).
 
     >>> writer_argv(Path("/s/t/a b"), 1 << 20)[2:]
     ['/s/t/a b', '131072', '8']

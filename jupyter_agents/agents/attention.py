@@ -1,0 +1,336 @@
+"""Attention: what an agent session needs from its user, as its CLI tells us exactly.
+
+We launch the agent CLIs, so each process gets its own hooks (Claude Code:
+``--settings`` with a private file; Codex: ``-c notify=[...]``). They run
+:mod:`jupyter_agents.hook`, which appends a digest of each event to the session's spool
+file; the session service applies spooled events (:func:`state_after`) to the store.
+The user's own settings files are never edited. :func:`digest` and :func:`state_after`
+are pure; the rest touches files: the per-session hook files, the spool
+(:func:`read_spool`, :class:`AttentionTracker`) and its wake socket.
+
+States: ``working``; ``waiting`` (turn finished, wants input); ``permission`` (approval
+asked); ``error`` (with the reason); ``unknown`` (the CLI ended its session). Claude
+sends no hook when a permission prompt is answered or a turn is interrupted with Esc:
+the next tool or prompt event closes that state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jupyter_agents.core.errors import Conflict, NotFound
+from jupyter_agents.core.launch import python_module_argv
+from jupyter_agents.core.paths import ensure_private_dir
+from jupyter_agents.core.store import Attention, Session, SessionStore
+
+if TYPE_CHECKING:
+    from jupyter_agents.agents.base import AgentKind
+    from jupyter_agents.core.events import EventAction
+
+#: the states in which a session needs its user
+NEEDS_YOU: frozenset[str] = frozenset({"waiting", "permission", "error"})
+#: Claude Code hook events we subscribe to
+CLAUDE_EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "Notification",
+    "PermissionRequest",
+    "Stop",
+    "StopFailure",
+    "SessionEnd",
+)
+#: the datagram socket in the spool dir a server listens on to hear of new lines
+WAKE_SOCKET = "wake"
+
+
+def digest(payload: Mapping[str, Any], now: float) -> dict[str, Any]:
+    """What the spool keeps of a hook payload: event name, time, notification type, error
+    kind, source and the conversation id. Never prompt text, messages or tool input.
+
+    >>> d = digest({"hook_event_name": "UserPromptSubmit", "prompt": "s", "session_id": "c1"}, 5)
+    >>> "prompt" in d, d["event"], d["conversation"]
+    (False, 'UserPromptSubmit', 'c1')
+    """
+    event = payload.get("hook_event_name") or payload.get("type")
+    conversation = payload.get("session_id") or payload.get("thread-id")
+
+    def short(value: object) -> str | None:
+        return value[:80] if isinstance(value, str) else None
+
+    return {
+        "t": now,
+        "event": short(event),
+        "type": short(payload.get("notification_type")),
+        "error": short(payload.get("error")),
+        "source": short(payload.get("source")),
+        "conversation": short(conversation),
+    }
+
+
+def state_after(
+    record: Mapping[str, Any], current: Attention | None = None
+) -> tuple[Attention, str | None] | None:
+    """The attention state (and reason) a spooled event puts a session in, from its
+    ``current`` one; None when the event says nothing about it. A CLI that started (or
+    resumed) and was asked nothing is ``ready``, not waiting: no turn ended, so nobody
+    is needed, and its "still idle" reminder changes nothing.
+
+    >>> state_after({"event": "Notification", "type": "permission_prompt"})
+    ('permission', None)
+    >>> state_after({"event": "StopFailure", "error": "rate_limit"})
+    ('error', 'rate_limit')
+    >>> state_after({"event": "SessionStart"}), state_after({"event": "Stop"}, "ready")
+    (('ready', None), ('waiting', None))
+    >>> state_after({"event": "Notification", "type": "idle_prompt"}, "ready") is None
+    True
+    """
+    event, kind = record.get("event"), record.get("type")
+    if event == "SessionStart":
+        return "ready", None
+    if event == "Notification" and kind == "idle_prompt" and current in ("ready", None):
+        return None
+    if event in ("UserPromptSubmit", "PreToolUse", "PostToolUse"):
+        return "working", None
+    if event == "PermissionRequest" or (event == "Notification" and kind == "permission_prompt"):
+        return "permission", None
+    if event == "Notification" and kind in ("idle_prompt", "elicitation_dialog"):
+        return "waiting", kind if kind != "idle_prompt" else None
+    if event in ("Stop", "agent-turn-complete"):
+        return "waiting", None
+    if event == "StopFailure":
+        return "error", str(record.get("error") or "unknown error")
+    if event == "SessionEnd":
+        return "unknown", None
+    return None
+
+
+def spool_dir(state_dir: Path) -> Path:
+    """Where hook events are spooled (made 0700)."""
+    return ensure_private_dir(state_dir / "spool")
+
+
+def spool_path(state_dir: Path, session_id: str) -> Path:
+    """The spool file of one session."""
+    return state_dir / "spool" / f"{session_id}.jsonl"
+
+
+def hook_command(state_dir: Path, session_id: str) -> list[str]:
+    """The argv of the hook for one session: the same Python and package as ours, which
+    never imports from the folder the CLI runs it in (:func:`python_module_argv`)."""
+    return python_module_argv("jupyter_agents.hook", str(spool_path(state_dir, session_id)))
+
+
+def claude_settings(state_dir: Path, session_id: str) -> Path:
+    """Write the session's private Claude Code settings file (hooks only; the user's
+    own hooks fire too) and return its path, for ``--settings``."""
+    import shlex
+
+    command = shlex.join(hook_command(state_dir, session_id))
+    hooks = {
+        event: [{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]
+        for event in CLAUDE_EVENTS
+    }
+    spool_dir(state_dir)
+    path = ensure_private_dir(state_dir / "hooks") / f"{session_id}.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"hooks": hooks}, f)
+    return path
+
+
+def codex_notify(state_dir: Path, session_id: str) -> str:
+    """The ``-c`` value that makes Codex run our hook at each turn's end (TOML array).
+
+    Codex passes the payload as one more argument. ``notify`` needs no hook trust,
+    so the user's trust settings stay as they are.
+    """
+    spool_dir(state_dir)
+    return "notify=" + json.dumps(hook_command(state_dir, session_id))
+
+
+class _Wake(asyncio.DatagramProtocol):
+    def __init__(self, on_wake: Callable[[], object]) -> None:
+        self.on_wake = on_wake
+
+    def datagram_received(self, data: bytes, addr: object) -> None:
+        self.on_wake()
+
+
+async def listen_for_hooks(
+    state_dir: Path, on_wake: Callable[[], object]
+) -> asyncio.DatagramTransport | None:
+    """Call ``on_wake`` (in the loop) whenever a hook spooled an event: the spool's
+    datagram socket (:data:`WAKE_SOCKET`), taken over from a server that died. None if it
+    cannot be made (a path too long for a socket): the periodic refresh still applies
+    the spool."""
+    path = spool_dir(state_dir) / WAKE_SOCKET
+    if len(str(path)) > 100:
+        return None
+    path.unlink(missing_ok=True)
+    try:
+        transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(
+            lambda: _Wake(on_wake), local_addr=str(path), family=socket.AF_UNIX
+        )
+    except OSError:
+        return None
+    os.chmod(path, 0o600)
+    return transport
+
+
+def read_spool(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The complete lines of a spool file from ``offset`` on, parsed (bad lines skipped),
+    and the offset after the last complete line."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read(1 << 20)
+    except OSError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    records = []
+    for line in data[:end].splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("t"), (int, float)):
+            records.append(record)
+    return records, offset + end
+
+
+class AttentionTracker:
+    """Keeps the store's attention states current: :meth:`apply_spool` applies the hook
+    events spooled in a state dir, in order, each file from where the last call stopped
+    (idempotent across processes: an event no newer than a session's
+    ``attention_since`` was applied before); :meth:`apply_silence` runs the heuristic of
+    kinds that report nothing exact."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        store: SessionStore,
+        kinds: Mapping[str, AgentKind],
+        publish: Callable[[EventAction, Session], None],
+        log: logging.Logger,
+    ) -> None:
+        self.folder = state_dir / "spool"
+        self.store = store
+        self.kinds = kinds
+        self.publish = publish
+        self.log = log
+        self._offsets: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def apply_silence(self, last_output_of: Callable[[str], datetime | None], now: float) -> int:
+        """Running sessions of ``heuristic`` kinds: ``waiting`` once their transcript
+        has been silent for the kind's ``silence`` seconds (``last_output_of(session
+        id)``: when it was last written, None if never), else ``working``. Returns the
+        number of changes."""
+        changed = 0
+        heuristic = {n: k for n, k in self.kinds.items() if k.reports == "heuristic"}
+        for session in self.store.list(["running"], heuristic):
+            kind = heuristic[session.kind]
+            written = last_output_of(session.id)
+            last_output = written.timestamp() if written else _epoch(session.last_activity)
+            silent = now - last_output >= getattr(kind, "silence", 5.0)
+            state: Attention = "waiting" if silent else "working"
+            if state != session.attention:
+                changed += self._set(session, state, None, last_output, "heuristic")
+        return changed
+
+    def _set(
+        self,
+        session: Session,
+        state: Attention,
+        reason: str | None,
+        when: float,
+        source: str | None,
+    ) -> int:
+        self.store.update(
+            session.id,
+            attention=state,
+            attention_reason=reason,
+            attention_since=_iso(when),
+            attention_source=source,
+        )
+        self.publish("attention", self.store.get(session.id))
+        return 1
+
+    def apply_spool(self) -> int:
+        """Apply what is new in every spool file; the number of attention changes."""
+        try:
+            files = sorted(self.folder.glob("*.jsonl"))
+        except OSError:
+            return 0
+        changed = 0
+        for path in files:
+            with self._lock:
+                records, self._offsets[path.stem] = read_spool(
+                    path, self._offsets.get(path.stem, 0)
+                )
+            if records:
+                changed += self._apply(path.stem, records)
+        return changed
+
+    def _apply(self, session_id: str, records: list[dict[str, Any]]) -> int:
+        try:
+            session = self.store.get(session_id)
+        except NotFound:
+            return 0
+        kind = self.kinds.get(session.kind)
+        source = session.attention_source or (kind.reports if kind else None)
+        changed = 0
+        for record in records:
+            if record["t"] <= _epoch(session.attention_since):
+                continue  # applied before (by this or another process)
+            if record.get("event") == "SessionStart":
+                session = self._follow(session, record.get("conversation"))
+            state = state_after(record, session.attention)
+            if state is None or state == (session.attention, session.attention_reason):
+                continue
+            changed += self._set(session, state[0], state[1], record["t"], source)
+            session = self.store.get(session_id)
+        return changed
+
+    def _follow(self, session: Session, conversation: object) -> Session:
+        """SessionStart names the exact conversation id (a new one after ``/clear``)."""
+        if not _is_uuid(conversation) or conversation == session.conversation_id:
+            return session
+        try:
+            if self.store.update(session.id, conversation_id=conversation, ambiguous=False):
+                session = self.store.get(session.id)
+                self.publish("conversation", session)
+        except Conflict as e:
+            self.log.warning("jupyter_agents: session %s: %s", session.id, e)
+        return session
+
+
+def _is_uuid(value: object) -> bool:
+    try:
+        return isinstance(value, str) and str(uuid.UUID(value)) == value.lower()
+    except ValueError:
+        return False
+
+
+def _epoch(iso: str | None) -> float:
+    """An ISO time from the store as seconds since the epoch (0 for None)."""
+    if not iso:
+        return 0.0
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def _iso(epoch: float) -> str:
+    """Seconds since the epoch as the store's ISO time (microseconds kept)."""
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,278 @@
+"""``%agent``: sessions from a notebook or IPython (``%load_ext jupyter_agents``).
+
+Sessions started here belong to the backend, not to the kernel: they keep running when
+the kernel restarts, and JupyterLab lists them as terminals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import shlex
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+
+from jupyter_agents.clients.cli import cost_report, cost_text, describe_session, hit_line
+from jupyter_agents.clients.display import SessionTable, worth_listing
+from jupyter_agents.config import open_sessions
+from jupyter_agents.core.errors import AgentsError, Conflict
+from jupyter_agents.core.store import Session
+from jupyter_agents.sessions.query import MAX_LIMIT, parse_query
+from jupyter_agents.sessions.restore import RestoreResult
+from jupyter_agents.sessions.search import search_sessions
+from jupyter_agents.sessions.service import SessionService
+from jupyter_agents.terminal.render import plain_text
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise UsageError(f"%agent: {message} (see %agent?)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="%agent", add_help=False)
+    parser.add_argument("--state-dir")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("new", add_help=False)
+    p.add_argument("kind")
+    p.add_argument("--cwd")
+    p.add_argument("--name")
+    for verb in ("ls", "list"):
+        sub.add_parser(verb, add_help=False).add_argument("--all", action="store_true")
+    p = sub.add_parser("show", add_help=False)
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("grep", add_help=False)
+    p.add_argument("pattern")
+    p.add_argument("-E", "--regex", action="store_true")
+    p.add_argument("-s", "--case", action="store_true")
+    p.add_argument("--session")
+    p.add_argument("-m", "--max-count", type=int, default=50)
+    p = sub.add_parser("cost", add_help=False)
+    p.add_argument("ids", nargs="*")
+    sub.add_parser("attach", add_help=False).add_argument("id")
+    for verb in ("resume", "restore"):
+        p = sub.add_parser(verb, add_help=False)
+        p.add_argument("id", nargs="?")
+        p.add_argument("--all", action="store_true")
+        p.add_argument("--conversation")
+    sub.add_parser("kill", add_help=False).add_argument("id")
+    p = sub.add_parser("rename", add_help=False)
+    p.add_argument("id")
+    p.add_argument("title", nargs="*")
+    p = sub.add_parser("log", add_help=False)
+    p.add_argument("id")
+    p.add_argument("-n", type=int, default=40)
+    sub.add_parser("dashboard", add_help=False)
+    return parser
+
+
+def report_failures(sessions: list[Session], failed: list[tuple[str, str]]) -> None:
+    """Print (stderr, shown apart in a notebook) one line per restore that failed:
+    ``failed`` could not be launched, ``sessions`` that are not running afterwards
+    ended at once; each with its reason. A running one with a reason (it started
+    fresh: its conversation was never known) gets its line on stdout."""
+    for sid, error in failed:
+        print(f"{sid}: {error}", file=sys.stderr)
+    for session in sessions:
+        if session.status != "running":
+            print(f"{session.id}: {session.reason or session.status}", file=sys.stderr)
+        elif session.reason:  # running, with something to say (it started fresh)
+            print(f"{session.id}: {session.reason}")
+
+
+#: the MIME type of a terminal to open, which the JupyterLab extension renders as a
+#: button that opens the terminal's tab (``labextension/src/terminallink.ts``)
+TERMINAL_MIME = "application/vnd.jupyter-agents.terminal+json"
+
+
+class TerminalLink:
+    """``%agent attach``'s answer: in JupyterLab (with this package's extension) a button
+    that opens the terminal's tab (:data:`TERMINAL_MIME`); elsewhere a link to the
+    terminal's page on this server (``<base>/terminals/<name>``, the page Jupyter
+    Notebook 7 serves); in text how to reach it from a shell."""
+
+    def __init__(self, session: Session, base_url: str) -> None:
+        self.session = session
+        self.base_url = base_url
+
+    def __repr__(self) -> str:
+        s = self.session
+        return (
+            f"terminal {s.name!r} ({s.kind}, {s.id}): open it from JupyterLab's terminals, "
+            f"or from a shell: jupyter agents attach {s.id}"
+        )
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        s = self.session
+        return {
+            TERMINAL_MIME: {"name": s.name, "id": s.id, "kind": s.kind},
+            "text/html": self._repr_html_(),
+            "text/plain": repr(self),
+        }
+
+    def _repr_html_(self) -> str:
+        s = self.session
+        href = html.escape(f"{self.base_url.rstrip('/')}/terminals/{s.name}")
+        return (
+            f'<a href="{href}" target="_blank" class="jupyter-agents-attach">open terminal '
+            f"{html.escape(s.name)} ({html.escape(s.kind)}, {html.escape(s.id)})</a>"
+        )
+
+
+def terminal_link(session: Session) -> TerminalLink:
+    """:class:`TerminalLink` to a running ``session``; :class:`Conflict` otherwise.
+    The server's base URL is JupyterHub's prefix for this server when there is one."""
+    if session.status != "running":
+        raise Conflict(
+            f"session {session.id} is {session.status}; nothing to attach to "
+            f"(%agent resume {session.id} relaunches it)"
+        )
+    return TerminalLink(session, os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/"))
+
+
+@magics_class
+class AgentMagics(Magics):
+    """The ``%agent`` line magic."""
+
+    def __init__(self, shell: Any = None) -> None:
+        super().__init__(shell)  # type: ignore[no-untyped-call]
+        self._services: dict[str | None, SessionService] = {}
+
+    def service(self, state_dir: str | None) -> SessionService:
+        """The session service of ``state_dir`` (the default one if None), opened once."""
+        if state_dir not in self._services:
+            self._services[state_dir] = open_sessions(state_dir)
+        return self._services[state_dir]
+
+    @line_magic  # type: ignore[untyped-decorator]
+    def agent(self, line: str) -> Any:
+        """Start, list, resume, kill and follow terminal and agent sessions.
+
+        %agent new KIND [--cwd DIR] [--name NAME] [-- ARGS...]
+            start a session: shell, claude, codex or a configured kind
+        %agent ls [--all]   (or: list)
+            the sessions to act on (--all: every record), an HTML table in notebooks,
+            with why each ended session ended
+        %agent show ID [--json]
+            one session: its fields (--json: the REST model)
+        %agent grep PATTERN [-E] [-s] [--session ID] [-m N]
+            search every transcript and agent conversation
+        %agent cost [ID...]
+            what agent sessions spent (estimated), per session and in total
+        %agent attach ID
+            a link that opens the session's terminal in JupyterLab
+        %agent resume ID [--conversation CID] | --all   (or: restore)
+            restore one ended session, or every interrupted one; each failure is
+            printed with its reason; an agent whose conversation was never known
+            starts fresh, or continues CID, one of its folder's
+        %agent kill ID
+            end a session's process tree
+        %agent rename ID TITLE...
+            give a session a title (none: the title its program set shows again)
+        %agent log ID [-n LINES]
+            the last LINES lines of a session's transcript (default 40)
+        %agent dashboard
+            a live table of sessions with buttons (ipywidgets)
+
+        The verbs are the CLI's (jupyter agents list/show/grep/cost/restore/...).
+        ID is a session id, a unique start of one, or a terminal name (the running
+        terminal, else the newest session of that name). Every command takes
+        --state-dir DIR (default: $JUPYTER_AGENTS_STATE_DIR, else the
+        Jupyter server's). Sessions belong to the backend, not the kernel: they survive
+        kernel restarts and show up in JupyterLab as terminals.
+        """
+        words = shlex.split(line)
+        extra = words[words.index("--") + 1 :] if "--" in words else []
+        if extra:
+            words = words[: len(words) - len(extra) - 1]
+        if not words:
+            raise UsageError("%agent: which command? (see %agent?)")
+        args = _parser().parse_args(words)
+        try:
+            return self._run(self.service(args.state_dir), args, extra)
+        except AgentsError as e:
+            raise UsageError(f"%agent {args.command}: {e}") from None
+
+    def _resume(self, service: SessionService, args: argparse.Namespace) -> Any:
+        """``%agent resume``: restore, then print each failure with its reason."""
+        if args.all == bool(args.id):
+            raise UsageError(f"%agent {args.command}: give a session id or --all")
+        if args.all and args.conversation:
+            raise UsageError(f"%agent {args.command}: --conversation is for one session")
+        if not args.all:
+            session = service.restorer.restore(service.lookup(args.id).id, args.conversation)
+            result = RestoreResult([service.restorer.check_resumed(session)], [])
+        else:
+            service.reconcile()  # after a reboot nothing else may have noticed yet
+            interrupted = [s.id for s in service.interrupted()]
+            if not interrupted:
+                print("no interrupted sessions")
+                return None
+            result = service.restorer.restore_many(interrupted)
+        report_failures(result.restored, result.failed)
+        return SessionTable(result.restored)
+
+    def _grep(self, service: SessionService, args: argparse.Namespace) -> None:
+        """``%agent grep``: one line per hit (as the CLI prints them), at most ``-m``."""
+        query = parse_query(
+            {
+                "q": args.pattern,
+                "regex": "true" if args.regex else None,
+                "case": "true" if args.case else None,
+                "session": args.session,
+                "limit": str(max(1, min(MAX_LIMIT, args.max_count))),
+            },
+            list(service.kinds),
+        )
+        hits = search_sessions(service, query).hits
+        print("\n".join(hit_line(hit) for hit in hits) if hits else "no match")
+
+    def _run(self, service: SessionService, args: argparse.Namespace, extra: list[str]) -> Any:
+        if args.command == "new":
+            session, _ = service.create(
+                name=args.name, cwd=args.cwd or ".", kind=args.kind, args=extra, strict=True
+            )
+            return SessionTable([session])
+        if args.command in ("ls", "list"):
+            service.read_usage()
+            sessions = service.list()
+            if not args.all:
+                now = datetime.now(timezone.utc)
+                sessions = [s for s in sessions if worth_listing(s, now)]
+            return SessionTable(sessions, service.usage_models(sessions))
+        if args.command in ("resume", "restore"):
+            return self._resume(service, args)
+        if args.command == "show":
+            service.follow_conversations()
+            service.read_usage()
+            model = service.models([service.lookup(args.id)])[0]
+            print(json.dumps(model, indent=2) if args.json else describe_session(model, None))
+            return None
+        if args.command == "grep":
+            return self._grep(service, args)
+        if args.command == "cost":
+            service.read_usage()
+            ids = [service.lookup(ref).id for ref in args.ids] or None
+            print(cost_text(cost_report(service, ids)))
+            return None
+        if args.command == "attach":
+            return terminal_link(service.lookup(args.id))
+        if args.command == "kill":
+            return SessionTable([service.terminate(service.lookup(args.id).id)])
+        if args.command == "rename":
+            title = " ".join(args.title)
+            return SessionTable([service.rename(service.lookup(args.id).id, title)])
+        if args.command == "log":
+            data = service.transcript(service.lookup(args.id).id).tail(1 << 20)
+            print("\n".join(plain_text(data).splitlines()[-args.n :]))
+            return None
+        from jupyter_agents.clients.widgets import Dashboard  # ipywidgets: only for the dashboard
+
+        return Dashboard(service=service)

@@ -1,0 +1,157 @@
+"""``Dashboard``: an ipywidgets view of the sessions of a state dir, live.
+
+One row per session (status, kind, name, conversation) with the actions its status
+allows (kill, restore, adopt), and the tail of a selected session's transcript. It
+redraws on every event of its session service (changes made from this kernel), and a
+background thread reconciles every ``interval`` seconds, so a change made elsewhere
+(JupyterLab, the CLI, another kernel) or a process ending shows within that time.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+from traitlets import Float, List
+
+from jupyter_agents.clients.display import current_attention, html_table
+from jupyter_agents.config import open_sessions
+from jupyter_agents.core.errors import AgentsError
+from jupyter_agents.core.events import SessionEvent
+from jupyter_agents.core.store import Session
+from jupyter_agents.sessions.service import SessionService
+from jupyter_agents.terminal.render import html_lines
+
+
+class Dashboard(widgets.VBox):  # type: ignore[misc]
+    """Live table of sessions with buttons; see the module docstring.
+
+    ``sessions`` holds the REST models as last read (oldest first).
+    """
+
+    sessions: List[dict[str, Any]] = List(help="The session models shown, as of the last refresh.")
+    interval = Float(1.0, help="Seconds between refreshes.")
+
+    def __init__(
+        self,
+        service: SessionService | None = None,
+        state_dir: str | None = None,
+        interval: float = 1.0,
+        tail_bytes: int = 8192,
+    ) -> None:
+        self.service = service if service is not None else open_sessions(state_dir)
+        self.tail_bytes = tail_bytes
+        self.table = widgets.HTML()
+        self.rows = widgets.VBox()
+        self.status = widgets.HTML()
+        self.selected = widgets.Dropdown(description="transcript", options=[("-", "")])
+        self.tail = widgets.HTML()
+        super().__init__(
+            [self.table, self.rows, self.status, self.selected, self.tail], interval=interval
+        )
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.selected.observe(lambda _: self.refresh(), names="value")
+        self.refresh()
+        self._unsubscribe = self.service.events.subscribe(self._on_event)
+        self._thread = threading.Thread(target=self._poll, name="agents-dashboard", daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.refresh()
+            except AgentsError as e:
+                self.status.value = f"<b>refresh failed:</b> {html.escape(str(e))}"
+
+    def _on_event(self, event: SessionEvent) -> None:
+        if event.action != "activity":
+            self._redraw()
+
+    def refresh(self) -> None:
+        """Reconcile and read the agents' usage, then redraw what changed."""
+        self.service.reconcile()
+        self.service.read_usage()
+        self._redraw()
+
+    def _redraw(self) -> None:
+        with self._lock:
+            current = self.service.store.list()
+            usage = self.service.usage_models(current)
+            models = [{**s.to_model(), "usage": usage.get(s.id)} for s in current]
+            if models != self.sessions:
+                self.sessions = models
+                self.table.value = html_table(current, usage)
+                self.rows.children = [self._row(s) for s in current]
+                options = [("-", ""), *((f"{s.name} ({s.kind}, {s.id})", s.id) for s in current)]
+                if options != list(self.selected.options):
+                    value = self.selected.value
+                    self.selected.options = options
+                    self.selected.value = value if value in {v for _, v in options} else ""
+            self.tail.value = self._tail_html()
+
+    def _tail_html(self) -> str:
+        sid = self.selected.value
+        if not sid:
+            return ""
+        data = self.service.transcript(sid).tail(self.tail_bytes)
+        if not data:
+            return "<i>no transcript</i>"
+        return f"<pre>{''.join(html_lines([data]))}</pre>"
+
+    def _row(self, session: Session) -> widgets.HBox:
+        label = widgets.HTML(
+            f"<code>{html.escape(session.name)}</code> {html.escape(session.kind)} "
+            f"<b>{html.escape(session.status)}</b> {html.escape(current_attention(session))} "
+            f"{html.escape(session.conversation_id or '')}"
+        )
+        buttons = []
+        actions: dict[str, Callable[[str], Any]] = {}
+        if session.status in ("running", "orphaned"):
+            actions["kill"] = self.service.terminate
+        if session.status == "orphaned":
+            actions["adopt"] = self.service.adopt
+        if session.status in ("interrupted", "exited", "killed"):
+            actions["restore"] = self._restore
+        for name, action in actions.items():
+            button = widgets.Button(description=name, layout=widgets.Layout(width="auto"))
+            button.on_click(self._handler(name, action, session.id))
+            buttons.append(button)
+        return widgets.HBox([label, *buttons])
+
+    def _restore(self, session_id: str) -> Session:
+        """Restore and watch it; :class:`AgentsError` with the reason when it did not
+        come up (the record stays ``interrupted``, with that reason)."""
+        restorer = self.service.restorer
+        session = restorer.check_resumed(restorer.restore(session_id))
+        if session.status != "running":
+            raise AgentsError(f"{session_id}: {session.reason or session.status}")
+        return session
+
+    def _handler(
+        self, name: str, action: Callable[[str], Any], session_id: str
+    ) -> Callable[[Any], None]:
+        def run() -> None:
+            self.status.value = self.act(name, action, session_id)
+            self.refresh()
+
+        # off the kernel's thread: a restore watches the new process for a few seconds
+        return lambda _button: threading.Thread(target=run, daemon=True).start()
+
+    def act(self, name: str, action: Callable[[str], Any], session_id: str) -> str:
+        """Run a button's ``action`` on ``session_id`` (blocking); the status line it
+        leaves as HTML: ``done`` only when it did, else the reason it failed."""
+        try:
+            action(session_id)
+        except AgentsError as e:
+            return f"<b>{name} failed:</b> {html.escape(str(e))}"
+        return f"{name}: {html.escape(session_id)} done"
+
+    def close(self) -> None:
+        """Stop refreshing and close the widgets."""
+        self._stop.set()
+        self._unsubscribe()
+        super().close()

@@ -1,0 +1,607 @@
+"""SessionStore: the per-user record of every terminal and agent session.
+
+One SQLite file in the state dir, opened by the server, the CLI and kernels at once:
+a journal mode its filesystem supports (:func:`journal_mode`: WAL on a local disk), a
+busy timeout, and ``BEGIN IMMEDIATE`` around every change so concurrent
+writers queue instead of failing. The schema version lives in ``PRAGMA user_version``
+and is migrated forward on open; a file written by a newer version, or one that is not a
+jupyter_agents store at all, is refused with :class:`~jupyter_agents.core.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from jupyter_agents.core.errors import Conflict, NotFound, StoreClosed, StoreError
+from jupyter_agents.core.paths import (
+    OBJECT_STORE_FILESYSTEMS,
+    filesystem_type,
+    on_network_filesystem,
+)
+
+#: how long :meth:`SessionStore.close` waits for a statement in flight (s)
+CLOSE_TIMEOUT = 10.0
+
+#: the journal modes ``AgentsApp.journal_mode`` may name besides ``auto``
+JOURNAL_MODES = ("wal", "delete", "truncate", "persist")
+
+
+def journal_mode(path: Path, configured: str = "auto") -> str:
+    """The SQLite journal mode for a store at ``path``: ``configured`` unless it is
+    ``auto``; else ``wal`` on a local filesystem and ``delete`` (a rollback journal) on
+    a network one (SQLite's WAL needs memory shared on one host). A filesystem over
+    object storage (:data:`~jupyter_agents.core.paths.OBJECT_STORE_FILESYSTEMS`) is refused
+    with :class:`~jupyter_agents.core.errors.StoreError` naming it: it has no locks SQLite
+    could use. Every process opening the store decides alike (the mode of a WAL file
+    persists in it)."""
+    if configured != "auto":
+        if configured not in JOURNAL_MODES:
+            raise StoreError(f"unknown journal mode {configured!r}; one of {JOURNAL_MODES}")
+        return configured
+    fs = filesystem_type(path.parent)
+    if fs in OBJECT_STORE_FILESYSTEMS:
+        raise StoreError(
+            f"{path.parent} is on {fs} (object storage), which cannot hold the session "
+            "store (SQLite needs file locks); choose AgentsApp.state_dir on a local disk "
+            "or NFS"
+        )
+    return "delete" if on_network_filesystem(path.parent) else "wal"
+
+
+Status = Literal["running", "exited", "interrupted", "orphaned", "killed"]
+#: what an agent session needs: ``waiting``, ``permission`` and ``error`` need the user
+Attention = Literal["ready", "working", "waiting", "permission", "error", "unknown"]
+
+#: Forward migrations; ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE sessions (
+        id              TEXT PRIMARY KEY,
+        name            TEXT NOT NULL,
+        kind            TEXT NOT NULL DEFAULT 'shell',
+        status          TEXT NOT NULL CHECK (status IN
+                            ('running', 'exited', 'interrupted', 'orphaned', 'killed')),
+        backend         TEXT NOT NULL,
+        cwd             TEXT,
+        argv            TEXT NOT NULL DEFAULT '[]',
+        pid             INTEGER,
+        pid_created     REAL,
+        created         TEXT NOT NULL,
+        last_activity   TEXT NOT NULL,
+        exit_code       INTEGER,
+        conversation_id TEXT,
+        rows            INTEGER,
+        cols            INTEGER
+    );
+    CREATE UNIQUE INDEX sessions_live_name ON sessions (name) WHERE status = 'running';
+    CREATE INDEX sessions_status ON sessions (status);
+    """,
+    # agent sessions: launch args, the environment to restore with, resume flags; one
+    # conversation belongs to one session
+    """
+    ALTER TABLE sessions ADD COLUMN args TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE sessions ADD COLUMN env TEXT;
+    ALTER TABLE sessions ADD COLUMN ambiguous INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN reason TEXT;
+    CREATE UNIQUE INDEX sessions_conversation ON sessions (conversation_id)
+        WHERE conversation_id IS NOT NULL;
+    """,
+    # attention: what an agent session needs from its user, as its CLI reported it
+    """
+    ALTER TABLE sessions ADD COLUMN attention TEXT;
+    ALTER TABLE sessions ADD COLUMN attention_since TEXT;
+    ALTER TABLE sessions ADD COLUMN attention_reason TEXT;
+    ALTER TABLE sessions ADD COLUMN attention_source TEXT;
+    """,
+    # read-only shares: who may watch which session until when (jupyter_agents.sharing.shares)
+    """
+    CREATE TABLE shares (
+        id          TEXT PRIMARY KEY,
+        session_id  TEXT NOT NULL,
+        viewer      TEXT,
+        created     TEXT NOT NULL,
+        expires     TEXT NOT NULL,
+        revoked     TEXT
+    );
+    CREATE INDEX shares_session ON shares (session_id);
+    """,
+    # JupyterHub access that came with a grant: the id of the hub share code made for
+    # it, and the users who got hub access through it (ended with the grant)
+    """
+    ALTER TABLE shares ADD COLUMN hub_code TEXT;
+    CREATE TABLE share_admissions (
+        share_id    TEXT NOT NULL,
+        user        TEXT NOT NULL,
+        admitted    TEXT NOT NULL,
+        PRIMARY KEY (share_id, user)
+    );
+    """,
+    # titles: the one a person gave the session, and the last one its program set; the
+    # modes its program set, as followed from its transcript (terminal_state.Followed)
+    """
+    ALTER TABLE sessions ADD COLUMN title TEXT;
+    ALTER TABLE sessions ADD COLUMN program_title TEXT;
+    ALTER TABLE sessions ADD COLUMN modes TEXT;
+    """,
+    # token usage of agent sessions and who watched them (jupyter_agents.spend.ledger): totals
+    # per conversation, model, day and attendance; Claude messages counted (by id); how
+    # far each conversation file was read; per session, the attendance, the allowance
+    # spent unattended since the last human input and its own unattended limit
+    """
+    CREATE TABLE usage_totals (
+        session_id      TEXT NOT NULL,
+        conversation_id TEXT NOT NULL,
+        model           TEXT NOT NULL,
+        day             TEXT NOT NULL,
+        unattended      INTEGER NOT NULL,
+        input           INTEGER NOT NULL DEFAULT 0,
+        output          INTEGER NOT NULL DEFAULT 0,
+        cache_creation  INTEGER NOT NULL DEFAULT 0,
+        cache_read      INTEGER NOT NULL DEFAULT 0,
+        records         INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (session_id, conversation_id, model, day, unattended)
+    );
+    CREATE TABLE usage_messages (
+        session_id      TEXT NOT NULL,
+        message_id      TEXT NOT NULL,
+        input           INTEGER NOT NULL,
+        output          INTEGER NOT NULL,
+        cache_creation  INTEGER NOT NULL,
+        cache_read      INTEGER NOT NULL,
+        PRIMARY KEY (session_id, message_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE usage_files (
+        session_id      TEXT NOT NULL,
+        conversation_id TEXT NOT NULL,
+        offset          INTEGER NOT NULL,
+        tail            TEXT NOT NULL,
+        cursor          TEXT,
+        PRIMARY KEY (session_id, conversation_id)
+    );
+    CREATE TABLE usage_sessions (
+        session_id          TEXT PRIMARY KEY,
+        tracked_since       REAL NOT NULL,
+        watched             INTEGER NOT NULL DEFAULT 0,
+        unattended_since    REAL,
+        watched_since       REAL,
+        stretches           TEXT NOT NULL DEFAULT '[]',
+        unattended_seconds  REAL NOT NULL DEFAULT 0,
+        allowance_since     REAL NOT NULL,
+        allow_input         INTEGER NOT NULL DEFAULT 0,
+        allow_output        INTEGER NOT NULL DEFAULT 0,
+        allow_cache_creation INTEGER NOT NULL DEFAULT 0,
+        allow_cache_read    INTEGER NOT NULL DEFAULT 0,
+        allow_cost          REAL NOT NULL DEFAULT 0,
+        allow_seconds       REAL NOT NULL DEFAULT 0,
+        limit_override      TEXT,
+        limit_hit           REAL,
+        limit_reason        TEXT,
+        interrupts          INTEGER NOT NULL DEFAULT 0,
+        skipped             INTEGER NOT NULL DEFAULT 0
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def utcnow_iso() -> str:
+    """The current UTC time as the ISO 8601 string Jupyter's REST models use."""
+    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+@dataclasses.dataclass
+class Session:
+    """One session record; ``to_model()`` is the JSON model of the REST API."""
+
+    id: str
+    name: str
+    status: Status
+    backend: str
+    kind: str = "shell"
+    cwd: str | None = None
+    argv: list[str] = dataclasses.field(default_factory=list)
+    pid: int | None = None
+    pid_created: float | None = None
+    created: str = dataclasses.field(default_factory=utcnow_iso)
+    last_activity: str = dataclasses.field(default_factory=utcnow_iso)
+    exit_code: int | None = None
+    conversation_id: str | None = None
+    rows: int | None = None
+    cols: int | None = None
+    #: extra arguments the session was launched with (kept on resume)
+    args: list[str] = dataclasses.field(default_factory=list)
+    #: the environment it was launched with (restored with it; never served)
+    env: dict[str, str] | None = None
+    #: the last launch resumed "the most recent conversation" instead of a known id
+    ambiguous: bool = False
+    #: why the session is in its state, when that needs saying (e.g. a failed resume)
+    reason: str | None = None
+    #: what the agent needs (None: a shell, or a kind that does not report)
+    attention: Attention | None = None
+    #: when it started needing that (ISO 8601 UTC)
+    attention_since: str | None = None
+    #: why, for ``error`` (e.g. ``authentication_failed``, ``rate_limit``)
+    attention_reason: str | None = None
+    #: how we know: ``hooks`` (exact, per-process hooks), ``notify`` (exact, at turn ends)
+    attention_source: str | None = None
+    #: the title a person gave it (None: none)
+    title: str | None = None
+    #: the last title its program set (OSC 0 or 2), plain text
+    program_title: str | None = None
+    #: the modes its program set at a transcript offset (terminal_state.Followed.dump)
+    modes: str | None = None
+
+    def to_model(self) -> dict[str, Any]:
+        """The session model of the REST API (everything but process identity and env):
+        ``title`` is the person's title, else the program's (``title_source`` says
+        which: ``user``, ``program`` or None)."""
+        model = dataclasses.asdict(self)
+        del model["pid_created"], model["env"], model["program_title"], model["modes"]
+        model["title"] = self.title or self.program_title
+        model["title_source"] = "user" if self.title else "program" if self.program_title else None
+        return model
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Session:
+        data = dict(row)
+        for key in _JSON_COLUMNS:
+            data[key] = None if data[key] is None else json.loads(data[key])
+        data["ambiguous"] = bool(data["ambiguous"])
+        return cls(**data)
+
+
+@dataclasses.dataclass
+class Share:
+    """A read-only grant: ``viewer`` (a user name; None: any user who can reach this
+    server) may watch session ``session_id`` until ``expires`` unless ``revoked``
+    (times ISO 8601 UTC, as :func:`utcnow_iso` writes them, so they sort as text)."""
+
+    id: str
+    session_id: str
+    viewer: str | None
+    created: str
+    expires: str
+    revoked: str | None = None
+    #: on JupyterHub, the id (``sc_<n>``) of the hub share code made for it, until the
+    #: code is deleted after the grant ended (never served)
+    hub_code: str | None = None
+
+    def active(self, now: str) -> bool:
+        """Whether it still grants anything at ``now`` (:func:`utcnow_iso`)."""
+        return self.revoked is None and now < self.expires
+
+    def to_model(self) -> dict[str, Any]:
+        model = dataclasses.asdict(self)
+        del model["hub_code"]
+        return model
+
+
+@dataclasses.dataclass(frozen=True)
+class Admission:
+    """``user`` got (or was meant to get) JupyterHub access to this server through grant
+    ``share_id``: the named viewer when the grant's share code was made, and anyone the
+    hub let reach that grant's viewer routes. Kept until that hub access is ended."""
+
+    share_id: str
+    user: str
+    admitted: str
+
+
+_COLUMNS = [f.name for f in dataclasses.fields(Session)]
+_SHARE_COLUMNS = [f.name for f in dataclasses.fields(Share)]
+_JSON_COLUMNS = ("argv", "args", "env")
+#: the tables of jupyter_agents.spend.ledger, keyed by session_id
+_USAGE_TABLES = ("usage_totals", "usage_messages", "usage_files", "usage_sessions")
+
+
+def _encode(values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: json.dumps(v) if k in _JSON_COLUMNS and v is not None else v for k, v in values.items()
+    }
+
+
+class SessionStore:
+    """The SQLite-backed session store of one state dir.
+
+    All methods are synchronous and short; they are safe to call from several processes,
+    and several threads, at once. Every write is one transaction.
+
+    The store owns its process's one connection to the file; the usage ledger
+    (:class:`~jupyter_agents.spend.ledger.UsageLedger`) borrows it through :meth:`connection`.
+    :meth:`close` waits for the statement in flight, and every call after it raises
+    :class:`~jupyter_agents.core.errors.StoreClosed`: SQLite does not survive a connection
+    closed under a running statement.
+    """
+
+    #: the journal mode SQLite reported when the store was opened
+    journal: str = ""
+
+    def __init__(self, path: str | Path, journal: str = "auto") -> None:
+        """Open (and migrate) the store at ``path``; ``journal``: ``auto`` or one of
+        :data:`JOURNAL_MODES` (see :func:`journal_mode`)."""
+        self.path = Path(path)
+        mode = journal_mode(self.path, journal)
+        # one connection, shared by this process's threads one call at a time
+        self._lock = threading.RLock()
+        self._closed = False
+        try:
+            self._db = sqlite3.connect(
+                self.path, timeout=10, isolation_level=None, check_same_thread=False
+            )
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA busy_timeout = 10000")
+            self.journal = self._db.execute(f"PRAGMA journal_mode = {mode}").fetchone()[0]
+            # NORMAL is durable enough with WAL only (SQLite's docs)
+            sync = "NORMAL" if self.journal == "wal" else "FULL"
+            self._db.execute(f"PRAGMA synchronous = {sync}")
+            self._migrate()
+        except sqlite3.DatabaseError as e:
+            raise StoreError(
+                f"{self.path} is not a usable jupyter_agents session store ({e}); "
+                "move it aside to start with an empty one"
+            ) from e
+
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> bool:
+        """Close the connection once no thread uses it; later calls raise
+        :class:`~jupyter_agents.core.errors.StoreClosed`. Waits at most ``timeout`` s for the
+        statement in flight; if it has not ended by then the connection is left open
+        (never closed under a statement) and False is returned. Idempotent."""
+        if not self._lock.acquire(timeout=timeout):
+            return False
+        try:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
+            return True
+        finally:
+            self._lock.release()
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for this thread alone until the block ends (its rows are
+        :class:`sqlite3.Row`); :class:`~jupyter_agents.core.errors.StoreClosed` once closed."""
+        with self._lock:
+            if self._closed:
+                raise StoreClosed(f"{self.path}: the session store is closed (server stopping)")
+            yield self._db
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self.connection() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            else:
+                db.execute("COMMIT")
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[sqlite3.Row]:
+        with self.connection() as db:
+            return db.execute(sql, params).fetchall()
+
+    def _migrate(self) -> None:
+        with self._transaction() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} has schema version {version}, newer than this "
+                    f"jupyter_agents understands ({SCHEMA_VERSION}); upgrade jupyter_agents"
+                )
+            if version == 0:
+                tables = db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+                if tables:
+                    raise StoreError(f"{self.path} is an SQLite file of something else")
+            for target in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[target].split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {target + 1}")
+
+    # -- reads -----------------------------------------------------------------------
+
+    def get(self, session_id: str) -> Session:
+        """The record with this id; :class:`NotFound` if there is none."""
+        rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        if not rows:
+            raise NotFound(f"no session with id {session_id!r}")
+        return Session.from_row(rows[0])
+
+    def find_live(self, name: str) -> Session | None:
+        """The ``running`` session called ``name``, if any."""
+        rows = self._query("SELECT * FROM sessions WHERE name = ? AND status = 'running'", (name,))
+        return Session.from_row(rows[0]) if rows else None
+
+    def list(
+        self, statuses: Iterable[Status] | None = None, kinds: Iterable[str] | None = None
+    ) -> builtins.list[Session]:
+        """Records in creation order, optionally only those in ``statuses`` and of
+        ``kinds`` (rows of other kinds are not even decoded)."""
+        where: builtins.list[str] = []
+        params: builtins.list[str] = []
+        for column, values in (("status", statuses), ("kind", kinds)):
+            if values is not None:
+                wanted = builtins.list(values)
+                if not wanted:
+                    return []
+                where.append(f"{column} IN ({','.join('?' * len(wanted))})")
+                params += wanted
+        condition = f"WHERE {' AND '.join(where)} " if where else ""
+        rows = self._query(
+            f"SELECT * FROM sessions {condition}ORDER BY created, rowid",  # noqa: S608
+            params,
+        )
+        return [Session.from_row(r) for r in rows]
+
+    def get_many(self, ids: Iterable[str]) -> builtins.list[Session]:
+        """The records among ``ids`` that exist (any status)."""
+        wanted = list(ids)
+        found: list[Session] = []
+        for i in range(0, len(wanted), 500):  # SQLite's bound-parameter limit
+            part = wanted[i : i + 500]
+            rows = self._query(
+                f"SELECT * FROM sessions WHERE id IN ({','.join('?' * len(part))})",  # noqa: S608
+                part,
+            )
+            found.extend(Session.from_row(r) for r in rows)
+        return found
+
+    def data_version(self) -> int:
+        """A number that changes whenever another connection (another process) commits
+        a change to the store: a cheap way to notice writes made elsewhere."""
+        return int(self._query("PRAGMA data_version")[0][0])
+
+    def live_names(self) -> set[str]:
+        return {r[0] for r in self._query("SELECT name FROM sessions WHERE status='running'")}
+
+    # -- writes ----------------------------------------------------------------------
+
+    def add(self, session: Session) -> None:
+        """Insert a new record. :class:`Conflict` if the id exists or a running session
+        already has this name."""
+        values = _encode(dataclasses.asdict(session))
+        marks = ",".join("?" * len(_COLUMNS))
+        try:
+            with self._transaction() as db:
+                db.execute(
+                    f"INSERT INTO sessions ({','.join(_COLUMNS)}) VALUES ({marks})",  # noqa: S608
+                    [values[c] for c in _COLUMNS],
+                )
+        except sqlite3.IntegrityError as e:
+            raise Conflict(
+                f"a session with id {session.id!r}, live name {session.name!r} or "
+                f"conversation {session.conversation_id!r} already exists"
+            ) from e
+
+    def update(
+        self, session_id: str, *, expect: Sequence[Status] | None = None, **fields: Any
+    ) -> bool:
+        """Set ``fields`` on one record, atomically.
+
+        With ``expect``, the change applies only while the record's status is one of them
+        (compare-and-set: a concurrent writer's newer decision is never overwritten).
+        Returns whether a row changed. :class:`Conflict` if the change would give a live
+        name or a conversation id to a second session.
+        """
+        unknown = set(fields) - set(_COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown session fields {sorted(unknown)}")
+        fields = _encode(fields)
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        sql = f"UPDATE sessions SET {sets} WHERE id = ?"  # noqa: S608
+        params: list[Any] = [*fields.values(), session_id]
+        if expect is not None:
+            sql += f" AND status IN ({','.join('?' * len(expect))})"
+            params.extend(expect)
+        try:
+            with self._transaction() as db:
+                return db.execute(sql, params).rowcount > 0
+        except sqlite3.IntegrityError as e:
+            raise Conflict(
+                f"session {session_id!r}: its name or conversation id belongs to another session"
+            ) from e
+
+    def forget(self, session_id: str, expect: Sequence[Status]) -> Session | None:
+        """Delete one record, only while its status is one of ``expect`` (and its usage,
+        :mod:`jupyter_agents.spend.ledger`); the record deleted, or None (unknown, or in another
+        status)."""
+        marks = ",".join("?" * len(expect))
+        with self._transaction() as db:
+            rows = db.execute(
+                f"SELECT * FROM sessions WHERE id = ? AND status IN ({marks})",  # noqa: S608
+                [session_id, *expect],
+            ).fetchall()
+            if not rows:
+                return None
+            db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            for table in _USAGE_TABLES:
+                db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))  # noqa: S608
+        return Session.from_row(rows[0])
+
+    # -- shares ----------------------------------------------------------------------
+
+    def add_share(self, share: Share) -> None:
+        with self._transaction() as db:
+            db.execute(
+                f"INSERT INTO shares ({','.join(_SHARE_COLUMNS)}) "  # noqa: S608
+                f"VALUES ({','.join('?' * len(_SHARE_COLUMNS))})",
+                [getattr(share, name) for name in _SHARE_COLUMNS],
+            )
+
+    def share(self, share_id: str) -> Share:
+        """The grant with this id; :class:`NotFound` if there is none."""
+        rows = self._query("SELECT * FROM shares WHERE id = ?", (share_id,))
+        if not rows:
+            raise NotFound(f"no share with id {share_id!r}")
+        return Share(**dict(rows[0]))
+
+    def shares(
+        self, active_at: str | None = None, ids: Iterable[str] | None = None
+    ) -> builtins.list[Share]:
+        """Grants in creation order; with ``active_at``, only those active then; with
+        ``ids``, only those among them."""
+        if ids is None:
+            rows = self._query("SELECT * FROM shares ORDER BY created, rowid")
+        else:
+            wanted = builtins.list(ids)
+            rows = []
+            for i in range(0, len(wanted), 500):  # SQLite's bound-parameter limit
+                part = wanted[i : i + 500]
+                marks = ",".join("?" * len(part))
+                rows += self._query(f"SELECT * FROM shares WHERE id IN ({marks})", part)  # noqa: S608
+            rows.sort(key=lambda r: r["created"])
+        found = [Share(**dict(r)) for r in rows]
+        return found if active_at is None else [s for s in found if s.active(active_at)]
+
+    def set_share_hub_code(self, share_id: str, code_id: str | None) -> None:
+        """Record (or, with None, forget) the hub share code made for a grant."""
+        with self._transaction() as db:
+            db.execute("UPDATE shares SET hub_code = ? WHERE id = ?", (code_id, share_id))
+
+    def admit(self, share_id: str, user: str, when: str) -> None:
+        """Record an :class:`Admission` (once per grant and user)."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO share_admissions (share_id, user, admitted) "
+                "VALUES (?, ?, ?)",
+                (share_id, user, when),
+            )
+
+    def admissions(self) -> builtins.list[Admission]:
+        """Every :class:`Admission` not yet forgotten, oldest first."""
+        rows = self._query("SELECT * FROM share_admissions ORDER BY admitted, rowid")
+        return [Admission(**dict(r)) for r in rows]
+
+    def forget_admissions(self, user: str, share_ids: Iterable[str]) -> None:
+        """Drop ``user``'s admissions through ``share_ids`` (their hub access ended)."""
+        with self._transaction() as db:
+            db.executemany(
+                "DELETE FROM share_admissions WHERE share_id = ? AND user = ?",
+                [(share_id, user) for share_id in share_ids],
+            )
+
+    def revoke_share(self, share_id: str, when: str) -> bool:
+        """Mark a grant revoked at ``when``; whether it was active until now."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE shares SET revoked = ? WHERE id = ? AND revoked IS NULL AND expires > ?",
+                (when, share_id, when),
+            )
+            return cursor.rowcount > 0
+
+
+def new_session_id() -> str:
+    """A fresh session id: ``\\w+``, sortable by creation time, unique in practice."""
+    return f"{int(time.time() * 1000):x}{secrets.token_hex(4)}"

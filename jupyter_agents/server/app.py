@@ -1,0 +1,319 @@
+"""AgentsApp: the Jupyter Server extension. It only wires: config traits -> session
+service -> reconcile before serving -> terminal manager, streams, handlers, events."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Float, TraitError, Type
+
+from jupyter_agents.agents.attention import listen_for_hooks
+from jupyter_agents.config import AgentsSettings, default_shell
+from jupyter_agents.core import paths, provenance
+from jupyter_agents.core.errors import AgentsError
+from jupyter_agents.core.events import SCHEMA_ID, SCHEMA_PATH, SessionEvent
+from jupyter_agents.core.store import CLOSE_TIMEOUT, Session
+from jupyter_agents.server.activity import Attendance, ServerActivity
+from jupyter_agents.server.handlers import handlers
+from jupyter_agents.server.streams import Streams
+from jupyter_agents.server.terminals import TerminalManager
+from jupyter_agents.server.unattended import UnattendedGuard
+from jupyter_agents.sessions.service import SessionService
+from jupyter_agents.sharing import shares as sharing
+from jupyter_agents.sharing.auth import narrow_hub_identity, sharing_refused
+
+#: how long stopping waits for the periodic tasks to end (s)
+DRAIN_TIMEOUT = 5.0
+
+
+class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
+    """Persistent terminals and agent sessions, owned by tmux or the pty broker."""
+
+    name = "jupyter_agents"
+    description = __doc__ or ""
+    load_other_extensions = True
+
+    terminal_manager_class = Type(
+        TerminalManager,
+        klass=TerminalManager,
+        config=True,
+        help="The TerminalManager class (the stock terminal API over the sessions).",
+    )
+
+    share_revalidate_interval = Float(
+        sharing.REVALIDATE_S,
+        config=True,
+        help="Seconds between re-validations of each read-only viewer with JupyterHub: "
+        "a share revoked on the hub ends the watch within this.",
+    )
+
+    service: SessionService | None = None
+    manager: TerminalManager | None = None
+    streams: Streams | None = None
+    shares: sharing.Shares | None = None
+    activity: ServerActivity | None = None
+    attendance: Attendance | None = None
+    guard: UnattendedGuard | None = None
+    _restored: list[Session]
+    _started: asyncio.Future[None] | None = None
+    _stopping = False
+    _narrowed = False
+
+    def _link_jupyter_server_extension(self, serverapp: Any) -> None:
+        """Take the terminal routes over from jupyter_server_terminals.
+
+        Extensions link in alphabetical order, so this runs before the stock extension
+        links; disabling it here means its manager is never created and can never spawn.
+        An invalid ``c.AgentsApp`` value stops the server (traitlets' message names the
+        trait): running on without it would run stock terminals, or no spend limit.
+        """
+        try:
+            super()._link_jupyter_server_extension(serverapp)
+        except TraitError as e:
+            self.log.critical("jupyter_agents: invalid configuration: %s", e)
+            raise SystemExit(1) from None
+        stock = serverapp.extension_manager.extensions.get("jupyter_server_terminals")
+        if stock is not None and stock.enabled:
+            stock.enabled = False
+            self.log.info("jupyter_agents: replacing jupyter_server_terminals' terminals")
+
+    def initialize_settings(self) -> None:
+        assert self.serverapp is not None
+        # jupyterhub-singleuser replaces a configured identity_provider_class
+        self._narrowed = narrow_hub_identity(self.serverapp)
+        if not self.serverapp.terminals_enabled:
+            self.settings["terminals_available"] = False
+            return
+        try:
+            self.service = self.open_sessions(
+                root_dir=self.serverapp.root_dir,
+                shell=default_shell(self.serverapp.terminado_settings),
+                extra_env={
+                    "JUPYTER_SERVER_ROOT": self.serverapp.root_dir,
+                    "JUPYTER_SERVER_URL": self.serverapp.connection_url,
+                },
+            )
+            backend = self.service.backends.default()
+        except (AgentsError, ValueError) as e:
+            self.log.error("jupyter_agents: terminals are unavailable: %s", e)
+            self.settings["terminals_available"] = False
+            return
+        try:
+            debug = " ".join(backend.debug_attach_command("<session id>"))
+        except AgentsError as e:  # its socket is not ours: said again on first use
+            debug = str(e)
+        where = provenance.source(self.serverapp, provenance.AGENTS_SECTIONS, "backend")
+        chosen = "chosen by backend=auto" if self.backend == "auto" else "configured"
+        self.log.info(
+            "jupyter_agents: backend %s (%s; debug: %s)",
+            backend.name,
+            chosen if where == provenance.DEFAULT else f"{chosen}, from {where}",
+            debug,
+        )
+        state_dir = self.service.state_dir
+        runtime = paths.runtime_dir(state_dir)
+        self.log.info(
+            "jupyter_agents: state dir %s on %s: store journal %s, sockets in %s",
+            state_dir,
+            paths.filesystem_type(state_dir) or "an unknown filesystem",
+            self.service.store.journal,
+            "the state dir" if runtime is None else f"{runtime} (a network filesystem)",
+        )
+        for name in provenance.HUB_SETTINGS:
+            where = provenance.source(self.serverapp, provenance.AGENTS_SECTIONS, name)
+            value = provenance.describe(getattr(self, name), where)
+            self.log.info("jupyter_agents: setting %s = %s", name, value)
+        assert self.serverapp.event_logger is not None
+        self.serverapp.event_logger.register_event_schema(SCHEMA_PATH)
+        # before the first request: the first GET /api/terminals must list survivors
+        self.service.reconcile(boot=True)
+        self.service.apply_attention()  # hook events of while no server ran
+        self.service.usage.unwatch_all(time.time())  # no viewer is connected yet
+        self.service.events.publish_external(
+            self.service.store
+        )  # the baseline for changes made elsewhere
+        self._restored = self._restore_on_start(self.service)
+        self.manager = self.terminal_manager_class(
+            service=self.service,
+            restore_on_open=self.restore_on_open,
+            parent=self.serverapp,
+            log=self.log,
+        )
+        # prometheus' terminal_currently_running_total, as stock keeps it
+        self.manager.count(self.service.store.list(["running"]))
+        self._uncount = self.service.events.subscribe(self.manager.follow)
+        self.settings.update(
+            {
+                "terminals_available": True,
+                "terminal_manager": self.manager,
+                "jupyter_agents_start": self.ensure_started,
+            }
+        )
+
+    def _restore_on_start(self, service: SessionService) -> list[Session]:
+        if self.restore_on_start == "none":
+            return []
+        kinds = None if self.restore_on_start == "all" else set(service.kinds) - {"shell"}
+        restored = []
+        for session in service.interrupted(kinds):
+            try:
+                restored.append(service.restorer.restore(session.id))
+            except AgentsError as e:
+                self.log.warning("jupyter_agents: could not restore %s: %s", session.id, e)
+        self.log.info("jupyter_agents: restored %d interrupted sessions at start", len(restored))
+        return restored
+
+    def initialize_handlers(self) -> None:
+        if self.service is None or self.manager is None:
+            return
+        settings = self.serverapp.web_app.settings if self.serverapp else {}
+        self.activity = ServerActivity(settings, self.agent_keepalive, self.log)
+        self.streams = Streams(
+            self.service, self.service.backends, self.activity_interval, self.log, self.activity
+        )
+        self.shares = sharing.Shares(
+            self.service,
+            lambda: sharing_refused(settings),
+            self.share_revalidate_interval,
+            self.log,
+        )
+        self.handlers.extend(handlers(self.service, self.manager, self.streams, self.shares))
+        # who watches (and types into) each session: the unattended limit's evidence
+        self.attendance = self.streams.attendance = Attendance(self.service, self.log)
+        self.guard = UnattendedGuard(self.service, self.streams, self.log)
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        """The server's start hook: :meth:`ensure_started`."""
+        await self.ensure_started()
+
+    async def ensure_started(self) -> None:
+        """Start, once, what runs while the server does (on the IO loop): emit session
+        events, watch restored sessions, follow conversation ids and other processes'
+        changes, watch the backend's liveness, listen for hooks, expire shares, cull,
+        keep the server active while agents work.
+
+        The server's start hook calls it; so does every request to our routes
+        (:meth:`~jupyter_agents.server.handlers.ApiHandler.prepare`), because a host that never
+        runs extension start hooks (an in-process server such as pytest-jupyter's
+        ``jp_serverapp``) would otherwise never cull, emit or listen. That is where
+        stock starts its culler too: with the first terminal it creates.
+        """
+        if self.service is None or self.manager is None or self._stopping:
+            return
+        if self._started is None:
+            self._started = asyncio.ensure_future(self._start(self.service, self.manager))
+        await asyncio.shield(self._started)
+
+    async def _start(self, service: SessionService, manager: TerminalManager) -> None:
+        loop = asyncio.get_running_loop()
+
+        def emit_in_loop(event: SessionEvent) -> None:
+            loop.call_soon_threadsafe(self._emit, event)
+
+        self._unsubscribe = service.events.subscribe(emit_in_loop)
+        # a dead or hung backend owner is replaced; reconcile then marks its sessions
+        self._unmonitor = service.backends.default().monitor(
+            lambda: loop.run_in_executor(None, service.reconcile)
+        )
+        manager.start_culling()
+        self._hooks = await listen_for_hooks(
+            service.state_dir, lambda: loop.run_in_executor(None, service.apply_attention)
+        )
+        if self.refresh_interval > 0:
+            self._refresher = asyncio.ensure_future(self._refresh(service))
+        if self.activity is not None and self.agent_keepalive > 0:
+            self._keepalive = asyncio.ensure_future(
+                self.activity.run(lambda: service.store.list(["running"]), self.activity_interval)
+            )
+        if self.shares is not None:
+            assert self.serverapp is not None
+            reason = sharing_refused(self.serverapp.web_app.settings)
+            where = provenance.source(self.serverapp, ("ServerApp",), "authorizer_class")
+            how = f"authorizer_class {where if where == provenance.DEFAULT else 'from ' + where}"
+            if self._narrowed:
+                how += "; jupyterhub-singleuser's identity provider narrowed to ours"
+            self.log.info("jupyter_agents: %s (%s)", reason or "read-only sharing available", how)
+            self._sharing = asyncio.ensure_future(self.shares.run())
+        for session in self._restored:
+            loop.run_in_executor(None, service.restorer.check_resumed, session)
+
+    def _emit(self, event: SessionEvent) -> None:
+        """A session event, in the IO loop: to jupyter_events (browsers). Not server
+        activity: that is terminal input and output and working agents
+        (:mod:`jupyter_agents.server.activity`)."""
+        assert self.serverapp is not None and self.serverapp.event_logger is not None
+        self.serverapp.event_logger.emit(schema_id=SCHEMA_ID, data=event.data())
+
+    async def _refresh(self, service: SessionService) -> None:
+        """Every ``refresh_interval`` s, off the loop: conversation ids of running agents
+        (and what they added to their conversation files, into the archive, and the
+        tokens they spent, into the usage ledger, then the unattended limit applied),
+        what their programs set (modes, titles) and when they last printed (their
+        ``last_activity``, watched or not), the changes other processes made to the
+        store (all publish events), and new gaps in running sessions' transcripts
+        (logged)."""
+        while True:
+            await asyncio.sleep(self.refresh_interval)
+            try:
+                await asyncio.to_thread(service.follow_conversations)
+                await asyncio.to_thread(service.archive_conversations)
+                changes = await asyncio.to_thread(service.read_usage)
+                if self.guard is not None:
+                    await self.guard.interrupt(await asyncio.to_thread(self.guard.check, changes))
+                await asyncio.to_thread(service.follow_modes)
+                await asyncio.to_thread(service.follow_activity)
+                await asyncio.to_thread(service.apply_attention)  # in case a wake was lost
+                await asyncio.to_thread(service.events.publish_external, service.store)
+                await asyncio.to_thread(service.log_transcript_gaps)
+            except AgentsError as e:
+                self.log.warning("jupyter_agents: refresh failed: %s", e)
+
+    def current_activity(self) -> dict[str, Any] | None:
+        """The sessions keeping the server active (agents at work within
+        ``agent_keepalive``), by terminal name; None when none does, so
+        ``ServerApp.shutdown_no_activity_timeout`` is not held off by idle sessions."""
+        return None if self.activity is None else self.activity.current_activity()
+
+    async def stop_extension(self) -> None:
+        """Stop taking work, then drain it, then close the store: the periodic tasks are
+        cancelled and awaited (at most :data:`DRAIN_TIMEOUT` s), the streams and the
+        attendance writer finish, and the store closes once the statement in flight
+        ends (off the loop). Work still running after that gets
+        :class:`~jupyter_agents.core.errors.StoreClosed` (503) instead of touching a closed
+        connection, so a server stopped under load exits cleanly and goes on to shut
+        its kernels down."""
+        self._stopping = True
+        if self._started is not None and not self._started.done():
+            await asyncio.gather(self._started, return_exceptions=True)
+        for stop in ("_unsubscribe", "_unmonitor", "_uncount"):
+            if hasattr(self, stop):
+                getattr(self, stop)()
+        periodic = ("_refresher", "_sharing", "_keepalive")
+        tasks = [getattr(self, name) for name in periodic if hasattr(self, name)]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=DRAIN_TIMEOUT)
+        hooks = getattr(self, "_hooks", None)
+        if hooks is not None:
+            hooks.close()
+        if self.manager is not None:
+            self.manager.stop_culling()
+            if self.on_shutdown == "kill":
+                self.log.info("jupyter_agents: shutting down (killing sessions)")
+                await self.manager.terminate_all()
+            else:
+                self.log.info("jupyter_agents: shutting down (detaching from sessions)")
+        if self.streams is not None:
+            await self.streams.shutdown()
+        if self.attendance is not None:
+            await asyncio.to_thread(self.attendance.close)  # its last writes
+        if self.service is not None and not await asyncio.to_thread(self.service.close):
+            self.log.warning(
+                "jupyter_agents: the session store was still in use after %.0f s; "
+                "left open (never closed under a running statement)",
+                CLOSE_TIMEOUT,
+            )

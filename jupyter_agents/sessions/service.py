@@ -1,0 +1,708 @@
+"""The session service: the one place where sessions start, end and change state.
+
+:class:`SessionService` owns the life of every terminal and agent session of a state
+dir: create, restore (its :attr:`restorer`: one or many, with the resume check), adopt,
+terminate, kill_server, the listing, conversation following and process gc. It is
+synchronous and blocking (it waits on tmux, the broker, SQLite and the state lock), never
+tornado-bound: the server calls it from worker threads, the CLI and kernels directly.
+Every change it makes is published as a ``SessionEvent`` to the subscribers of its
+:attr:`events` (the server turns them into jupyter_events and closes streams of sessions
+that ended).
+
+The store and the backends are the truth, shared with other processes on the same state
+dir; the service keeps no session state of its own (only, in :class:`GapLog`, which
+transcript gaps it has logged).
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import logging
+import time
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from jupyter_agents.agents import AgentKind, Launch, conversations
+from jupyter_agents.agents.archive import ConversationArchive, ConversationFile
+from jupyter_agents.agents.attention import AttentionTracker
+from jupyter_agents.backends import Backends
+from jupyter_agents.backends.base import SpawnRequest
+from jupyter_agents.core.errors import AgentsError, Conflict, InvalidRequest, NotFound
+from jupyter_agents.core.events import EventHub
+from jupyter_agents.core.launch import NAME_PATTERN, EnvPolicy, next_free_name, validate_name
+from jupyter_agents.core.paths import state_lock
+from jupyter_agents.core.procs import (
+    SESSION_MARKER,
+    MarkedProcess,
+    ProcessIdentity,
+    identify,
+    session_marker,
+    stale_processes,
+    terminate_tree,
+)
+from jupyter_agents.core.store import Session, SessionStore, Status, new_session_id, utcnow_iso
+from jupyter_agents.sessions.reconcile import Action, apply_plan
+from jupyter_agents.sessions.restore import (
+    TAIL_BYTES,
+    Restorer,
+    fresh_banner,
+    last_words,
+    prelude_argv,
+    write_prelude,
+)
+from jupyter_agents.spend.ledger import Change, Throttle, UsageLedger, usage_files
+from jupyter_agents.spend.limits import parse_override
+from jupyter_agents.spend.usage import FORMATS
+from jupyter_agents.terminal.state import Followed, ModeFollower
+from jupyter_agents.terminal.transcripts import GapLog, Transcript
+from jupyter_agents.terminal.vt import check_title
+
+ENDED: tuple[Status, ...] = ("exited", "interrupted", "killed")
+#: the shortest id prefix :meth:`SessionService.lookup` takes for a whole id
+MIN_PREFIX = 4
+#: an agent that fails within this many seconds of its start is said to have failed to
+#: start (its record gets a reason)
+EARLY_EXIT = 10.0
+
+
+@dataclasses.dataclass
+class Report:
+    """The actions of one reconcile and when it ran."""
+
+    time: str | None = None
+    actions: list[Action] = dataclasses.field(default_factory=list)
+
+
+class SessionService:
+    """Sessions of one state dir (module docstring)."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        backends: Backends,
+        state_dir: Path,
+        kinds: dict[str, AgentKind],
+        env: EnvPolicy,
+        restore_tail_bytes: int = TAIL_BYTES,
+        resume_check: float = 3.0,
+        log: logging.Logger | None = None,
+        archive: ConversationArchive | None = None,
+        usage: UsageLedger | None = None,
+    ) -> None:
+        self.store = store
+        self.backends = backends
+        self.state_dir = state_dir
+        self.kinds = kinds
+        self.env = env
+        self.log = log or logging.getLogger("jupyter_agents")
+        self.last_report = Report()
+        #: the reconcile at server start (clients report reattachments from it)
+        self.boot_report = Report()
+        #: its changes are published here, and other processes' (``publish_external``)
+        self.events = EventHub(self.log)
+        self.publish = self.events.publish
+        #: copies of the agents' conversation files (:mod:`jupyter_agents.agents.archive`)
+        self.archive = archive or ConversationArchive(state_dir, log=self.log)
+        self.restorer = Restorer(
+            store,
+            backends,
+            kinds,
+            env,
+            self,
+            state_dir,
+            restore_tail_bytes,
+            resume_check,
+            self.log,
+            archive=self.archive,
+        )
+        self.attention = AttentionTracker(state_dir, store, kinds, self.publish, self.log)
+        #: what agent sessions spent, and who watched (:mod:`jupyter_agents.spend.ledger`)
+        self.usage = usage or UsageLedger(store, log=self.log)
+        self._usage_events = Throttle()
+        #: what each running session's program has set, followed from its transcript
+        self.modes = ModeFollower()
+        backends.follow_modes(self.modes_at)
+        self._gaps = GapLog(self.log)
+
+    def close(self) -> bool:
+        """Close the store, and with it the usage ledger's use of it, once the statement
+        in flight ends (the backends' sessions keep running); False if it did not end in
+        time (:meth:`~jupyter_agents.core.store.SessionStore.close`)."""
+        return self.store.close()
+
+    # -- events ------------------------------------------------------------------------
+
+    def set_status(
+        self, session_id: str, status: Status, expect: Iterable[Status], **fields: Any
+    ) -> Session | None:
+        """Change a record's status (compare-and-set on ``expect``) and publish it; the
+        new record, or None when it was not in an expected status."""
+        before = self.store.get(session_id)
+        if not self.store.update(session_id, status=status, expect=tuple(expect), **fields):
+            return None
+        after = self.store.get(session_id)
+        self.publish("status", after, before.status)
+        return after
+
+    # -- reading -----------------------------------------------------------------------
+
+    def reconcile(self, boot: bool = False) -> list[Action]:
+        """Match the store with the backends now (:mod:`~jupyter_agents.sessions.reconcile`); log
+        and publish what changed. At boot every decision is logged."""
+        actions = apply_plan(self.store, self.backends, self.state_dir, self.log)
+        self.last_report = Report(utcnow_iso(), actions)
+        if boot:
+            self.boot_report = self.last_report
+            counts = {
+                k: sum(a.kind == k for a in actions)
+                for k in ("reattach", "interrupt", "orphan", "exit", "release")
+            }
+            self.log.info("jupyter_agents: reconciled at start: %s", counts)
+        changed = {a.session_id: a for a in actions if a.kind in ("exit", "interrupt", "orphan")}
+        for action in actions:
+            if action.kind == "exit" and action.exit_code is not None:
+                reason = self._early_exit(action.session_id, action.exit_code)
+                if reason is not None:
+                    self.store.update(action.session_id, reason=reason)
+            if boot or action.session_id in changed:
+                self.log.info("jupyter_agents: %s", action.describe())
+        for session in self.store.get_many(changed):
+            was = changed[session.id].was
+            self.publish("created" if was is None else "status", session, was)
+        return actions
+
+    def list(self, statuses: Iterable[Status] | None = None) -> builtins.list[Session]:
+        """Every record (of ``statuses``), oldest first, after a reconcile, a check of
+        the running agents' conversation ids and the hook events spooled meanwhile."""
+        self.reconcile()
+        self.follow_conversations()
+        self.apply_attention()
+        self.follow_activity()
+        return self.store.list(statuses)
+
+    def terminals(self) -> builtins.list[Session]:
+        """The running sessions (the terminals), after a reconcile."""
+        self.reconcile()
+        return self.store.list(["running"])
+
+    def get(self, session_id: str) -> Session:
+        """The record with this id; :class:`NotFound` if there is none."""
+        return self.store.get(session_id)
+
+    def terminal(self, name: str) -> Session:
+        """The running session whose terminal is called ``name``; :class:`NotFound`."""
+        if (session := self.store.find_live(name)) is None:
+            raise NotFound(f"no terminal named {name!r}")
+        return session
+
+    def lookup(self, ref: str) -> Session:
+        """A session by id; else the running session whose terminal is called ``ref``;
+        else the newest session whose terminal was called so; else the one session whose
+        id starts with ``ref`` (at least :data:`MIN_PREFIX` characters, as git takes
+        hashes). :class:`NotFound` otherwise, naming the ids when a prefix fits several."""
+        try:
+            return self.store.get(ref)
+        except NotFound:
+            pass
+        if (session := self.store.find_live(ref)) is not None:
+            return session
+        records = self.store.list()
+        named = [s for s in records if s.name == ref]
+        if named:
+            return max(named, key=lambda s: (s.created, s.id))
+        fits = [s for s in records if len(ref) >= MIN_PREFIX and s.id.startswith(ref)]
+        if len(fits) > 1:
+            raise NotFound(
+                f"{ref!r} is the start of {len(fits)} session ids: "
+                + ", ".join(s.id for s in fits[:5])
+                + (", ..." if len(fits) > 5 else "")
+            )
+        if not fits:
+            raise NotFound(f"no session with id, id prefix or terminal name {ref!r}")
+        return fits[0]
+
+    def interrupted(self, kinds: Iterable[str] | None = None) -> builtins.list[Session]:
+        """The ``interrupted`` sessions (of ``kinds`` if given), oldest first."""
+        return self.store.list(["interrupted"], kinds)
+
+    def interrupted_terminal(self, name: str) -> Session | None:
+        """The newest session whose terminal was called ``name``, if it is
+        ``interrupted`` and no running terminal has that name now."""
+        if self.store.find_live(name) is not None:
+            return None
+        named = [s for s in self.store.list() if s.name == name]
+        return named[-1] if named and named[-1].status == "interrupted" else None
+
+    def kind(self, name: object) -> AgentKind:
+        """The agent kind called ``name``; :class:`InvalidRequest` listing the known ones."""
+        if isinstance(name, str) and name in self.kinds:
+            return self.kinds[name]
+        raise InvalidRequest(
+            f"unknown session kind {str(name)[:40]!r}; known kinds: {', '.join(self.kinds)}"
+        )
+
+    def describe_kinds(self) -> builtins.list[dict[str, Any]]:
+        """Every kind as clients see it (:meth:`~.agents.AgentKind.describe`): whether
+        it can start with the PATH new sessions get, and if not why. Looks on disk."""
+        path = self.env.environment().get("PATH")
+        return [kind.describe(path) for kind in self.kinds.values()]
+
+    def transcript(self, session_id: str) -> Transcript:
+        """The transcript of a recorded session (:class:`NotFound` for unknown ids)."""
+        return self._transcript(self.store.get(session_id))
+
+    def _transcript(self, session: Session) -> Transcript:
+        return Transcript(
+            session.id, self.backends.get(session.backend).transcript_path(session.id)
+        )
+
+    def model(self, session_id: str) -> dict[str, Any]:
+        """The REST model of one session (:meth:`Session.to_model`) with its ``usage``
+        (:meth:`models`) and what its transcript keeps: ``transcript_start`` (the first
+        kept byte; earlier ones were dropped by ``transcript_max_bytes``) and
+        ``transcript_incomplete_since`` (when output was first lost among the kept
+        bytes, e.g. on a full disk; else None)."""
+        session = self.store.get(session_id)
+        transcript = self._transcript(session)
+        gaps = transcript.gaps()
+        return {
+            **session.to_model(),
+            "usage": self.usage.model(session),
+            "transcript_start": transcript.start(),
+            "transcript_incomplete_since": (
+                gaps[0][1].isoformat().replace("+00:00", "Z") if gaps else None
+            ),
+        }
+
+    def models(self, sessions: Iterable[Session]) -> builtins.list[dict[str, Any]]:
+        """The REST models of ``sessions`` with their ``usage``: tokens by kind, the
+        estimated cost, what they spent while nobody watched, the unattended limit
+        (:meth:`~jupyter_agents.spend.ledger.UsageLedger.model`; None for shells)."""
+        sessions = builtins.list(sessions)
+        usage = self.usage_models(sessions)
+        return [{**s.to_model(), "usage": usage[s.id]} for s in sessions]
+
+    def usage_models(self, sessions: Iterable[Session]) -> dict[str, dict[str, Any] | None]:
+        """The REST ``usage`` object of each of ``sessions``, by id (one query)."""
+        sessions = builtins.list(sessions)
+        found = self.usage.usage(s.id for s in sessions)
+        return {s.id: self.usage.model(s, found.get(s.id)) for s in sessions}
+
+    def read_usage(self) -> dict[str, Change]:
+        """Read what agents added to their conversation files into the usage ledger
+        (:meth:`~jupyter_agents.spend.ledger.UsageLedger.update`): what changed, by session.
+        Each changed session's usage is published (a ``usage`` event), at most every
+        :data:`~jupyter_agents.spend.ledger.USAGE_EVENT_INTERVAL` seconds per session.
+        Blocking."""
+        sessions = self.store.list(kinds=[k for k in self.kinds if k in FORMATS])
+        changes = self.usage.update(sessions, self.usage_files)
+        due = self._usage_events.due(changes)
+        for session in self.store.get_many(due):
+            self.publish("usage", session, usage=self.usage.model(session))
+        return changes
+
+    def usage_files(self, session: Session) -> builtins.list[ConversationFile]:
+        """The files to read ``session``'s usage from
+        (:func:`~jupyter_agents.spend.ledger.usage_files`: the archived copies where the
+        archive keeps them whole, else the CLI's own)."""
+        kind = self.kinds.get(session.kind)
+        live = [] if kind is None else kind.conversation_files(session)
+        return usage_files(session, self.archive, live)
+
+    def set_unattended_limit(self, session_id: str, value: object) -> Session:
+        """A session's own unattended limit (:func:`~jupyter_agents.spend.limits.parse_override`:
+        a limit, ``{}`` for none, None for the configured one); :class:`InvalidRequest`
+        for a bad one or a kind that reports no usage. Published (``usage``)."""
+        limit = parse_override(value)
+        session = self.store.get(session_id)
+        if session.kind not in FORMATS:
+            raise InvalidRequest(
+                f"session {session_id} is a {session.kind}: it reports no usage to limit"
+            )
+        self.usage.set_limit(session_id, limit)
+        self.publish("usage", session, usage=self.usage.model(session))
+        return session
+
+    def log_transcript_gaps(self) -> int:
+        """Log each new gap in running sessions' transcripts once (:class:`GapLog`);
+        how many were new."""
+        return self._gaps.log_new(self._transcript(s) for s in self.store.list(["running"]))
+
+    def follow_conversations(self) -> int:
+        """Record the conversation ids running agents hold now; how many changed (the
+        ids they held before are noted in the archive, which keeps their files too)."""
+        changes = conversations.follow(self.store, self.kinds, self.log)
+        for change in changes:
+            if change.old:
+                self.archive.note(change.session_id, change.old)
+        for session in self.store.get_many(c.session_id for c in changes):
+            self.publish("conversation", session)
+        return len(changes)
+
+    def archive_conversations(self) -> int:
+        """Copy what agents added to their conversation files into the archive
+        (:meth:`ConversationArchive.sync`); the bytes copied. Blocking."""
+        kinds = [name for name, kind in self.kinds.items() if kind.keeps_conversations]
+        return self.archive.sync(self.store.list(kinds=kinds), self.kinds)
+
+    def conversation_files(self, session: Session) -> builtins.list[ConversationFile]:
+        """The files to read ``session``'s conversations from, oldest first: the CLI's
+        own, or their archived copies where those hold more (e.g. the CLI deleted its
+        file)."""
+        kind = self.kinds.get(session.kind)
+        live = [] if kind is None else kind.conversation_files(session)
+        return self.archive.files(session, live)
+
+    def follow_modes(self) -> int:
+        """Follow what running sessions' programs set since the last call (their modes,
+        :mod:`jupyter_agents.terminal.state`, kept in the store, and their titles: each
+        new title is published); how many titles changed."""
+        changed = 0
+        for session in self.store.list(["running"]):
+            point = self.modes.at(session.id, self._transcript(session), session.modes)
+            fields: dict[str, Any] = {}
+            kept = Followed.load(session.modes)
+            if kept is None or kept.modes != point.modes or point.offset - kept.offset > 1 << 20:
+                fields["modes"] = point.dump()
+            if point.modes.title is not None and point.modes.title != session.program_title:
+                fields["program_title"] = point.modes.title
+            if fields:
+                self.store.update(session.id, **fields)
+            if "program_title" in fields:
+                changed += 1
+                self.publish("title", self.store.get(session.id))
+        return changed
+
+    def modes_at(self, session_id: str, offset: int) -> Followed:
+        """What session ``session_id``'s program set, at transcript ``offset`` (or the
+        point followed past it: :meth:`~jupyter_agents.terminal.state.ModeFollower.at`)."""
+        session = self.store.get(session_id)
+        return self.modes.at(session_id, self._transcript(session), session.modes, offset)
+
+    def rename(self, session_id: str, title: object) -> Session:
+        """Give a session a person's title (:func:`~jupyter_agents.terminal.vt.check_title`;
+        None or empty: clear it, so the program's shows again); published."""
+        title = check_title(title)
+        self.store.update(session_id, title=title)
+        session = self.store.get(session_id)
+        self.publish("title", session)
+        return session
+
+    def apply_attention(self) -> int:
+        """Bring attention states up to date (:class:`attention.AttentionTracker`): the
+        hook events agents spooled since the last call (also those of while no server
+        ran), and the silence heuristic of kinds that report nothing exact. Each change
+        is published; returns how many there were."""
+        changed = self.attention.apply_spool()
+        return changed + self.attention.apply_silence(
+            lambda sid: self.transcript(sid).ended_at(), time.time()
+        )
+
+    # -- starting ----------------------------------------------------------------------
+
+    def create(
+        self,
+        name: str | None = None,
+        cwd: object = None,
+        kind: str = "shell",
+        args: object = None,
+        strict: bool = False,
+        after: Session | None = None,
+    ) -> tuple[Session, bool]:
+        """Start a session of ``kind`` (a shell by default), or return the running one
+        already called ``name`` (``strict``: refuse with :class:`Conflict`; a ``cwd``
+        that is not a directory is refused too instead of falling back to the root).
+
+        ``after``: an earlier session whose transcript's tail the new terminal shows
+        first, with a marker line (:meth:`start_fresh`).
+
+        Returns ``(session, created)``. Everything is validated before anything runs;
+        the process is started and recorded under the state lock, so a concurrent
+        reconcile never sees one without the other.
+        """
+        if name is not None:
+            validate_name(name)
+        agent = self.kind(kind)
+        checked = agent.check_args(args)
+        workdir = self.env.resolve_cwd(cwd, strict=strict)
+        launch = agent.launch(checked)
+        env = self.env.environment()
+        why = agent.unavailable(env.get("PATH"))
+        if why is not None:
+            raise Conflict(f"cannot start a {agent.name} session: {why}")
+        backend = self.backends.default()
+        with state_lock(self.state_dir):
+            if name is not None:
+                existing = self.store.find_live(name)
+                if existing is not None:
+                    if strict:
+                        raise Conflict(f"a running session is already called {name!r}")
+                    return existing, False
+            else:
+                name = next_free_name(self.store.live_names())
+            session = Session(
+                id=new_session_id(),
+                name=name,
+                status="running",
+                backend=backend.name,
+                kind=agent.name,
+                cwd=workdir,
+                args=checked,
+                env=env,
+                rows=24,
+                cols=80,
+            )
+            session.attention_source = agent.reports
+            argv = agent.with_reporting(launch.argv, self.state_dir, session.id)
+            if after is not None:
+                shown = write_prelude(
+                    self.state_dir,
+                    session,
+                    self._transcript(after),
+                    self.restorer.tail_bytes,
+                    fresh_banner(agent.name, after),
+                )
+                self._transcript(session).mark_replay(shown.read_bytes())
+                argv = prelude_argv(shown, argv)
+            self.launch(session, launch, argv, was=None)
+        if agent.name in FORMATS:
+            self.usage.track(session)
+        self.publish("created", session)
+        return session, True
+
+    def start_fresh(self, session_id: str) -> Session:
+        """A new session of an ended session's kind, in its folder, with its launch
+        args, whose terminal first shows the end of the old one's transcript: a fresh
+        start where a conversation cannot be resumed. The old record stays as it is
+        (its id, conversation id and reason); :class:`Conflict` while it still runs."""
+        earlier = self.store.get(session_id)
+        if earlier.status not in ENDED:
+            raise Conflict(f"session {session_id} is {earlier.status}; it has not ended")
+        session, _ = self.create(
+            cwd=earlier.cwd, kind=earlier.kind, args=earlier.args, strict=True, after=earlier
+        )
+        self.log.info(
+            "jupyter_agents: session %s started fresh after session %s", session.id, session_id
+        )
+        return session
+
+    def launch(
+        self, session: Session, launch: Launch, argv: builtins.list[str], was: Status | None
+    ) -> None:
+        """Spawn ``argv`` for ``session`` in its backend and record it running (under the
+        state lock). ``was`` None: a new record; else (a restore) the record is updated
+        only while its status is still ``was``, and what its agent needed is cleared:
+        the new process has been asked nothing (its start hook says ``ready``), and hook
+        events of the old one, older than the launch, are not applied any more."""
+        backend = self.backends.get(session.backend)
+        launched = utcnow_iso()  # before the process runs: its first hook event is newer
+        marker = session_marker(session.id, str(self.state_dir))
+        live = backend.spawn(
+            SpawnRequest(
+                session.id,
+                argv,
+                session.cwd or str(Path.home()),
+                {**(session.env or {}), SESSION_MARKER: marker},
+                session.rows or 24,
+                session.cols or 80,
+            )
+        )
+        try:
+            ident = identify(live.pid) if live.pid else None
+            fields: dict[str, Any] = {
+                "status": "running",
+                "argv": launch.argv,
+                "pid": live.pid,
+                "pid_created": ident.created if ident else None,
+                "conversation_id": launch.conversation_id or session.conversation_id,
+                "ambiguous": launch.ambiguous,
+                "exit_code": None,
+                "reason": None,
+                "last_activity": utcnow_iso(),
+            }
+            if was is None:
+                for key, value in fields.items():
+                    setattr(session, key, value)
+                self.store.add(session)
+            else:
+                fields.update(
+                    name=session.name,
+                    attention=None,
+                    attention_reason=None,
+                    attention_since=launched,
+                )
+                if not self.store.update(session.id, expect=(was,), **fields):
+                    raise Conflict(f"session {session.id} changed while it was being restored")
+                for key, value in fields.items():
+                    setattr(session, key, value)
+        except BaseException:
+            backend.remove(session.id)
+            raise
+        self.log.info(
+            "jupyter_agents: %s %s session %s (terminal %r, pid %s%s) in %s",
+            "spawned" if was is None else "restored",
+            session.kind,
+            session.id,
+            session.name,
+            live.pid,
+            f", conversation {launch.conversation_id}" if launch.conversation_id else "",
+            session.cwd,
+        )
+
+    # -- changing ----------------------------------------------------------------------
+
+    def adopt(self, session_id: str) -> Session:
+        """Make an ``orphaned`` session (live in its backend, not recorded as running) a
+        normal running terminal, keeping its name when free. :class:`Conflict` if it is
+        not orphaned or no longer live."""
+        with state_lock(self.state_dir):
+            session = self.store.get(session_id)
+            if session.status != "orphaned":
+                raise Conflict(f"session {session_id} is {session.status}, not orphaned")
+            backend = self.backends.get(session.backend)
+            held = {s.session_id: s for s in backend.list_live()}.get(session_id)
+            if held is None or held.dead:
+                raise Conflict(f"session {session_id} has no live process to adopt")
+            name = session.name
+            if not NAME_PATTERN.fullmatch(name) or self.store.find_live(name) is not None:
+                name = next_free_name(self.store.live_names())
+            adopted = self.set_status(session_id, "running", ("orphaned",), name=name)
+            if adopted is None:
+                raise Conflict(f"session {session_id} changed while being adopted")
+        self.log.info("jupyter_agents: adopted session %s as terminal %r", session_id, name)
+        return adopted
+
+    def terminate(self, session_id: str, reason: str | None = None) -> Session:
+        """End a running or orphaned session: record ``killed`` (with ``reason``), end
+        its process tree (only if pid and start time still match), release it."""
+        session = self.store.get(session_id)
+        if session.status not in ("running", "orphaned"):
+            raise Conflict(f"session {session_id} is {session.status}, not running")
+        with state_lock(self.state_dir):
+            ended = self.set_status(
+                session.id, "killed", (session.status,), last_activity=utcnow_iso(), reason=reason
+            )
+        if ended is None:
+            raise Conflict(f"session {session.id} changed; not killed")
+        if session.pid and session.pid_created:
+            terminate_tree(ProcessIdentity(session.pid, session.pid_created))
+        self.backends.get(session.backend).remove(session.id)
+        self.log.info(
+            "jupyter_agents: killed session %s (terminal %r, pid %s)%s",
+            session.id,
+            session.name,
+            session.pid,
+            f": {reason}" if reason else "",
+        )
+        return ended
+
+    def record_exit(self, session_id: str, exit_code: int) -> None:
+        """A streamed session's process ended with ``exit_code``: record it, release it.
+        An agent that failed within :data:`EARLY_EXIT` seconds of its start gets a
+        ``reason``: its exit code and what it printed last (``codex: not found``)."""
+        reason = self._early_exit(session_id, exit_code)
+        with state_lock(self.state_dir):
+            ended = self.set_status(
+                session_id, "exited", ("running",), exit_code=exit_code, reason=reason
+            )
+            if ended is not None:
+                self.backends.get(ended.backend).remove(session_id)
+        if ended is not None:
+            self.log.info(
+                "jupyter_agents: session %s (terminal %r) exited (code %s)",
+                session_id,
+                ended.name,
+                exit_code,
+            )
+
+    def _early_exit(self, session_id: str, exit_code: int) -> str | None:
+        """The reason of an agent (not a shell) that exited with an error within
+        :data:`EARLY_EXIT` seconds of its start; None otherwise. Blocking (waits up to
+        3 s for its last output to reach the transcript: a loaded machine's writer)."""
+        session = self.store.get(session_id)
+        if session.kind == "shell" or exit_code == 0 or session.reason:
+            return None
+        try:
+            started = datetime.fromisoformat(session.created)
+        except ValueError:
+            return None
+        lived = (datetime.now(timezone.utc) - started).total_seconds()
+        if lived > EARLY_EXIT:
+            return None
+        transcript = self._transcript(session)
+        deadline = time.monotonic() + 3.0  # its last output may land a moment later
+        while (words := last_words(transcript.tail(16 * 1024), None)) is None:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        said = f": {words}" if words else ""
+        return f"{session.kind} exited {lived:.0f} s after it started (code {exit_code}){said}"
+
+    def follow_activity(self) -> int:
+        """Move each running session's ``last_activity`` up to when its program last
+        printed: its transcript's last write, which the backend makes whether anyone
+        watches or not (publishing ``activity``). One stat per running session, a store
+        write only for one that printed since it was last moved; how many moved."""
+        moved = 0
+        for session in self.store.list(["running"]):
+            wrote = self._transcript(session).ended_at()
+            recorded = datetime.fromisoformat(session.last_activity.replace("Z", "+00:00"))
+            if wrote is None or wrote <= recorded:
+                continue
+            when = wrote.isoformat().replace("+00:00", "Z")
+            if self.store.update(session.id, expect=("running",), last_activity=when):
+                moved += 1
+                self.publish("activity", self.store.get(session.id))
+        return moved
+
+    def note_activity(self, session_id: str) -> None:
+        """Output or input happened now: record ``last_activity`` and publish it."""
+        if self.store.update(session_id, last_activity=utcnow_iso()):
+            self.publish("activity", self.store.get(session_id))
+
+    def set_size(self, session_id: str, rows: int, cols: int) -> None:
+        """Remember a session's terminal size (re-applied when it is reattached)."""
+        self.store.update(session_id, rows=rows, cols=cols)
+
+    def kill_server(self) -> builtins.list[str]:
+        """Emergency stop of every backend of this state dir: every session ends,
+        running and orphaned records become ``killed``, transcripts stay. Their ids."""
+        with state_lock(self.state_dir):
+            ended = self.store.list(["running", "orphaned"])
+            names = {s.backend for s in ended} | {b.name for b in self.backends.present()}
+            for name in sorted(names):
+                try:
+                    self.backends.get(name).kill_server()
+                except AgentsError as e:
+                    self.log.error("jupyter_agents: could not stop backend %s: %s", name, e)
+            for session in ended:
+                self.set_status(
+                    session.id,
+                    "killed",
+                    ("running", "orphaned"),
+                    last_activity=utcnow_iso(),
+                    reason="backend stopped by kill-server",
+                )
+        self.log.warning(
+            "jupyter_agents: backends %s killed; %d sessions ended", sorted(names), len(ended)
+        )
+        return [s.id for s in ended]
+
+    def stale_processes(self) -> builtins.list[MarkedProcess]:
+        """Processes left by sessions that no longer run (:func:`procs.stale_processes`)."""
+        live = {s.session_id for b in self.backends.present() for s in b.list_live() if not s.dead}
+        records = {s.id: s.status for s in self.store.list()}
+        return stale_processes(str(self.state_dir), live, records)
+
+    def gc(self, stale: Iterable[MarkedProcess]) -> builtins.list[MarkedProcess]:
+        """End the process trees of ``stale``, each only if its pid still has the
+        recorded create time. Returns the ones signalled."""
+        ended = [m for m in stale if terminate_tree(m.identity)]
+        for m in ended:
+            self.log.info(
+                "jupyter_agents: gc ended pid %s of session %s", m.identity.pid, m.session_id
+            )
+        return ended
