@@ -33,7 +33,7 @@ from traitlets import (
 )
 from traitlets.config import Config, LoggingConfigurable
 
-from jupyter_agents.agents import archive, make_kinds
+from jupyter_agents.agents import BUILTIN, archive, builtin_env, make_kinds
 from jupyter_agents.backends import Backends
 from jupyter_agents.backends.base import Backend
 from jupyter_agents.core.errors import NotFound
@@ -42,29 +42,19 @@ from jupyter_agents.core.paths import default_state_dir, ensure_private_dir
 from jupyter_agents.core.store import JOURNAL_MODES, SessionStore
 from jupyter_agents.sessions import restore
 from jupyter_agents.sessions.service import SessionService
-from jupyter_agents.spend import limits, usage
+from jupyter_agents.spend import limits
 from jupyter_agents.spend.ledger import UsageLedger
+from jupyter_agents.spend.prices import DEFAULT_PRICES, PRICES_AS_OF, PriceTable, check_prices
 from jupyter_agents.terminal import segments
 
+#: the built-in agent kinds' names, for help texts
+BUILTIN_NAMES = [kind.name for kind in BUILTIN]
+#: a price pattern of the defaults, for help texts
+PATTERN = next(model for model in DEFAULT_PRICES if "*" in model)
 #: removed from every session's environment unless configured otherwise (DESIGN.md 5, 10)
 DEFAULT_SCRUB_ENV = [
     # agent CLIs' markers for their own children: inherited, they break the agent inside
-    "CLAUDECODE",
-    "CLAUDE_CODE_ENTRYPOINT",
-    "CLAUDE_CODE_SESSION_ID",
-    "CLAUDE_CODE_CHILD_SESSION",
-    "CLAUDE_CODE_SESSION_ATTENDED",
-    "CLAUDE_PID",
-    "CLAUDE_PROJECT_DIR",
-    "CLAUDE_ENV_FILE",
-    "CLAUDE_CODE_CHILD_NOTES_DIR",
-    "CLAUDE_CODE_MESSAGING_SOCKET",
-    "CLAUDE_CODE_MESSAGING_SOCKET_TOKEN",
-    "AI_AGENT",
-    "CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS",
-    "CLAUDE_CODE_BRIDGE_SESSION_ID",
-    "CLAUDE_CODE_HOST_WORKTREE",
-    "CODEX_THREAD_ID",
+    *builtin_env(),
     # secrets of the server and the hub
     "JUPYTER_TOKEN",
     "JPY_API_TOKEN",
@@ -126,8 +116,9 @@ class AgentsSettings(LoggingConfigurable):
     )
     agents = Dict(
         config=True,
-        help="Extra agent kinds, or where the claude/codex CLIs are: "
-        '{"claude": {"command": ["/opt/bin/claude"]}, "aider": {"command": ["aider"], '
+        help=f"Extra agent kinds, or where the {'/'.join(BUILTIN_NAMES)} CLIs are: "
+        f'{{"{BUILTIN_NAMES[0]}": {{"command": ["/opt/bin/{BUILTIN_NAMES[0]}"]}}, '
+        '"aider": {"command": ["aider"], '
         '"resume": ["aider", "--restore-chat-history"], "id": "none"}}. '
         "id is 'none' or 'assign' (a UUID replaces '{conversation_id}' in command and "
         "resume).",
@@ -184,15 +175,15 @@ class AgentsSettings(LoggingConfigurable):
         "session's newest bytes are not archived (logged once).",
     )
     prices = Dict(
-        usage.DEFAULT_PRICES,
+        DEFAULT_PRICES,
         config=True,
         help="What agents' tokens cost, for the estimated cost of each session: model id "
-        "(or a pattern with *, e.g. 'claude-opus-4-5*'; the exact id wins, else the "
+        f"(or a pattern with *, e.g. '{PATTERN}'; the exact id wins, else the "
         "longest pattern) -> US dollars per million tokens of each kind: "
         '{"my-model": {"input": 3, "output": 15, "cache_creation": 3.75, '
         '"cache_read": 0.3}} (input and output required). A model in none of them shows '
         "its tokens only. The default holds Anthropic's and OpenAI's list prices as of "
-        f"{usage.PRICES_AS_OF}: check your provider (contracts, regions and tiers differ). "
+        f"{PRICES_AS_OF}: check your provider (contracts, regions and tiers differ). "
         "Add a model with c.AgentsApp.prices.update({...}).",
     )
     unattended_limit = Dict(
@@ -233,7 +224,7 @@ class AgentsSettings(LoggingConfigurable):
     @validate("prices")
     def _valid_prices(self, proposal: Any) -> dict[str, dict[str, float]]:
         try:
-            return usage.check_prices(proposal["value"])
+            return check_prices(proposal["value"])
         except ValueError as e:
             raise TraitError(f"The 'prices' trait of {type(self).__name__}: {e}") from None
 
@@ -269,6 +260,7 @@ class AgentsSettings(LoggingConfigurable):
             )
         state_dir = ensure_private_dir(path)
         shell = shell or default_shell()
+        kinds = make_kinds(shell, self.agents)
         store = SessionStore(state_dir / "sessions.db", self.journal_mode)
         return SessionService(
             store=store,
@@ -280,7 +272,7 @@ class AgentsSettings(LoggingConfigurable):
                 transcript_max_bytes=self.transcript_max_bytes,
             ),
             state_dir=state_dir,
-            kinds=make_kinds(shell, self.agents),
+            kinds=kinds,
             env=EnvPolicy(list(self.scrub_env), extra_env or {}, root_dir or os.getcwd()),
             restore_tail_bytes=self.restore_tail_bytes,
             resume_check=self.resume_check,
@@ -292,7 +284,7 @@ class AgentsSettings(LoggingConfigurable):
                 self.log,
             ),
             usage=UsageLedger(
-                store, usage.PriceTable(self.prices), self.unattended_limit, self.log
+                store, PriceTable(self.prices), self.unattended_limit, self.log, kinds
             ),
         )
 

@@ -1,7 +1,8 @@
 """The hook command agent CLIs run: ``python -m jupyter_agents.hook SPOOL [JSON]``.
 
-Claude Code runs it for every hook event with the payload on stdin; Codex runs it at the
-end of each turn (``notify``) with the payload as its last argument. It appends one
+An agent CLI runs it for every hook event with the payload on stdin, or at the end of
+each turn (a ``notify`` command) with the payload as its last argument, as its kind sets
+it up (:mod:`jupyter_agents.agents.attention`). It appends one
 line to the session's spool file (``<state dir>/spool/<session id>.jsonl``) holding
 only what status needs (:func:`jupyter_agents.agents.attention.digest`: event, time, type,
 error kind, conversation id; never prompt text or tool input), then wakes the server

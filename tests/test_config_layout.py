@@ -83,7 +83,7 @@ def test_the_documented_kubernetes_settings_apply(tmp_path: Path) -> None:
     for name in LOGGED - set(data["AgentsApp"]):
         assert re.search(rf"jupyter_agents: setting {name} = .* \(default\)", log), name
     authorizer = data["ServerApp"]["authorizer_class"]
-    assert authorizer == "jupyter_agents.sharing.auth.ViewerAuthorizer"
+    assert authorizer == "jupyter_agents.auth.ViewerAuthorizer"
     # no JupyterHub here, so sharing is refused; the authorizer came from the file
     assert f"(authorizer_class from file {path})" in log, log[-3000:]
 

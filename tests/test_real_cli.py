@@ -81,9 +81,12 @@ def user_hook_runs(path: Path) -> list[dict[str, Any]]:
 
 
 def type_into(client: TermClient, text: str) -> None:
-    """Type like a person: the text, a pause (the TUI treats a burst as a paste and
-    slash commands open a menu first), then Enter."""
+    """Type like a person: the text, then, once the TUI shows it in its input box and a
+    moment later (it treats a burst as a paste, and slash commands open a menu first),
+    Enter. On a loaded machine a TUI can take seconds to draw what was typed; an Enter
+    sent before would find its input box empty."""
     client.stdin(text)
+    client.wait_for(shows(text), timeout=60)
     time.sleep(1)
     client.stdin("\r")
 

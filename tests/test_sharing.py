@@ -32,7 +32,7 @@ from jupyter_agents.pytest_plugin import (
 FAKES = Path(__file__).parent / "fakes"
 BOB, CAROL = "bob-token-6f1c", "carol-token-93a2"
 SHARING_ARGS = [
-    "--ServerApp.authorizer_class=jupyter_agents.sharing.auth.ViewerAuthorizer",
+    "--ServerApp.authorizer_class=jupyter_agents.auth.ViewerAuthorizer",
     "--ServerApp.identity_provider_class=users.SharingTestIdentity",
     "--AgentsApp.share_revalidate_interval=1",
 ]

@@ -624,12 +624,16 @@ def test_reopened_tab_restored_in_place_offers_a_fresh_shell(lab: Lab, page: Any
     show_panel(page)
     banner = page.locator(f".jp-AgentsRestored[data-session-id='{sid}']")
     banner.wait_for(state="attached", timeout=30000)
-    page.evaluate(  # show its tab
-        "(id) => window.jupyterapp.shell.activateById(document"
-        ".querySelector(`.jp-AgentsRestored[data-session-id='${id}']`)"
-        ".closest('.jp-MainAreaWidget').id)",
-        sid,
-    )
+
+    def show_its_tab() -> None:
+        page.evaluate(
+            "(id) => window.jupyterapp.shell.activateById(document"
+            ".querySelector(`.jp-AgentsRestored[data-session-id='${id}']`)"
+            ".closest('.jp-MainAreaWidget').id)",
+            sid,
+        )
+
+    show_its_tab()
     banner.wait_for()
     assert "is restored" in banner.inner_text()
     assert lab.sessions()[sid]["status"] == "running"  # the tab's POST restored it
@@ -650,6 +654,7 @@ def test_reopened_tab_restored_in_place_offers_a_fresh_shell(lab: Lab, page: Any
         return re.search(rf"\b{left} sessions? interrupted", said) is not None
 
     poll(toast_is_current, what="a restart notification that counts what is interrupted now")
+    show_its_tab()  # again: the agent's tab, restored meanwhile, may have become current
     wait_text(page, r"REOPEN-16")  # its earlier output, above the new shell
     shot(page, "3-reopened-tab-restored")
     before = {s["id"] for s in lab.sessions().values() if s["status"] == "running"}
@@ -1031,7 +1036,8 @@ def test_agent_attach_in_a_notebook_opens_the_terminal_tab(lab: Lab, page: Any) 
                 """() => { const nb = window.jupyterapp.shell.currentWidget;
                      const k = nb && nb.context && nb.context.sessionContext.session
                        && nb.context.sessionContext.session.kernel;
-                     return !!k && k.status === 'idle'; }""",
+                     return !!k && k.connectionStatus === 'connected'
+                       && k.status === 'idle'; }""",
                 timeout=90000,  # a kernel's first start
             )
             page.evaluate(
@@ -1043,7 +1049,17 @@ def test_agent_attach_in_a_notebook_opens_the_terminal_tab(lab: Lab, page: Any) 
                 button.wait_for(timeout=20000)
                 break
             except Exception:  # playwright's TimeoutError: not run, try again
-                print("notebook: the run was lost, again")
+                state = page.evaluate(
+                    """() => { const nb = window.jupyterapp.shell.currentWidget;
+                         const cell = nb && nb.content && nb.content.activeCell;
+                         const s = nb && nb.context && nb.context.sessionContext.session;
+                         const k = s && s.kernel;
+                         return {widget: nb && nb.title.label,
+                                 count: cell && cell.model.executionCount,
+                                 outputs: cell && cell.model.outputs.length,
+                                 kernel: k && [k.status, k.connectionStatus]}; }"""
+                )
+                print("notebook: the run was lost, again:", state)
                 continue
         button.wait_for(timeout=1000)
         assert button.inner_text() == f"Open terminal {shell['name']} (Shell, {shell['id']})"

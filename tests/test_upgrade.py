@@ -22,6 +22,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll, transcript_bytes
@@ -111,8 +112,13 @@ def test_sessions_of_the_landed_version_survive_an_upgrade(
         tmux = new(old, "shell", project)
         old.type_line(tmux["name"], "echo tmux-$((6*7))", "tmux-42")
         claude = new(old, "claude", project)
-        attention_becomes(old, claude["id"], "ready")  # its SessionStart hook, old code
+        poll(  # its SessionStart hook ran (the landed version's hook)
+            lambda: [r for r in fake_agents.records("hook") if r["name"] == "SessionStart"],
+            timeout=30,
+            what="the claude session's first hook",
+        )
         before = {s["id"]: model(old, s["id"]) for s in (broker, tmux, claude)}
+        started = {sid: psutil.Process(m["pid"]).create_time() for sid, m in before.items()}
         assert [before[s["id"]]["backend"] for s in (broker, tmux)] == ["broker", "tmux"]
         old.stop()
 
@@ -125,10 +131,8 @@ def test_sessions_of_the_landed_version_survive_an_upgrade(
             sid = session["id"]
             now = model(server, sid)
             assert now["status"] == "running", now
-            assert (now["pid"], now["pid_created"]) == (
-                before[sid]["pid"],
-                before[sid]["pid_created"],
-            )
+            assert now["pid"] == before[sid]["pid"]  # the same process: and not a reused pid
+            assert psutil.Process(now["pid"]).create_time() == started[sid]
             client = server.ws(session["name"])
             client.wait_for(said)  # the screen, replayed
             client.stdin("echo after-$((6*7))\r")
@@ -140,6 +144,7 @@ def test_sessions_of_the_landed_version_survive_an_upgrade(
         # a hook run by the claude process the landed version started reaches attention
         sid = claude["id"]
         assert model(server, sid)["pid"] == before[sid]["pid"]
+        assert psutil.Process(before[sid]["pid"]).create_time() == started[sid]
         client = server.ws(claude["name"])
         client.wait_for("FAKE CLAUDE conversation")
         client.stdin("/perm\r")

@@ -22,7 +22,7 @@ from jupyter_agents.config import AgentsSettings
 from jupyter_agents.core.store import Session, SessionStore
 from jupyter_agents.pytest_plugin import EventClient, ServerProcess, poll
 from jupyter_agents.spend.ledger import UsageLedger
-from jupyter_agents.spend.usage import DEFAULT_PRICES, PriceTable, check_prices
+from jupyter_agents.spend.prices import DEFAULT_PRICES, PriceTable, check_prices
 
 # what the fakes write (tests/fakes/fake_agent.py), restated: the test must not trust them
 TOOL = {"input": 4, "cache_creation": 2048, "cache_read": 12000, "output": 120}

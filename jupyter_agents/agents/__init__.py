@@ -20,6 +20,7 @@ from jupyter_agents.agents.codex import CodexKind
 from jupyter_agents.agents.shell import CustomKind, ShellKind
 
 __all__ = [
+    "BUILTIN",
     "AgentKind",
     "ClaudeKind",
     "CodexKind",
@@ -32,6 +33,18 @@ __all__ = [
 ]
 
 _KIND_NAME = re.compile(r"\w{1,32}", re.ASCII)
+#: the agent CLIs known here (beside the shell): each a module of this folder
+BUILTIN: tuple[type[AgentKind], ...] = (ClaudeKind, CodexKind)
+
+
+def builtin_prices() -> dict[str, dict[str, float]]:
+    """The list prices of every built-in kind's models (``AgentsApp.prices``' default)."""
+    return {model: dict(row) for kind in BUILTIN for model, row in kind.prices.items()}
+
+
+def builtin_env() -> list[str]:
+    """The variables every built-in CLI sets for its own children (scrubbed by default)."""
+    return [name for kind in BUILTIN for name in kind.own_env]
 
 
 def make_kinds(shell_command: Sequence[str], config: Mapping[str, Any]) -> dict[str, AgentKind]:
@@ -39,15 +52,12 @@ def make_kinds(shell_command: Sequence[str], config: Mapping[str, Any]) -> dict[
 
     ``config`` maps a kind name to ``{"command": [...], "resume": [...], "id": ...,
     "attention": "none" | "silence", "silence": seconds}``.
-    For ``claude`` and ``codex`` only ``command`` may be given (where the CLI is);
+    For a built-in kind (:data:`BUILTIN`) only ``command`` may be given (where the CLI is);
     ``shell`` is the terminal shell and cannot be configured here. Raises ``ValueError``
     naming the bad entry.
     """
-    kinds: dict[str, AgentKind] = {
-        "shell": ShellKind(shell_command),
-        "claude": ClaudeKind(["claude"]),
-        "codex": CodexKind(["codex"]),
-    }
+    kinds: dict[str, AgentKind] = {"shell": ShellKind(shell_command)}
+    kinds.update({kind.name: kind([kind.name]) for kind in BUILTIN})
     for name, spec in config.items():
         if not isinstance(name, str) or not _KIND_NAME.fullmatch(name) or name == "shell":
             raise ValueError(f"agent kind name {name!r}: use 1-32 letters, digits or '_'")
@@ -64,7 +74,7 @@ def make_kinds(shell_command: Sequence[str], config: Mapping[str, Any]) -> dict[
         command = spec.get("command")
         if not isinstance(command, list):
             raise ValueError(f"agent kind {name!r}: command must be a list of strings")
-        if name in ("claude", "codex"):
+        if name in {kind.name for kind in BUILTIN}:
             if set(spec) != {"command"}:
                 raise ValueError(f"agent kind {name!r}: only 'command' can be configured")
             kinds[name] = type(kinds[name])(command)

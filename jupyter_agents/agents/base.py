@@ -14,11 +14,12 @@ import re
 import shutil
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterator, Mapping, Sequence, Set
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from jupyter_agents.agents.usage import UsageReader
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.store import Session
 
@@ -145,6 +146,37 @@ class AgentKind(ABC):
         conversation starting under the old id.
         """
 
+    #: what people call it (a product name); "": its :attr:`name`
+    label: str = ""
+    #: its icon in clients: a letter on a disc of a CSS colour (None: a generic one)
+    badge: tuple[str, str] | None = None
+
+    #: the key a person presses to interrupt a turn, which the unattended limit sends
+    #: (None: sessions of this kind are never interrupted so)
+    interrupt_key: str | None = None
+    #: environment variables the CLI sets for its own children: a session started from
+    #: inside one would inherit them and break (``AgentsApp.scrub_env``'s default)
+    own_env: tuple[str, ...] = ()
+
+    #: whether the CLI records the tokens it spends in its conversation files (then
+    #: :meth:`usage_reader` reads them)
+    reports_usage: bool = False
+    #: list prices of the CLI's models: model id (or a pattern with ``*``) -> US dollars
+    #: per million tokens of each kind (:func:`~jupyter_agents.agents.usage.price_row`);
+    #: ``AgentsApp.prices``' default
+    prices: Mapping[str, Mapping[str, float]] = {}
+
+    def usage_reader(self, saved: str | None) -> UsageReader:
+        """A reader of one conversation file's usage, carrying on from ``saved`` (what
+        an earlier reader of the file dumped; None: from its start). Only asked when
+        :attr:`reports_usage`."""
+        raise NotImplementedError(f"kind {self.name!r} reports no usage")
+
+    def markdown(self, record: Mapping[str, Any]) -> Iterator[str]:
+        """The Markdown of one record of a conversation file (a JSON object), for the
+        conversation export; nothing for records that are not turns."""
+        return iter(())
+
     #: how sessions of this kind report attention (``attention_source``): ``hooks``,
     #: ``notify``, or None (they do not)
     reports: str | None = None
@@ -209,7 +241,14 @@ class AgentKind(ABC):
     def describe(self, path: str | None = None) -> dict[str, Any]:
         """A JSON description for clients: name, command, and whether it can start with
         ``path`` as ``$PATH`` (``available``; if not, ``unavailable``: why, and how to
-        install it)."""
+        install it); how clients show it: ``label`` and, when it has one, ``badge``."""
         why = self.unavailable(path)
-        described = {"name": self.name, "command": self.command, "available": why is None}
+        described: dict[str, Any] = {
+            "name": self.name,
+            "command": self.command,
+            "available": why is None,
+            "label": self.label or self.name,
+        }
+        if self.badge is not None:
+            described["badge"] = {"letter": self.badge[0], "color": self.badge[1]}
         return described if why is None else {**described, "unavailable": why}

@@ -17,13 +17,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import uuid
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterator, Mapping, Sequence, Set
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from jupyter_agents.agents.attention import claude_settings
 from jupyter_agents.agents.base import AgentKind, FolderConversation, Launch, home_of, is_uuid
+from jupyter_agents.agents.markdown import code, one_line, timestamp, tool_call, tool_result, turn
+from jupyter_agents.agents.usage import (
+    BadRecord,
+    Record,
+    Tokens,
+    UsageReader,
+    count,
+    epoch,
+    json_object,
+    price_row,
+)
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.store import Session
 
@@ -32,6 +45,23 @@ _ID_FLAGS = frozenset(
     {"--session-id", "--resume", "-r", "--continue", "-c", "--fork-session", "--from-pr"}
 )
 _SLUG_MAX = 200
+_COMMAND = re.compile(r"<command-name>(.*?)</command-name>", re.S)
+
+#: Anthropic's list prices, US dollars per million tokens (input, output, cache writes of
+#: 5 minutes, cache reads) as of :data:`~jupyter_agents.spend.prices.PRICES_AS_OF`
+PRICES: dict[str, dict[str, float]] = {
+    "claude-opus-5*": price_row(5.00, 25.00, 6.25, 0.50),
+    "claude-opus-4-8*": price_row(5.00, 25.00, 6.25, 0.50),
+    "claude-opus-4-7*": price_row(5.00, 25.00, 6.25, 0.50),
+    "claude-opus-4-6*": price_row(5.00, 25.00, 6.25, 0.50),
+    "claude-opus-4-5*": price_row(5.00, 25.00, 6.25, 0.50),
+    "claude-opus-4-1*": price_row(15.00, 75.00, 18.75, 1.50),
+    "claude-opus-4-2*": price_row(15.00, 75.00, 18.75, 1.50),  # claude-opus-4-20250514
+    "claude-sonnet-5*": price_row(2.00, 10.00, 2.50, 0.20),
+    "claude-sonnet-4*": price_row(3.00, 15.00, 3.75, 0.30),
+    "claude-haiku-4-5*": price_row(1.00, 5.00, 1.25, 0.10),
+    "claude-3-5-haiku*": price_row(0.80, 4.00, 1.00, 0.08),
+}
 
 
 def config_dir(env: Mapping[str, str]) -> Path:
@@ -114,14 +144,146 @@ def live_conversation(env: Mapping[str, str], pid: int) -> str | None:
     return cid if is_uuid(cid) else None
 
 
+# -- usage ------------------------------------------------------------------------------
+
+
+def parse_usage(line: bytes) -> Record | None:
+    """The usage of one line of a Claude Code conversation file; None for lines that hold
+    none (only lines naming ``"usage"`` are decoded at all); :class:`BadRecord` for one
+    that should and does not.
+
+    >>> line = b'{"type": "assistant", "timestamp": "2026-12-01T10:00:00Z", "message": '
+    >>> line += b'{"id": "msg_1", "model": "claude-sonnet-4-5", "usage": {"input_tokens": 3, '
+    >>> line += b'"output_tokens": 20, "cache_read_input_tokens": 900}}}'
+    >>> parse_usage(line).tokens
+    Tokens(input=3, output=20, cache_creation=0, cache_read=900)
+    >>> parse_usage(b'{"type": "user", "message": {"content": "hi"}}') is None
+    True
+    """
+    if b'"usage"' not in line:
+        return None
+    entry = json_object(line)
+    message = entry.get("message")
+    if entry.get("type") != "assistant" or not isinstance(message, dict):
+        return None
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        raise BadRecord("message.usage is not an object")
+    tokens = Tokens(
+        count(usage.get("input_tokens")),
+        count(usage.get("output_tokens")),
+        count(usage.get("cache_creation_input_tokens")),
+        count(usage.get("cache_read_input_tokens")),
+    )
+    if tokens.total == 0:
+        return None  # synthetic messages (and every message offline) cost nothing
+    model = message.get("model")
+    key = message.get("id")
+    return Record(
+        key if isinstance(key, str) and key else None,
+        model if isinstance(model, str) and model else "unknown",
+        epoch(entry.get("timestamp")),
+        tokens,
+    )
+
+
+class ClaudeUsage(UsageReader):
+    """Claude Code writes each assistant message into its conversation file with
+    ``message.model`` and ``message.usage`` (``input_tokens``, ``output_tokens``,
+    ``cache_creation_input_tokens``, ``cache_read_input_tokens``: the token kinds, as the
+    Anthropic API reports them). One message whose reply has several content blocks is
+    written as several records carrying the same ``message.id`` (and its usage, which
+    can grow while it streams): each record is keyed by that id (:func:`parse_usage`).
+    Nothing carries from line to line."""
+
+    def parse(self, line: bytes) -> Record | None:
+        return parse_usage(line)
+
+
+# -- the conversation as Markdown -------------------------------------------------------
+
+
+def markdown(record: Mapping[str, Any]) -> Iterator[str]:
+    """The Markdown of one record of a conversation file (nothing for records that are
+    not turns): ``user``/``assistant`` records with ``message.content`` as text or
+    blocks (``text``, ``tool_use``, ``tool_result``), summaries, compactions."""
+    kind = record.get("type")
+    when = timestamp(record.get("timestamp"))
+    if kind == "summary" and isinstance(record.get("summary"), str):
+        yield f"*Summary: {one_line(record['summary'])}*\n\n"
+        return
+    if kind == "system" and record.get("subtype") == "compact_boundary":
+        yield f"*The conversation was compacted{when and ' at ' + when}.*\n\n"
+        return
+    if kind not in ("user", "assistant") or record.get("isMeta"):
+        return
+    message = record.get("message")
+    if not isinstance(message, dict):
+        return
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if not isinstance(blocks, list):
+        return
+    texts: list[str] = []
+    tools: list[str] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            texts.append(_text(block["text"]))
+        elif block.get("type") == "tool_use":
+            tools.append(tool_call(str(block.get("name", "tool")), block.get("input")))
+        elif block.get("type") == "tool_result":
+            tools.append(tool_result(block.get("content"), bool(block.get("is_error"))))
+        elif block.get("type") == "image":
+            texts.append("*(an image)*")
+    yield from turn("User" if kind == "user" else "Assistant", when, texts, tools, kind == "user")
+
+
+def _text(text: str) -> str:
+    command = _COMMAND.search(text)
+    if command:
+        return f"*Command {code(command[1].strip())}*"
+    return text
+
+
 class ClaudeKind(AgentKind):
     """``claude`` with an id assigned at launch and followed through ``/clear``."""
 
     name = "claude"
+    label = "Claude Code"
+    badge = ("C", "#d97757")
     install = "npm install -g @anthropic-ai/claude-code"
     follows_conversation = True
     reports = "hooks"
     keeps_conversations = True
+    reports_usage = True
+    prices = PRICES
+    #: Escape interrupts a turn (as a person presses it)
+    interrupt_key = "\x1b"
+    own_env = (
+        "CLAUDECODE",
+        "CLAUDE_CODE_ENTRYPOINT",
+        "CLAUDE_CODE_SESSION_ID",
+        "CLAUDE_CODE_CHILD_SESSION",
+        "CLAUDE_CODE_SESSION_ATTENDED",
+        "CLAUDE_PID",
+        "CLAUDE_PROJECT_DIR",
+        "CLAUDE_ENV_FILE",
+        "CLAUDE_CODE_CHILD_NOTES_DIR",
+        "CLAUDE_CODE_MESSAGING_SOCKET",
+        "CLAUDE_CODE_MESSAGING_SOCKET_TOKEN",
+        "AI_AGENT",
+        "CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS",
+        "CLAUDE_CODE_BRIDGE_SESSION_ID",
+        "CLAUDE_CODE_HOST_WORKTREE",
+    )
+
+    def usage_reader(self, saved: str | None) -> UsageReader:
+        return ClaudeUsage()
+
+    def markdown(self, record: Mapping[str, Any]) -> Iterator[str]:
+        return markdown(record)
 
     def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
         return [*argv, "--settings", str(claude_settings(state_dir, session_id))]

@@ -14,20 +14,54 @@ the machine may be someone else's), and the folder's rollouts are offered instea
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
+from contextlib import suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from jupyter_agents.agents.attention import codex_notify
 from jupyter_agents.agents.base import AgentKind, FolderConversation, Launch, home_of, is_uuid
+from jupyter_agents.agents.markdown import code, timestamp, tool_call, tool_result, turn
+from jupyter_agents.agents.usage import (
+    BadRecord,
+    Record,
+    Tokens,
+    UsageReader,
+    count,
+    epoch,
+    json_object,
+    price_row,
+)
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.store import Session
 
 #: how far a rollout's start may be from the process's start to count as its own
 ROLLOUT_WINDOW = timedelta(seconds=10)
+#: user messages Codex writes itself (context, instructions): not the user's words
+_CONTEXT = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<permissions")
+
+#: OpenAI's list prices, US dollars per million tokens (OpenAI's models have no cache
+#: writes) as of :data:`~jupyter_agents.spend.prices.PRICES_AS_OF`
+PRICES: dict[str, dict[str, float]] = {
+    "gpt-5.6-sol*": price_row(5.00, 30.00, 6.25, 0.50),
+    "gpt-5.6-terra*": price_row(2.00, 12.00, 2.50, 0.20),
+    "gpt-5.6-luna*": price_row(0.20, 1.20, 0.25, 0.02),
+    "gpt-5.5*": price_row(5.00, 30.00, 0.0, 0.50),
+    "gpt-5.4": price_row(2.50, 15.00, 0.0, 0.25),
+    "gpt-5.4-mini*": price_row(0.75, 4.50, 0.0, 0.075),
+    "gpt-5.4-nano*": price_row(0.20, 1.25, 0.0, 0.02),
+    "gpt-5.3-codex*": price_row(1.75, 14.00, 0.0, 0.175),
+    "gpt-5.2*": price_row(1.75, 14.00, 0.0, 0.175),
+    "gpt-5.1*": price_row(1.25, 10.00, 0.0, 0.125),
+    "gpt-5": price_row(1.25, 10.00, 0.0, 0.125),
+    "gpt-5-codex*": price_row(1.25, 10.00, 0.0, 0.125),
+    "gpt-5-mini*": price_row(0.25, 2.00, 0.0, 0.025),
+}
 
 
 def codex_home(env: Mapping[str, str]) -> Path:
@@ -90,14 +124,182 @@ def matching_rollouts(home: Path, cwd: str, started: datetime) -> list[str]:
     return found
 
 
+# -- usage ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class CodexCursor:
+    """What :func:`parse_usage` carries from line to line of one rollout: the model of
+    the current turn, the cumulative ``total_tokens`` last counted and the time of the
+    last event counted (a rollout read again from its start counts nothing twice)."""
+
+    model: str = "unknown"
+    total: int | None = None
+    last: float | None = None
+
+    def dump(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def load(cls, text: str | None) -> CodexCursor:
+        try:
+            data = json.loads(text or "{}")
+            return cls(str(data.get("model", "unknown")), data.get("total"), data.get("last"))
+        except (ValueError, AttributeError, TypeError):
+            return cls()
+
+
+def parse_usage(line: bytes, cursor: CodexCursor) -> Record | None:
+    """The usage of one line of a Codex rollout (``cursor`` is updated: the model from
+    ``turn_context``, the total counted); None for lines that add none; :class:`BadRecord`
+    for a ``token_count`` event that does not parse.
+
+    >>> c = CodexCursor()
+    >>> parse_usage(b'{"type": "turn_context", "payload": {"model": "gpt-5.4"}}', c)
+    >>> ev = (b'{"timestamp": "2026-12-01T10:00:00Z", "type": "event_msg", "payload": '
+    ...       b'{"type": "token_count", "info": {"total_token_usage": {"total_tokens": 150}, '
+    ...       b'"last_token_usage": {"input_tokens": 100, "cached_input_tokens": 60, '
+    ...       b'"output_tokens": 50, "reasoning_output_tokens": 20, "total_tokens": 150}}}}')
+    >>> r = parse_usage(ev, c)
+    >>> r.model, r.tokens
+    ('gpt-5.4', Tokens(input=40, output=50, cache_creation=0, cache_read=60))
+    >>> parse_usage(ev, c) is None  # the same event again: total unchanged
+    True
+    """
+    if b'"turn_context"' in line:
+        entry = json_object(line)
+        payload = entry.get("payload")
+        if entry.get("type") == "turn_context" and isinstance(payload, dict):
+            model = payload.get("model")
+            if isinstance(model, str) and model:
+                cursor.model = model
+        return None
+    if b'"token_count"' not in line:
+        return None
+    entry = json_object(line)
+    payload = entry.get("payload")
+    if entry.get("type") != "event_msg" or not isinstance(payload, dict):
+        return None
+    if payload.get("type") != "token_count":
+        return None
+    info = payload.get("info")
+    if info is None:
+        return None  # usage not known yet (codex sends rate limits first)
+    if not isinstance(info, dict):
+        raise BadRecord("token_count info is not an object")
+    total_usage, last_usage = info.get("total_token_usage"), info.get("last_token_usage")
+    if not isinstance(total_usage, dict) or not isinstance(last_usage, dict):
+        raise BadRecord("token_count without total_token_usage and last_token_usage")
+    total = count(total_usage.get("total_tokens"))
+    when = epoch(entry.get("timestamp"))
+    if total == cursor.total:
+        return None  # repeated (e.g. for a rate-limit update)
+    if when is not None and cursor.last is not None and when < cursor.last:
+        return None  # counted before (the rollout is being read again)
+    given = count(last_usage.get("input_tokens"))
+    cached = min(count(last_usage.get("cached_input_tokens")), given)
+    tokens = Tokens(given - cached, count(last_usage.get("output_tokens")), 0, cached)
+    cursor.total = total
+    if when is not None:
+        cursor.last = when
+    return Record(None, cursor.model, when, tokens) if tokens.total else None
+
+
+class CodexUsage(UsageReader):
+    """Codex records ``token_count`` events in its rollout (``{"timestamp", "type":
+    "event_msg", "payload": {"type": "token_count", "info": {"total_token_usage",
+    "last_token_usage", "model_context_window"}, "rate_limits"}}``; openai/codex
+    ``codex-rs/protocol/src/protocol.rs`` ``TokenCountEvent``/``TokenUsageInfo``/
+    ``TokenUsage``: ``input_tokens`` includes ``cached_input_tokens``, ``output_tokens``
+    includes ``reasoning_output_tokens``), and the model of each turn in
+    ``turn_context`` records (``payload.model``). :func:`parse_usage` counts
+    ``last_token_usage`` of every event whose cumulative ``total_tokens`` moved (codex
+    repeats an event unchanged, e.g. for a rate-limit update), as ``input - cached``
+    input, ``cached`` cache reads and ``output``; the :class:`CodexCursor` carries."""
+
+    def __init__(self, saved: str | None = None) -> None:
+        self.cursor = CodexCursor.load(saved)
+
+    def parse(self, line: bytes) -> Record | None:
+        return parse_usage(line, self.cursor)
+
+    def dump(self) -> str:
+        return self.cursor.dump()
+
+
+# -- the conversation as Markdown -------------------------------------------------------
+
+
+def markdown(record: Mapping[str, Any]) -> Iterator[str]:
+    """The Markdown of one rollout line (``{timestamp, type, payload}``; nothing for
+    lines that are not turns): ``session_meta``, ``compacted``, and ``response_item``
+    payloads ``message``, ``function_call``, ``function_call_output``,
+    ``custom_tool_call``..."""
+    payload = record.get("payload")
+    if not isinstance(payload, dict):
+        return
+    when = timestamp(record.get("timestamp"))
+    kind, item = record.get("type"), payload.get("type")
+    if kind == "session_meta":
+        where = f" in {code(str(payload['cwd']))}" if payload.get("cwd") else ""
+        yield f"*Codex thread {code(str(payload.get('id', '?')))} started{where}.*\n\n"
+    elif kind == "compacted":
+        yield f"*The conversation was compacted{when and ' at ' + when}.*\n\n"
+    elif kind != "response_item":
+        return
+    elif item == "message" and payload.get("role") in ("user", "assistant"):
+        texts = [
+            str(part["text"])
+            for part in payload.get("content") or []
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        ]
+        texts = [t for t in texts if not t.lstrip().startswith(_CONTEXT)]
+        if texts:
+            user = payload["role"] == "user"
+            yield from turn("User" if user else "Assistant", when, texts, [], user)
+    elif item in ("function_call", "custom_tool_call", "local_shell_call"):
+        arguments: Any = payload.get("arguments", payload.get("input", payload.get("action")))
+        if isinstance(arguments, str):
+            with suppress(ValueError):
+                arguments = json.loads(arguments)
+        name = str(payload.get("name") or ("shell" if item == "local_shell_call" else "tool"))
+        yield from turn("Assistant", when, [], [tool_call(name, arguments)], False)
+    elif item in ("function_call_output", "custom_tool_call_output"):
+        output: Any = payload.get("output")
+        if isinstance(output, str):
+            try:
+                parsed = json.loads(output)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict) and "output" in parsed:
+                output = parsed["output"]
+        elif isinstance(output, dict):
+            output = output.get("content", output)
+        yield from turn("Tool", when, [], [tool_result(output, False)], False)
+
+
 class CodexKind(AgentKind):
     """``codex`` with its id captured from its thread lock (or its own rollout)."""
 
     name = "codex"
+    label = "Codex"
+    badge = ("X", "#10a37f")
     install = "npm install -g @openai/codex"
     follows_conversation = True
     reports = "notify"
     keeps_conversations = True
+    reports_usage = True
+    prices = PRICES
+    #: Escape interrupts a turn: its TUI sends ``Op::Interrupt`` on Esc while a task runs
+    #: (openai/codex ``codex-rs/tui/src/bottom_pane/mod.rs``)
+    interrupt_key = "\x1b"
+    own_env = ("CODEX_THREAD_ID",)
+
+    def usage_reader(self, saved: str | None) -> UsageReader:
+        return CodexUsage(saved)
+
+    def markdown(self, record: Mapping[str, Any]) -> Iterator[str]:
+        return markdown(record)
 
     def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
         """Our options go right after ``codex`` (or ``codex resume``): ``notify`` runs

@@ -24,6 +24,7 @@ from typing import Any, TextIO
 from traitlets import TraitError
 
 from jupyter_agents import __version__
+from jupyter_agents.agents import BUILTIN
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.backends.base import DETACH_KEY_NAME
 from jupyter_agents.clients.display import RECENT, clip, cost_cell, text_table, worth_listing
@@ -35,9 +36,8 @@ from jupyter_agents.sessions import prune, send
 from jupyter_agents.sessions.query import MAX_LIMIT, parse_query
 from jupyter_agents.sessions.search import Hit, search_sessions
 from jupyter_agents.sessions.service import SessionService
-from jupyter_agents.spend import usage
 from jupyter_agents.spend.limits import LIMIT_KEYS, describe
-from jupyter_agents.spend.usage import PRICES_AS_OF, Summary, format_cost, format_tokens
+from jupyter_agents.spend.prices import PRICES_AS_OF, Summary, format_cost, format_tokens
 from jupyter_agents.terminal.render import FORMATS, export, export_name
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT = 1, 2, 3, 4
@@ -163,7 +163,8 @@ def cost_report(service: SessionService, ids: list[str] | None = None) -> dict[s
     """The JSON of ``jupyter agents cost``: ``sessions`` (their usage's tokens, cost and
     unattended part), ``days`` (UTC) and ``total``, each priced from the price table."""
     prices = service.usage.prices
-    chosen = [s for s in service.store.list(kinds=usage.FORMATS) if ids is None or s.id in ids]
+    found = service.store.list(kinds=service.usage_kinds)
+    chosen = [s for s in found if ids is None or s.id in ids]
     models = service.usage_models(chosen)
     listed = []
     for session in chosen:
@@ -632,8 +633,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, help="working time")
     p.add_argument("--none", action="store_true", help="no limit for this session")
     p.add_argument("--default", action="store_true", help="AgentsApp.unattended_limit again")
-    p = add("new", "start a session: jupyter agents new claude --cwd DIR -- --model opus")
-    p.add_argument("kind", help="shell, claude, codex or a configured kind")
+    agents = [kind.name for kind in BUILTIN]
+    p = add("new", f"start a session: jupyter agents new {agents[0]} --cwd DIR -- ARGS")
+    p.add_argument("kind", help=f"{', '.join(['shell', *agents])} or a configured kind")
     p.add_argument("--cwd", help="working directory (default: the current one)")
     p.add_argument("--name", help="terminal name (default: the next free number)")
     p.add_argument("--json", action="store_true", help="print the model, not just the id")

@@ -18,6 +18,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
+from jupyter_agents.agents import BUILTIN
 from jupyter_agents.clients.cli import cost_report, cost_text, describe_session, hit_line
 from jupyter_agents.clients.display import SessionTable, worth_listing
 from jupyter_agents.config import open_sessions
@@ -156,7 +157,7 @@ class AgentMagics(Magics):
         """Start, list, resume, kill and follow terminal and agent sessions.
 
         %agent new KIND [--cwd DIR] [--name NAME] [-- ARGS...]
-            start a session: shell, claude, codex or a configured kind
+            start a session: {kinds} or a configured kind
         %agent ls [--all]   (or: list)
             the sessions to act on (--all: every record), an HTML table in notebooks,
             with why each ended session ended
@@ -276,3 +277,9 @@ class AgentMagics(Magics):
         from jupyter_agents.clients.widgets import Dashboard  # ipywidgets: only for the dashboard
 
         return Dashboard(service=service)
+
+
+# %agent's help names the kinds the agents wing has, not a list of its own
+AgentMagics.agent.__doc__ = (AgentMagics.agent.__doc__ or "").replace(
+    "{kinds}", ", ".join(["shell", *(kind.name for kind in BUILTIN)])
+)

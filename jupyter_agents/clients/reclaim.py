@@ -106,7 +106,7 @@ def decide(facts: Facts, now: float, policy: Policy, deleted: bool) -> tuple[boo
     (True, 'idle 100 s (no output, input or viewer; limit 50 s)')
     >>> decide(f, 120.0, Policy(idle_timeout=50.0), deleted=False)
     (False, 'active 20 s ago')
-    >>> w = dataclasses.replace(f, kind="claude", attention="working", working_until=250.0)
+    >>> w = dataclasses.replace(f, kind="aider", attention="working", working_until=250.0)
     >>> decide(w, 200.0, Policy(idle_timeout=50.0), deleted=False)
     (False, 'agent at work, kept 50 s more')
     >>> decide(w, 260.0, Policy(idle_timeout=50.0), deleted=False)[0]

@@ -135,7 +135,7 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE sessions ADD COLUMN modes TEXT;
     """,
     # token usage of agent sessions and who watched them (jupyter_agents.spend.ledger): totals
-    # per conversation, model, day and attendance; Claude messages counted (by id); how
+    # per conversation, model, day and attendance; messages counted by id; how
     # far each conversation file was read; per session, the attendance, the allowance
     # spent unattended since the last human input and its own unattended limit
     """

@@ -16,7 +16,7 @@ from jupyter_agents.core.store import Session
 from jupyter_agents.server.streams import Streams
 from jupyter_agents.sessions.service import SessionService
 from jupyter_agents.spend.ledger import Change
-from jupyter_agents.spend.limits import INTERRUPT_KEYS, exceeded
+from jupyter_agents.spend.limits import exceeded
 
 #: seconds before the key is sent again to an agent still spending past its limit
 RETRY = 60.0
@@ -46,7 +46,8 @@ class UnattendedGuard:
         now and why (their attention is ``error`` with the reason, published, logged).
         Blocking."""
         ledger = self.service.usage
-        running = self.service.store.list(["running"], INTERRUPT_KEYS)
+        kinds = [name for name, kind in self.service.kinds.items() if kind.interrupt_key]
+        running = self.service.store.list(["running"], kinds)
         working = [s for s in running if s.attention == "working" or s.id in changes]
         ledger.tick(s.id for s in working)
         now = self.clock()
@@ -84,7 +85,8 @@ class UnattendedGuard:
     async def interrupt(self, chosen: list[tuple[Session, str]]) -> None:
         """Send each session its kind's interrupt key (on the IO loop)."""
         for session, _ in chosen:
-            if not await send_keys(self.streams, session, INTERRUPT_KEYS[session.kind]):
+            key = self.service.kinds[session.kind].interrupt_key
+            if key is None or not await send_keys(self.streams, session, key):
                 self.log.warning(
                     "jupyter_agents: could not send the interrupt key to session %s",
                     session.id,

@@ -96,8 +96,8 @@ def sanitize_tail(data: bytes, limit: int = TAIL_BYTES) -> bytes:
 def banner(kind: str, conversation_id: str | None, session_id: str, ended: datetime | None) -> str:
     """The marker line between the old transcript and the new process.
 
-    >>> banner("claude", "c0ffee", "s1", datetime(2026, 11, 29, 17, 5, tzinfo=timezone.utc))
-    '--- restored claude session c0ffee (previous run ended 2026-11-29 17:05 UTC) ---'
+    >>> banner("aider", "c0ffee", "s1", datetime(2026, 11, 29, 17, 5, tzinfo=timezone.utc))
+    '--- restored aider session c0ffee (previous run ended 2026-11-29 17:05 UTC) ---'
     """
     when = ended.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if ended else "unknown"
     name = conversation_id or session_id
@@ -118,8 +118,8 @@ def fresh_banner(kind: str, earlier: Session) -> str:
     """The marker line between an earlier session's transcript and a fresh session
     started after it (its conversation could not be resumed).
 
-    >>> fresh_banner("claude", Session("s1", "1", "interrupted", "tmux", conversation_id="c0"))
-    '--- new claude session; above: the end of session s1 (conversation c0, not resumed) ---'
+    >>> fresh_banner("aider", Session("s1", "1", "interrupted", "tmux", conversation_id="c0"))
+    '--- new aider session; above: the end of session s1 (conversation c0, not resumed) ---'
     """
     about = (
         f" (conversation {earlier.conversation_id}, not resumed)" if earlier.conversation_id else ""
@@ -133,7 +133,7 @@ def fresh_note(kind: str, session_id: str, offered: Sequence[FolderConversation]
     continue instead.
 
     >>> when = datetime(2026, 12, 1, 9, 30, tzinfo=timezone.utc)
-    >>> note = fresh_note("codex", "s1", [FolderConversation("c0ffee", when)])
+    >>> note = fresh_note("aider", "s1", [FolderConversation("c0ffee", when)])
     >>> note.startswith("started fresh"), note.split("instead: ")[1]
     (True, 'jupyter agents restore s1 --conversation ID (c0ffee, 2026-12-01 09:30 UTC)')
     """

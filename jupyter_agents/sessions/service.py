@@ -55,7 +55,6 @@ from jupyter_agents.sessions.restore import (
 )
 from jupyter_agents.spend.ledger import Change, Throttle, UsageLedger, usage_files
 from jupyter_agents.spend.limits import parse_override
-from jupyter_agents.spend.usage import FORMATS
 from jupyter_agents.terminal.state import Followed, ModeFollower
 from jupyter_agents.terminal.transcripts import GapLog, Transcript
 from jupyter_agents.terminal.vt import check_title
@@ -120,7 +119,9 @@ class SessionService:
         )
         self.attention = AttentionTracker(state_dir, store, kinds, self.publish, self.log)
         #: what agent sessions spent, and who watched (:mod:`jupyter_agents.spend.ledger`)
-        self.usage = usage or UsageLedger(store, log=self.log)
+        self.usage = usage or UsageLedger(store, log=self.log, kinds=kinds)
+        #: the kinds whose CLIs record what they spend
+        self.usage_kinds = [name for name, kind in kinds.items() if kind.reports_usage]
         self._usage_events = Throttle()
         #: what each running session's program has set, followed from its transcript
         self.modes = ModeFollower()
@@ -297,7 +298,7 @@ class SessionService:
         Each changed session's usage is published (a ``usage`` event), at most every
         :data:`~jupyter_agents.spend.ledger.USAGE_EVENT_INTERVAL` seconds per session.
         Blocking."""
-        sessions = self.store.list(kinds=[k for k in self.kinds if k in FORMATS])
+        sessions = self.store.list(kinds=self.usage_kinds)
         changes = self.usage.update(sessions, self.usage_files)
         due = self._usage_events.due(changes)
         for session in self.store.get_many(due):
@@ -318,7 +319,7 @@ class SessionService:
         for a bad one or a kind that reports no usage. Published (``usage``)."""
         limit = parse_override(value)
         session = self.store.get(session_id)
-        if session.kind not in FORMATS:
+        if session.kind not in self.usage_kinds:
             raise InvalidRequest(
                 f"session {session_id} is a {session.kind}: it reports no usage to limit"
             )
@@ -468,7 +469,7 @@ class SessionService:
                 self._transcript(session).mark_replay(shown.read_bytes())
                 argv = prelude_argv(shown, argv)
             self.launch(session, launch, argv, was=None)
-        if agent.name in FORMATS:
+        if agent.reports_usage:
             self.usage.track(session)
         self.publish("created", session)
         return session, True
@@ -602,7 +603,7 @@ class SessionService:
     def record_exit(self, session_id: str, exit_code: int) -> None:
         """A streamed session's process ended with ``exit_code``: record it, release it.
         An agent that failed within :data:`EARLY_EXIT` seconds of its start gets a
-        ``reason``: its exit code and what it printed last (``codex: not found``)."""
+        ``reason``: its exit code and what it printed last (``aider: not found``)."""
         reason = self._early_exit(session_id, exit_code)
         with state_lock(self.state_dir):
             ended = self.set_status(

@@ -9,9 +9,10 @@ archived copy (:mod:`jupyter_agents.agents.archive`) where the archive keeps a w
 the CLI's own file: the two hold the same bytes, so the offset carries over. The
 :data:`TAIL` bytes before the offset are checked on every read: a file that was
 rewritten or truncated is read again from its start, and counts nothing twice
-(Claude's records by message id, Codex's by time and cumulative total:
-:mod:`jupyter_agents.spend.usage`). A line that should hold usage and does not parse is
-skipped and counted (``skipped``), never an error.
+(records keyed by message id count once; each kind's reader carries what it needs, such
+as a cumulative total: :meth:`~jupyter_agents.agents.base.AgentKind.usage_reader`). A
+line that should hold usage and does not parse is skipped and counted (``skipped``),
+never an error.
 
 **Totals** are kept per session, conversation, model, UTC day and whether the tokens
 were spent while nobody watched; costs are priced when read out (:class:`PriceTable`),
@@ -51,20 +52,11 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_agents.agents.archive import ConversationArchive, ConversationFile
+from jupyter_agents.agents.base import AgentKind
+from jupyter_agents.agents.usage import TOKEN_KINDS, BadRecord, Record, Tokens
 from jupyter_agents.core.errors import StoreError
 from jupyter_agents.core.store import Session, SessionStore
-from jupyter_agents.spend.usage import (
-    FORMATS,
-    KINDS,
-    BadRecord,
-    CodexCursor,
-    PriceTable,
-    Record,
-    Summary,
-    Tokens,
-    parse_claude,
-    parse_codex,
-)
+from jupyter_agents.spend.prices import PriceTable, Summary
 
 #: the most bytes of one file parsed per :meth:`UsageLedger.update`
 READ_CHUNK = 4 << 20
@@ -83,7 +75,7 @@ USAGE_EVENT_INTERVAL = 5.0
 #: after a pause, e.g. a suspended machine, does not count the pause)
 MAX_TICK = 30.0
 
-_SUMS = ", ".join(f"SUM({k})" for k in KINDS)
+_SUMS = ", ".join(f"SUM({k})" for k in TOKEN_KINDS)
 
 
 def _iso(epoch: float | None) -> str | None:
@@ -303,6 +295,7 @@ class UsageLedger:
         prices: PriceTable | None = None,
         limit: Mapping[str, float] | None = None,
         log: logging.Logger | None = None,
+        kinds: Mapping[str, AgentKind] | None = None,
     ) -> None:
         #: the store whose connection (and file) the ledger uses; it owns and closes it
         self.store = store
@@ -310,6 +303,12 @@ class UsageLedger:
         self.prices = prices or PriceTable()
         self.limit = dict(limit or {})
         self.log = log or logging.getLogger("jupyter_agents")
+        #: the kinds whose sessions' usage is read (those that report it), by name
+        self.kinds = {
+            name: kind
+            for name, kind in (kinds if kinds is not None else _builtin_kinds()).items()
+            if kind.reports_usage
+        }
         #: sessions read after they ended (nothing more to read until they run again)
         self._final: set[str] = set()
         #: when :meth:`tick` last ran (monotonic)
@@ -467,12 +466,12 @@ class UsageLedger:
         files_of: Callable[[Session], builtins.list[ConversationFile]],
         now: float | None = None,
     ) -> dict[str, Change]:
-        """Read what the conversation files of ``sessions`` (of kinds with a usage
-        format, :data:`~jupyter_agents.spend.usage.FORMATS`) gained; what it added, by session.
+        """Read what the conversation files of ``sessions`` (of kinds that report usage)
+        gained; what it added, by session.
         A session that is not running is read once more, then not until it runs again."""
         changes: dict[str, Change] = {}
         for session in sessions:
-            if session.kind not in FORMATS:
+            if session.kind not in self.kinds:
                 continue
             if session.status != "running" and session.id in self._final:
                 continue
@@ -530,13 +529,13 @@ class UsageLedger:
         if end <= 0:
             return True  # no whole line yet
         self.parsed_bytes += min(end, len(data))
-        codex = CodexCursor.load(cursor) if session.kind == "codex" else None
+        reader = self.kinds[session.kind].usage_reader(cursor)
         records: list[Record] = []
         for n, line in enumerate(data[:end].split(b"\n")):
             if n % YIELD_LINES == YIELD_LINES - 1:
                 time.sleep(0)  # let the IO loop's thread have the GIL
             try:
-                record = parse_claude(line) if codex is None else parse_codex(line, codex)
+                record = reader.parse(line)
             except BadRecord:
                 skipped += 1
                 continue
@@ -549,7 +548,7 @@ class UsageLedger:
             (
                 start + end,
                 _digest((before + data[:end])[-TAIL:]),
-                None if codex is None else codex.dump(),
+                reader.dump(),
             ),
             records,
             skipped,
@@ -677,7 +676,7 @@ class UsageLedger:
     def _messages(
         db: sqlite3.Connection, session_id: str, keys: set[str]
     ) -> dict[str, tuple[int, ...]]:
-        """The counts kept of those of ``keys`` (Claude message ids) seen before: a
+        """The counts kept of those of ``keys`` (message ids) seen before: a
         message is counted once, at its largest counts per kind."""
         found: dict[str, tuple[int, ...]] = {}
         wanted = sorted(keys)
@@ -733,7 +732,7 @@ class UsageLedger:
 
     def model(self, session: Session, usage: SessionUsage | None = None) -> dict[str, Any] | None:
         """The REST ``usage`` object of a session (None for kinds that report no usage)."""
-        if session.kind not in FORMATS:
+        if session.kind not in self.kinds:
             return None
         if usage is None:
             usage = self.usage([session.id]).get(session.id, SessionUsage())
@@ -779,3 +778,10 @@ def _limit(text: str | None) -> dict[str, float] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def _builtin_kinds() -> dict[str, AgentKind]:
+    """The built-in kinds, for a ledger made without a session service's."""
+    from jupyter_agents.agents import BUILTIN
+
+    return {kind.name: kind([kind.name]) for kind in BUILTIN}

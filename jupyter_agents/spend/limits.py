@@ -12,13 +12,12 @@ starts a fresh allowance; watching without typing neither adds to it nor resets 
 holds ``tokens``, ``cost`` (US dollars) and ``seconds``, any of them; ``{}`` is none.
 When an allowance goes past one of them while the agent works and nobody watches,
 :class:`~jupyter_agents.server.unattended.UnattendedGuard` interrupts its turn with the
-key a person would press
-(:data:`INTERRUPT_KEYS`: Escape for Claude Code and for Codex, whose TUI sends
-``Op::Interrupt`` on Esc while a task runs: openai/codex
-``codex-rs/tui/src/bottom_pane/mod.rs``), written to its terminal through its backend,
-sets its attention to ``error`` with the reason (an ``attention`` event: JupyterLab
-shows a notification) and logs one line. Nothing is killed. If the agent keeps
-spending, the key is sent again at most every :data:`RETRY` seconds.
+key a person would press (its kind's
+:attr:`~jupyter_agents.agents.base.AgentKind.interrupt_key`), written to its terminal
+through its backend, sets its attention to ``error`` with the reason (an ``attention``
+event: JupyterLab shows a notification) and logs one line. Nothing is killed. If the
+agent keeps spending, the key is sent again at most every
+:data:`~jupyter_agents.server.unattended.RETRY` seconds.
 
 :func:`check_limit` and :func:`exceeded` are pure: limits as values. Who watches and
 who typed is :class:`~jupyter_agents.server.activity.Attendance`; applying the limit to
@@ -32,14 +31,12 @@ from collections.abc import Mapping
 
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.spend.ledger import Allowance
-from jupyter_agents.spend.usage import format_cost, format_tokens
+from jupyter_agents.spend.prices import format_cost, format_tokens
 
 #: the keys of a limit
 LIMIT_KEYS = ("tokens", "cost", "seconds")
 #: the value documented as a starting point for ``AgentsApp.unattended_limit``
 RECOMMENDED = {"cost": 5.0, "seconds": 3600.0}
-#: what interrupts a turn, per agent kind (the key a person presses)
-INTERRUPT_KEYS: dict[str, str] = {"claude": "\x1b", "codex": "\x1b"}
 
 
 def check_limit(value: object) -> dict[str, float]:
@@ -113,7 +110,7 @@ def exceeded(limit: Mapping[str, float], allowance: Allowance) -> str | None:
     """Why ``allowance`` is past ``limit`` (the reason shown to the user), None if it
     is not.
 
-    >>> from jupyter_agents.spend.usage import Tokens
+    >>> from jupyter_agents.agents.usage import Tokens
     >>> exceeded({"cost": 5.0}, Allowance(0.0, Tokens(), cost=5.5))
     'unattended limit: $5.50 spent since the last input with nobody watching (limit $5.00)'
     >>> exceeded({"cost": 5.0, "seconds": 60}, Allowance(0.0, Tokens(), cost=1.0)) is None

@@ -117,6 +117,10 @@ export interface IKind {
   available?: boolean;
   /** Why it cannot start and how to install it, when it cannot. */
   unavailable?: string;
+  /** What people call it (a product name); absent: its name. */
+  label?: string;
+  /** Its icon: a letter on a coloured disc (absent: the generic agent icon). */
+  badge?: { letter: string; color: string };
 }
 
 /** `POST /api/agents/restore`. */

@@ -119,9 +119,9 @@ export interface INewlyNeeding {
  * is updated.
  *
  * What counts: a change into waiting, permission or error from `working` or from
- * another of those states (Claude Code's hooks report each turn); from no state at
- * all only where the CLI reports nothing but turn ends (`attention_source` `notify`,
- * Codex): for Claude Code that is `SessionStart`, a new session at its prompt, which
+ * another of those states (a CLI whose hooks report each turn); from no state at
+ * all only where the CLI reports nothing but turn ends (`attention_source` `notify`):
+ * for a CLI with hooks that is its session start, a new session at its prompt, which
  * is no news. Nothing on the first look (`first`): opening Lab replays nothing (the
  * status bar counts what needs the user).
  */

@@ -1,7 +1,7 @@
 import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 import { LabIcon, terminalIcon } from '@jupyterlab/ui-components';
 
-import { Status } from './api';
+import { IKind, Status } from './api';
 import { DOMAIN } from './tokens';
 
 const svg = (body: string): string =>
@@ -51,22 +51,33 @@ const letter = (name: string, text: string, color: string): LabIcon =>
     )
   });
 
-export const claudeIcon = letter('jupyter-agents:claude', 'C', '#d97757');
-export const codexIcon = letter('jupyter-agents:codex', 'X', '#10a37f');
 export const customKindIcon = letter('jupyter-agents:agent', 'A', '#7a5af8');
+
+/** What the server told of each kind (`GET /api/agents/kinds`): its label and icon. */
+const described = new Map<string, { label: string; icon: LabIcon }>();
+
+/**
+ * Take the kinds the server describes: each agent kind's label and badge live in the
+ * server's agents wing, not in a list of the Lab's own.
+ */
+export function describeKinds(kinds: IKind[]): void {
+  for (const kind of kinds) {
+    const badge = kind.badge;
+    described.set(kind.name, {
+      label: kind.label || kind.name,
+      icon: badge
+        ? letter(`jupyter-agents:kind-${kind.name}`, badge.letter, badge.color)
+        : customKindIcon
+    });
+  }
+}
 
 /** The icon of a session kind. */
 export function kindIcon(kind: string): LabIcon {
-  switch (kind) {
-    case 'shell':
-      return terminalIcon;
-    case 'claude':
-      return claudeIcon;
-    case 'codex':
-      return codexIcon;
-    default:
-      return customKindIcon;
+  if (kind === 'shell') {
+    return terminalIcon;
   }
+  return described.get(kind)?.icon ?? customKindIcon;
 }
 
 /** A human label for a session kind (agent names are product names). */
@@ -74,16 +85,10 @@ export function kindLabel(
   kind: string,
   trans: TranslationBundle = nullTranslator.load(DOMAIN)
 ): string {
-  switch (kind) {
-    case 'shell':
-      return trans.__('Shell');
-    case 'claude':
-      return 'Claude Code';
-    case 'codex':
-      return 'Codex';
-    default:
-      return kind;
+  if (kind === 'shell') {
+    return trans.__('Shell');
   }
+  return described.get(kind)?.label ?? kind;
 }
 
 /** A session's status, as a word in the user's language. */

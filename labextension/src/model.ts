@@ -33,6 +33,7 @@ import {
   SESSION_EVENT
 } from './api';
 import { needsYou } from './attention';
+import { describeKinds } from './icons';
 import { IEventStream, StreamState } from './events';
 import { IAgentSessions, ICounts } from './tokens';
 
@@ -45,7 +46,8 @@ const CONNECT_GRACE = 3000;
 /** Re-render for `activity` events at most this often (ms). */
 const ACTIVITY_THROTTLE = 1000;
 
-const DEFAULT_KINDS = ['shell', 'claude', 'codex'];
+/** Until the server says which kinds it has (`GET /api/agents/kinds`). */
+const DEFAULT_KINDS = ['shell'];
 
 export class SessionsModel implements IAgentSessions {
   constructor(options: SessionsModel.IOptions) {
@@ -82,6 +84,8 @@ export class SessionsModel implements IAgentSessions {
     this._onState(this._events, this._events.state);
     this._kindsReady = listKinds(this.serverSettings).then(
       found => {
+        describeKinds(found);
+        this._changed.emit(); // rows drawn before now get their kind's icon and label
         this._unavailable = new Map(
           found
             .filter(k => k.available === false)
