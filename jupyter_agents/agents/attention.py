@@ -24,18 +24,19 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import Conflict, NotFound
+from jupyter_agents.core.events import Changer
 from jupyter_agents.core.launch import python_module_argv
 from jupyter_agents.core.paths import ensure_private_dir
 from jupyter_agents.core.store import Attention, Session, SessionStore
 
 if TYPE_CHECKING:
     from jupyter_agents.agents.base import AgentKind
-    from jupyter_agents.core.events import EventAction
 
 #: the states in which a session needs its user
 NEEDS_YOU: frozenset[str] = frozenset({"waiting", "permission", "error"})
@@ -222,13 +223,13 @@ class AttentionTracker:
         state_dir: Path,
         store: SessionStore,
         kinds: Mapping[str, AgentKind],
-        publish: Callable[[EventAction, Session], None],
+        change: Changer,
         log: logging.Logger,
     ) -> None:
         self.folder = state_dir / "spool"
         self.store = store
         self.kinds = kinds
-        self.publish = publish
+        self.change = change
         self.log = log
         self._offsets: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -243,7 +244,7 @@ class AttentionTracker:
         for session in self.store.list(["running"], heuristic):
             kind = heuristic[session.kind]
             written = last_output_of(session.id)
-            last_output = written.timestamp() if written else _epoch(session.last_activity)
+            last_output = clock.seconds(written) if written else clock.epoch(session.last_activity)
             silent = now - last_output >= getattr(kind, "silence", 5.0)
             state: Attention = "waiting" if silent else "working"
             if state != session.attention:
@@ -258,14 +259,14 @@ class AttentionTracker:
         when: float,
         source: str | None,
     ) -> int:
-        self.store.update(
+        self.change(
             session.id,
+            "attention",
             attention=state,
             attention_reason=reason,
-            attention_since=_iso(when),
+            attention_since=clock.iso(when),
             attention_source=source,
         )
-        self.publish("attention", self.store.get(session.id))
         return 1
 
     def apply_spool(self) -> int:
@@ -293,7 +294,7 @@ class AttentionTracker:
         source = session.attention_source or (kind.reports if kind else None)
         changed = 0
         for record in records:
-            if record["t"] <= _epoch(session.attention_since):
+            if session.attention_since and record["t"] <= clock.epoch(session.attention_since):
                 continue  # applied before (by this or another process)
             if record.get("event") == "SessionStart":
                 session = self._follow(session, record.get("conversation"))
@@ -309,9 +310,11 @@ class AttentionTracker:
         if not _is_uuid(conversation) or conversation == session.conversation_id:
             return session
         try:
-            if self.store.update(session.id, conversation_id=conversation, ambiguous=False):
-                session = self.store.get(session.id)
-                self.publish("conversation", session)
+            followed = self.change(
+                session.id, "conversation", conversation_id=conversation, ambiguous=False
+            )
+            if followed is not None:
+                session = followed
         except Conflict as e:
             self.log.warning("jupyter_agents: session %s: %s", session.id, e)
         return session
@@ -322,15 +325,3 @@ def _is_uuid(value: object) -> bool:
         return isinstance(value, str) and str(uuid.UUID(value)) == value.lower()
     except ValueError:
         return False
-
-
-def _epoch(iso: str | None) -> float:
-    """An ISO time from the store as seconds since the epoch (0 for None)."""
-    if not iso:
-        return 0.0
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
-
-
-def _iso(epoch: float) -> str:
-    """Seconds since the epoch as the store's ISO time (microseconds kept)."""
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat().replace("+00:00", "Z")

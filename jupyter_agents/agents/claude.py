@@ -20,7 +20,6 @@ import json
 import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence, Set
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from jupyter_agents.agents.usage import (
     json_object,
     price_row,
 )
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.store import Session
 
@@ -323,7 +323,7 @@ class ClaudeKind(AgentKind):
             if not is_uuid(path.stem):
                 continue
             try:
-                modified = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
+                modified = clock.from_epoch(path.stat().st_mtime)
             except OSError:
                 continue
             found.append(FolderConversation(path.stem, modified))

@@ -18,7 +18,7 @@ import dataclasses
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import suppress
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from jupyter_agents.agents.usage import (
     json_object,
     price_row,
 )
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.store import Session
 
@@ -86,13 +87,7 @@ def held_thread(home: Path, pids: Iterable[int]) -> str | None:
 
 
 def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return clock.parse_or_none(value)
 
 
 def rollout_meta(path: Path) -> dict[str, object] | None:
@@ -346,7 +341,7 @@ class CodexKind(AgentKind):
             if meta is None or not is_uuid(meta.get("id")) or meta.get("cwd") != session.cwd:
                 continue
             try:
-                modified = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
+                modified = clock.from_epoch(path.stat().st_mtime)
             except OSError:
                 continue
             found.append(FolderConversation(str(meta["id"]), modified))
@@ -380,6 +375,6 @@ class CodexKind(AgentKind):
             return held or session.conversation_id
         if session.pid_created is None or not session.cwd:
             return None
-        started = datetime.fromtimestamp(session.pid_created, timezone.utc)
+        started = clock.from_epoch(session.pid_created)
         candidates = [c for c in matching_rollouts(home, session.cwd, started) if c not in taken]
         return candidates[0] if len(candidates) == 1 else None

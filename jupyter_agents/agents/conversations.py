@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping
 
 from jupyter_agents.agents import AgentKind
+from jupyter_agents.core.events import Changer
 from jupyter_agents.core.procs import ProcessIdentity, children_map, descendants, matches
 from jupyter_agents.core.store import Session, SessionStore
 
@@ -26,7 +27,7 @@ class Change:
 
 
 def follow(
-    store: SessionStore, kinds: Mapping[str, AgentKind], log: logging.Logger
+    store: SessionStore, change: Changer, kinds: Mapping[str, AgentKind], log: logging.Logger
 ) -> list[Change]:
     """Check every running agent session whose kind follows conversations and record the
     ids that changed. Blocking (reads the process table once per call)."""
@@ -50,7 +51,7 @@ def follow(
                 session.conversation_id,
             )
             continue
-        if store.update(session.id, conversation_id=found, ambiguous=False, expect=("running",)):
+        if change(session.id, conversation_id=found, ambiguous=False, expect=("running",)):
             if session.conversation_id:
                 held.pop(session.conversation_id, None)
             held[found] = session.id

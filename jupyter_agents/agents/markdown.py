@@ -9,8 +9,10 @@ import json
 import re
 import shlex
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import timezone
 from typing import Any
+
+from jupyter_agents.core import clock
 
 #: the most characters a tool call's input or result shows
 SUMMARY = 300
@@ -100,12 +102,5 @@ def timestamp(value: object) -> str:
     >>> timestamp("2026-12-02T06:37:03.595Z")
     '2026-12-02 06:37:03 UTC'
     """
-    if not isinstance(value, str):
-        return ""
-    try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return ""
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    when = clock.parse_or_none(value)
+    return "" if when is None else when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")

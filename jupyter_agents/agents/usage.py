@@ -16,8 +16,9 @@ import dataclasses
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from typing import Any, NamedTuple
+
+from jupyter_agents.core import clock
 
 #: the token kinds, in the order they are shown
 TOKEN_KINDS: tuple[str, ...] = ("input", "output", "cache_creation", "cache_read")
@@ -87,13 +88,8 @@ class BadRecord(ValueError):
 
 def epoch(value: object) -> float | None:
     """An ISO 8601 time as epoch seconds (UTC when it names no zone); None if it is not one."""
-    if not isinstance(value, str):
-        return None
-    try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
+    when = clock.parse_or_none(value)
+    return None if when is None else clock.seconds(when)
 
 
 def count(value: object) -> int:

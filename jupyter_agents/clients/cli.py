@@ -29,6 +29,7 @@ from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.backends.base import DETACH_KEY_NAME
 from jupyter_agents.clients.display import RECENT, clip, cost_cell, text_table, worth_listing
 from jupyter_agents.config import open_sessions
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError, Conflict, InvalidRequest, NotFound
 from jupyter_agents.core.store import Session
 from jupyter_agents.sessions import export as conversation_export
@@ -344,7 +345,7 @@ def cmd_prune(service: SessionService, args: argparse.Namespace) -> int:
     chosen = prune.describe(service, prune.plan(service.list(), before))
     for item in chosen:
         s = item.session
-        idle = prune.age(now - datetime.fromisoformat(s.last_activity.replace("Z", "+00:00")))
+        idle = prune.age(now - clock.parse(s.last_activity))
         print(
             f"{s.id}  {s.kind:<7} {s.status:<11} idle {idle:>5}  "
             f"transcript {item.transcript_bytes} B, conversations {item.archive_bytes} B"

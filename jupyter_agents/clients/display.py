@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jupyter_agents.agents.attention import NEEDS_YOU
+from jupyter_agents.core import clock
 from jupyter_agents.core.store import Session
 from jupyter_agents.spend.prices import format_cost, format_tokens
 
@@ -72,7 +73,7 @@ def worth_listing(session: Session, now: datetime, recent: timedelta = RECENT) -
     """
     if session.status in OPEN or (session.status in LIVE and session.attention in NEEDS_YOU):
         return True
-    last = datetime.fromisoformat(session.last_activity.replace("Z", "+00:00"))
+    last = clock.parse(session.last_activity)
     return now - last <= recent
 
 

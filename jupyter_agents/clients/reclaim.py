@@ -48,6 +48,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.server.activity import keepalive_until
 from jupyter_agents.spend.limits import exceeded
@@ -133,9 +134,7 @@ def decide(facts: Facts, now: float, policy: Policy, deleted: bool) -> tuple[boo
 
 
 def _epoch(iso: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    return clock.epoch(iso)
 
 
 def _last_output(transcripts: Path) -> float | None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from jupyter_agents.core.store import Session, SessionStore, Status
 
@@ -65,6 +65,22 @@ class SessionEvent:
             "title_source": "user" if s.title else "program" if s.program_title else None,
             **({} if self.usage is None else {"usage": self.usage}),
         }
+
+
+class Changer(Protocol):
+    """The one way a session record changes (:meth:`SessionService.change
+    <jupyter_agents.sessions.service.SessionService.change>`), handed to what changes
+    records below the sessions wing: set ``fields`` (compare-and-set on ``expect``),
+    publish ``action`` if given; the record as it is now, or None when nothing changed."""
+
+    def __call__(
+        self,
+        session_id: str,
+        action: EventAction | None = None,
+        *,
+        expect: Iterable[Status] | None = None,
+        **fields: Any,
+    ) -> Session | None: ...
 
 
 class EventHub:

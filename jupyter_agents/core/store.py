@@ -19,10 +19,10 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import Conflict, NotFound, StoreClosed, StoreError
 from jupyter_agents.core.paths import (
     OBJECT_STORE_FILESYSTEMS,
@@ -197,7 +197,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 def utcnow_iso() -> str:
     """The current UTC time as the ISO 8601 string Jupyter's REST models use."""
-    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+    return clock.now_iso()
 
 
 @dataclasses.dataclass

@@ -37,9 +37,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, MutableMapping
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.core.store import Session
 
@@ -50,10 +50,6 @@ if TYPE_CHECKING:
 KEY = "jupyter_agents"
 #: the settings key stock terminals set on every websocket message
 TERMINAL_KEY = "terminal_last_activity"
-
-
-def _epoch(iso: str) -> float:
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def keepalive_until(
@@ -75,7 +71,7 @@ def keepalive_until(
     """
     if keepalive <= 0 or session.status != "running" or session.attention != "working":
         return None
-    began = session.pid_created if session.pid_created is not None else _epoch(session.created)
+    began = session.pid_created if session.pid_created is not None else clock.epoch(session.created)
     return max(began, started, last_input if last_input is not None else began) + keepalive
 
 
@@ -103,7 +99,7 @@ class ServerActivity:
 
     def terminal(self) -> None:
         """Terminal input or output happened now (callers throttle it)."""
-        self.settings[TERMINAL_KEY] = datetime.now(timezone.utc)
+        self.settings[TERMINAL_KEY] = clock.now()
 
     def human_input(self, session_id: str) -> None:
         """A person typed into ``session_id``'s terminal now (one dict write: every frame)."""
@@ -126,7 +122,7 @@ class ServerActivity:
         self.keepers = [s for s in sessions if (until[s.id] or 0.0) > now]
         reached = [min(now, u) for u in until.values() if u is not None]
         if reached:
-            latest = datetime.fromtimestamp(max(reached), timezone.utc)
+            latest = clock.from_epoch(max(reached))
             times = self.settings.setdefault("last_activity_times", {})
             if times.get(KEY) is None or times[KEY] < latest:
                 times[KEY] = latest

@@ -29,6 +29,7 @@ from jupyter_server.prometheus import metrics
 from traitlets import Integer
 from traitlets.config import LoggingConfigurable
 
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError, http_error
 from jupyter_agents.core.events import SessionEvent
 from jupyter_agents.core.store import Session
@@ -53,7 +54,7 @@ def idle_seconds(session: Session, output_at: datetime | None, now: datetime) ->
     >>> idle_seconds(s, None, datetime(2026, 11, 30, 10, 1, tzinfo=timezone.utc))
     60.0
     """
-    last = datetime.fromisoformat(session.last_activity.replace("Z", "+00:00"))
+    last = clock.parse(session.last_activity)
     if output_at is not None and output_at > last:
         last = output_at
     return (now - last).total_seconds()

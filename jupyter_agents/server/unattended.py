@@ -8,9 +8,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from typing import Any
 
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.core.store import Session
 from jupyter_agents.server.streams import Streams
@@ -65,14 +65,16 @@ class UnattendedGuard:
             if hit is not None and (now - hit < RETRY or session.id not in changes):
                 continue  # acted on: again only if it still spends, and not at once
             ledger.note_limit(session.id, now, reason)
-            self.service.store.update(
+            changed = self.service.change(
                 session.id,
+                "attention",
                 attention="error",
                 attention_reason=reason,
-                attention_since=_iso(now),
+                attention_since=clock.iso(now),
             )
-            session = self.service.store.get(session.id)
-            self.service.publish("attention", session)
+            if changed is None:
+                continue  # it ended meanwhile
+            session = changed
             self.log.warning(
                 "jupyter_agents: interrupted session %s (terminal %r): %s",
                 session.id,
@@ -138,7 +140,3 @@ async def send_keys(streams: Streams, session: Session, keys: str) -> bool:
         return sent
     finally:
         await stream.aclose()
-
-
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat().replace("+00:00", "Z")

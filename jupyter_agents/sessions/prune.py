@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.store import Session
 from jupyter_agents.sessions.query import parse_since
@@ -34,7 +35,7 @@ def cutoff(older_than: str, now: datetime | None = None) -> datetime:
     """The time before which ended sessions go: ``older_than`` is a duration (``90d``,
     ``12h``, ``30m``, ``45s``) before ``now``, or an ISO 8601 time.
 
-    >>> cutoff("90d", datetime(2026, 12, 1, tzinfo=timezone.utc)).date().isoformat()
+    >>> cutoff("90d", clock.parse("2026-12-01T00:00:00Z")).date().isoformat()
     '2026-09-02'
     """
     try:
@@ -46,20 +47,15 @@ def cutoff(older_than: str, now: datetime | None = None) -> datetime:
         ) from None
 
 
-def _when(iso: str) -> datetime:
-    when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
 def plan(sessions: Iterable[Session], before: datetime) -> list[Session]:
     """The ended sessions last active before ``before``, oldest first.
 
     >>> old = Session("a", "1", "exited", "tmux", last_activity="2026-01-01T00:00:00Z")
     >>> live = Session("b", "2", "running", "tmux", last_activity="2026-01-01T00:00:00Z")
-    >>> [s.id for s in plan([old, live], datetime(2026, 6, 1, tzinfo=timezone.utc))]
+    >>> [s.id for s in plan([old, live], clock.parse("2026-06-01T00:00:00Z"))]
     ['a']
     """
-    chosen = [s for s in sessions if s.status in ENDED and _when(s.last_activity) < before]
+    chosen = [s for s in sessions if s.status in ENDED and clock.parse(s.last_activity) < before]
     return sorted(chosen, key=lambda s: (s.last_activity, s.id))
 
 

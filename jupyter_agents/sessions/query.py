@@ -15,7 +15,7 @@ from typing import Any, get_args
 
 import re2
 
-from jupyter_agents.core import params
+from jupyter_agents.core import clock, params
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.store import Status
 from jupyter_agents.terminal.render import ESCAPE, ESCAPES
@@ -62,16 +62,15 @@ def parse_since(value: str, now: datetime | None = None) -> datetime:
     m = _DURATION.fullmatch(value)
     if m:
         try:
-            return (now or datetime.now(timezone.utc)) - timedelta(**{_UNITS[m[2]]: int(m[1])})
+            return (now or clock.now()) - timedelta(**{_UNITS[m[2]]: int(m[1])})
         except OverflowError:
             return datetime.min.replace(tzinfo=timezone.utc)
     try:
-        when = datetime.fromisoformat(value)
+        return clock.parse(value)
     except ValueError:
         raise InvalidRequest(
             f"since must be an ISO 8601 time or a duration like 30m, 2h, 7d; got {value[:40]!r}"
         ) from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 #: what a Python regex user must know of RE2

@@ -30,7 +30,9 @@ from typing import Literal
 
 from jupyter_agents.backends import Backend, Backends
 from jupyter_agents.backends.base import LiveSession
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import BackendUnavailable
+from jupyter_agents.core.events import Changer
 from jupyter_agents.core.paths import state_lock
 from jupyter_agents.core.procs import identify
 from jupyter_agents.core.store import Session, SessionStore, Status
@@ -67,7 +69,7 @@ class Action:
 
 def _age(iso: str, now: datetime) -> float:
     try:
-        then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+        then = clock.parse(iso)
     except ValueError:
         return float("inf")
     return (now - then).total_seconds()
@@ -112,7 +114,11 @@ def plan(
 
 
 def apply_plan(
-    store: SessionStore, backends: Backends, state_dir: Path, log: logging.Logger
+    store: SessionStore,
+    change: Changer,
+    backends: Backends,
+    state_dir: Path,
+    log: logging.Logger,
 ) -> list[Action]:
     """Plan and apply, backend by backend, under the state lock; the actions taken.
 
@@ -138,20 +144,18 @@ def apply_plan(
             mine = [r for r in [*records, *extra] if r.backend == name]
             live = [s for s in live if s.session_id not in foreign]
             for action in plan(mine, live, datetime.now(timezone.utc)):
-                _apply(store, backend, action)
+                _apply(store, change, backend, action)
                 actions.append(action)
     return actions
 
 
-def _apply(store: SessionStore, backend: Backend, action: Action) -> None:
+def _apply(store: SessionStore, change: Changer, backend: Backend, action: Action) -> None:
     sid = action.session_id
     if action.kind == "exit":
-        store.update(
-            sid, status="exited", exit_code=action.exit_code, expect=("running", "orphaned")
-        )
+        change(sid, status="exited", exit_code=action.exit_code, expect=("running", "orphaned"))
         backend.remove(sid)
     elif action.kind == "interrupt":
-        store.update(sid, status="interrupted", expect=("running", "orphaned"))
+        change(sid, status="interrupted", expect=("running", "orphaned"))
     elif action.kind == "release":
         backend.remove(sid)
     elif action.kind == "orphan":
@@ -168,4 +172,4 @@ def _apply(store: SessionStore, backend: Backend, action: Action) -> None:
                 )
             )
         else:
-            store.update(sid, status="orphaned", expect=(action.was,))
+            change(sid, status="orphaned", expect=(action.was,))

@@ -231,6 +231,16 @@ class SessionChanges(Protocol):
     ) -> None:
         """Tell the subscribers of the service's events."""
 
+    def change(
+        self,
+        session_id: str,
+        action: EventAction | None = None,
+        *,
+        expect: Iterable[Status] | None = None,
+        **fields: Any,
+    ) -> Session | None:
+        """Change a record's fields (:class:`~jupyter_agents.core.events.Changer`)."""
+
 
 class Restorer:
     """Relaunches ended sessions of ``store`` in ``backends`` as their ``kinds`` resume
@@ -296,7 +306,7 @@ class Restorer:
                 raise Conflict(f"session {session_id}: kind {session.kind!r} is not configured")
             if not session.cwd or not Path(session.cwd).is_dir():
                 reason = f"cannot restore: its working directory {session.cwd!r} is gone"
-                self.store.update(session_id, reason=reason)
+                self.changes.change(session_id, reason=reason)
                 raise Conflict(f"session {session_id}: {reason}")
             previous = session.status
             session.env = self.env.environment(session.env)
@@ -304,7 +314,7 @@ class Restorer:
             missing = kind.unavailable(session.env.get("PATH"))
             if missing is not None:
                 reason = f"cannot restore: {missing}"
-                self.store.update(session_id, reason=reason)
+                self.changes.change(session_id, reason=reason)
                 raise Conflict(f"session {session_id}: {reason}")
             if conversation is not None:
                 self._choose(session, kind, conversation)
@@ -324,14 +334,14 @@ class Restorer:
             try:
                 if session.backend != backend.name:
                     session.backend = backend.name
-                    self.store.update(session.id, backend=backend.name)
+                    self.changes.change(session.id, backend=backend.name)
                 self.changes.launch(session, launch, prelude_argv(prelude, argv), previous)
             except BaseException:
                 prelude.unlink(missing_ok=True)
                 raise
             if note is not None:
                 session.reason = note
-                self.store.update(session.id, reason=note)
+                self.changes.change(session.id, reason=note)
                 self.log.info("jupyter_agents: session %s %s", session.id, note)
         self.changes.publish("status", session, previous)
         return session
@@ -345,7 +355,7 @@ class Restorer:
                 f"session {session.id}: {conversation!r} is not a {kind.name} conversation "
                 f"of its folder {session.cwd}"
             )
-        self.store.update(session.id, conversation_id=conversation, ambiguous=False)
+        self.changes.change(session.id, conversation_id=conversation, ambiguous=False)
         session.conversation_id = conversation
 
     def _restore_backend(self, session: Session) -> Backend:

@@ -16,10 +16,11 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest, OutOfRange
 from jupyter_agents.core.store import Session
 from jupyter_agents.sessions.query import Cursor, Finder, Query, format_cursor
@@ -173,10 +174,7 @@ def scan_conversation(
             if hit is None:
                 continue
             when = record.get("timestamp") if isinstance(record, dict) else None
-            try:
-                at = datetime.fromisoformat(when) if isinstance(when, str) else None
-            except ValueError:
-                at = None
+            at = clock.parse_or_none(when)
             hits.append((offset, *hit, at))
             if len(hits) >= want:
                 return hits, pos, scanned
@@ -211,7 +209,7 @@ def search(
         if query.cursor[0] not in ids:
             raise InvalidRequest("the cursor's session is gone or filtered out; search again")
         ordered = ordered[ids.index(query.cursor[0]) :]
-    since_ms = None if query.since is None else int(query.since.timestamp() * 1000)
+    since_ms = None if query.since is None else int(clock.seconds(query.since) * 1000)
     hits: list[Hit] = []
     scanned = 0
     for n, session in enumerate(ordered):
@@ -235,7 +233,7 @@ def search(
                     ms = time_at(timeline, offset)
                     if since_ms is not None and (ms is None or ms < since_ms):
                         continue
-                    when = None if ms is None else datetime.fromtimestamp(ms / 1000, timezone.utc)
+                    when = None if ms is None else clock.from_epoch(ms / 1000)
                     at = None if ms is None or t0 is None else (ms - t0) / 1000
                     hits.append(Hit(session, "transcript", offset, line, span, when, at))
             if position is not None:
@@ -251,7 +249,7 @@ def search(
                 scanned += read
                 for offset, line, span, when in found_c:
                     if since_ms is not None and (
-                        when is None or when.timestamp() * 1000 < since_ms
+                        when is None or clock.seconds(when) * 1000 < since_ms
                     ):
                         continue
                     hits.append(

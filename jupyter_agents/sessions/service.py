@@ -21,7 +21,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,9 @@ from jupyter_agents.agents.archive import ConversationArchive, ConversationFile
 from jupyter_agents.agents.attention import AttentionTracker
 from jupyter_agents.backends import Backends
 from jupyter_agents.backends.base import SpawnRequest
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError, Conflict, InvalidRequest, NotFound
-from jupyter_agents.core.events import EventHub
+from jupyter_agents.core.events import EventAction, EventHub
 from jupyter_agents.core.launch import NAME_PATTERN, EnvPolicy, next_free_name, validate_name
 from jupyter_agents.core.paths import state_lock
 from jupyter_agents.core.procs import (
@@ -117,7 +117,7 @@ class SessionService:
             self.log,
             archive=self.archive,
         )
-        self.attention = AttentionTracker(state_dir, store, kinds, self.publish, self.log)
+        self.attention = AttentionTracker(state_dir, store, kinds, self.change, self.log)
         #: what agent sessions spent, and who watched (:mod:`jupyter_agents.spend.ledger`)
         self.usage = usage or UsageLedger(store, log=self.log, kinds=kinds)
         #: the kinds whose CLIs record what they spend
@@ -136,13 +136,34 @@ class SessionService:
 
     # -- events ------------------------------------------------------------------------
 
+    def change(
+        self,
+        session_id: str,
+        action: EventAction | None = None,
+        *,
+        expect: Iterable[Status] | None = None,
+        **fields: Any,
+    ) -> Session | None:
+        """The one place a session record changes (a :class:`~jupyter_agents.core.events.
+        Changer`): set ``fields`` (compare-and-set while its status is one of ``expect``)
+        and, with ``action``, publish the record as it is now. The new record, or None
+        when nothing changed (an unknown id, or another status). :class:`Conflict` for a
+        live name or conversation id of another session."""
+        expected = None if expect is None else tuple(expect)
+        if not self.store.update(session_id, expect=expected, **fields):
+            return None
+        session = self.store.get(session_id)
+        if action is not None:
+            self.publish(action, session)
+        return session
+
     def set_status(
         self, session_id: str, status: Status, expect: Iterable[Status], **fields: Any
     ) -> Session | None:
         """Change a record's status (compare-and-set on ``expect``) and publish it; the
         new record, or None when it was not in an expected status."""
         before = self.store.get(session_id)
-        if not self.store.update(session_id, status=status, expect=tuple(expect), **fields):
+        if not self.change(session_id, status=status, expect=tuple(expect), **fields):
             return None
         after = self.store.get(session_id)
         self.publish("status", after, before.status)
@@ -153,7 +174,7 @@ class SessionService:
     def reconcile(self, boot: bool = False) -> list[Action]:
         """Match the store with the backends now (:mod:`~jupyter_agents.sessions.reconcile`); log
         and publish what changed. At boot every decision is logged."""
-        actions = apply_plan(self.store, self.backends, self.state_dir, self.log)
+        actions = apply_plan(self.store, self.change, self.backends, self.state_dir, self.log)
         self.last_report = Report(utcnow_iso(), actions)
         if boot:
             self.boot_report = self.last_report
@@ -167,7 +188,7 @@ class SessionService:
             if action.kind == "exit" and action.exit_code is not None:
                 reason = self._early_exit(action.session_id, action.exit_code)
                 if reason is not None:
-                    self.store.update(action.session_id, reason=reason)
+                    self.change(action.session_id, reason=reason)
             if boot or action.session_id in changed:
                 self.log.info("jupyter_agents: %s", action.describe())
         for session in self.store.get_many(changed):
@@ -273,9 +294,7 @@ class SessionService:
             **session.to_model(),
             "usage": self.usage.model(session),
             "transcript_start": transcript.start(),
-            "transcript_incomplete_since": (
-                gaps[0][1].isoformat().replace("+00:00", "Z") if gaps else None
-            ),
+            "transcript_incomplete_since": (clock.iso(gaps[0][1]) if gaps else None),
         }
 
     def models(self, sessions: Iterable[Session]) -> builtins.list[dict[str, Any]]:
@@ -335,7 +354,7 @@ class SessionService:
     def follow_conversations(self) -> int:
         """Record the conversation ids running agents hold now; how many changed (the
         ids they held before are noted in the archive, which keeps their files too)."""
-        changes = conversations.follow(self.store, self.kinds, self.log)
+        changes = conversations.follow(self.store, self.change, self.kinds, self.log)
         for change in changes:
             if change.old:
                 self.archive.note(change.session_id, change.old)
@@ -371,7 +390,7 @@ class SessionService:
             if point.modes.title is not None and point.modes.title != session.program_title:
                 fields["program_title"] = point.modes.title
             if fields:
-                self.store.update(session.id, **fields)
+                self.change(session.id, **fields)
             if "program_title" in fields:
                 changed += 1
                 self.publish("title", self.store.get(session.id))
@@ -387,7 +406,7 @@ class SessionService:
         """Give a session a person's title (:func:`~jupyter_agents.terminal.vt.check_title`;
         None or empty: clear it, so the program's shows again); published."""
         title = check_title(title)
-        self.store.update(session_id, title=title)
+        self.change(session_id, title=title)
         session = self.store.get(session_id)
         self.publish("title", session)
         return session
@@ -535,7 +554,7 @@ class SessionService:
                     attention_reason=None,
                     attention_since=launched,
                 )
-                if not self.store.update(session.id, expect=(was,), **fields):
+                if not self.change(session.id, expect=(was,), **fields):
                     raise Conflict(f"session {session.id} changed while it was being restored")
                 for key, value in fields.items():
                     setattr(session, key, value)
@@ -627,10 +646,10 @@ class SessionService:
         if session.kind == "shell" or exit_code == 0 or session.reason:
             return None
         try:
-            started = datetime.fromisoformat(session.created)
+            started = clock.parse(session.created)
         except ValueError:
             return None
-        lived = (datetime.now(timezone.utc) - started).total_seconds()
+        lived = (clock.now() - started).total_seconds()
         if lived > EARLY_EXIT:
             return None
         transcript = self._transcript(session)
@@ -650,23 +669,23 @@ class SessionService:
         moved = 0
         for session in self.store.list(["running"]):
             wrote = self._transcript(session).ended_at()
-            recorded = datetime.fromisoformat(session.last_activity.replace("Z", "+00:00"))
+            recorded = clock.parse(session.last_activity)
             if wrote is None or wrote <= recorded:
                 continue
-            when = wrote.isoformat().replace("+00:00", "Z")
-            if self.store.update(session.id, expect=("running",), last_activity=when):
+            when = clock.iso(wrote)
+            if self.change(session.id, expect=("running",), last_activity=when):
                 moved += 1
                 self.publish("activity", self.store.get(session.id))
         return moved
 
     def note_activity(self, session_id: str) -> None:
         """Output or input happened now: record ``last_activity`` and publish it."""
-        if self.store.update(session_id, last_activity=utcnow_iso()):
+        if self.change(session_id, last_activity=utcnow_iso()):
             self.publish("activity", self.store.get(session_id))
 
     def set_size(self, session_id: str, rows: int, cols: int) -> None:
         """Remember a session's terminal size (re-applied when it is reattached)."""
-        self.store.update(session_id, rows=rows, cols=cols)
+        self.change(session_id, rows=rows, cols=cols)
 
     def kill_server(self) -> builtins.list[str]:
         """Emergency stop of every backend of this state dir: every session ends,

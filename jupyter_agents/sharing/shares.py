@@ -40,6 +40,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from jupyter_agents.core.store import Admission, Share, utcnow_iso
 from jupyter_agents.sessions.service import SessionService
@@ -307,7 +308,7 @@ class Shares:
             sid,
             viewer,
             utcnow_iso(),
-            (now + timedelta(seconds=expires_in)).isoformat().replace("+00:00", "Z"),
+            clock.iso(now + timedelta(seconds=expires_in)),
         )
         self.service.store.add_share(share)
         self._changed(sid)
@@ -330,8 +331,8 @@ class Shares:
         hub = Hub.from_env()
         if hub is None:
             return {}
-        expires = datetime.fromisoformat(share.expires.replace("Z", "+00:00"))
-        left = int((expires - datetime.now(timezone.utc)).total_seconds()) + 1
+        expires = clock.parse(share.expires)
+        left = int((expires - clock.now()).total_seconds()) + 1
         invitation = hub_share_code(hub, left, next_path)
         if invitation.code_id is not None:
             self.service.store.set_share_hub_code(share.id, invitation.code_id)
@@ -446,8 +447,8 @@ class Shares:
         if share.id in self._scheduled:
             return
         self._scheduled.add(share.id)
-        expires = datetime.fromisoformat(share.expires.replace("Z", "+00:00"))
-        delay = (expires - datetime.now(timezone.utc)).total_seconds()
+        expires = clock.parse(share.expires)
+        delay = (expires - clock.now()).total_seconds()
         asyncio.get_running_loop().call_later(max(0.0, delay), self._expire, share.id)
 
     def _expire(self, share_id: str) -> None:

@@ -47,13 +47,13 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from jupyter_agents.agents.archive import ConversationArchive, ConversationFile
 from jupyter_agents.agents.base import AgentKind
 from jupyter_agents.agents.usage import TOKEN_KINDS, BadRecord, Record, Tokens
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import StoreError
 from jupyter_agents.core.store import Session, SessionStore
 from jupyter_agents.spend.prices import PriceTable, Summary
@@ -79,9 +79,7 @@ _SUMS = ", ".join(f"SUM({k})" for k in TOKEN_KINDS)
 
 
 def _iso(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat().replace("+00:00", "Z")
+    return None if epoch is None else clock.iso(epoch)
 
 
 def _day(epoch: float) -> str:
@@ -91,12 +89,12 @@ def _day(epoch: float) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _day_of_second(second: int) -> str:
-    return datetime.fromtimestamp(second, timezone.utc).date().isoformat()
+    return clock.day(second)
 
 
 def _created(session: Session) -> float:
     try:
-        return datetime.fromisoformat(session.created.replace("Z", "+00:00")).timestamp()
+        return clock.epoch(session.created)
     except ValueError:
         return time.time()
 

@@ -20,11 +20,11 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from jupyter_agents.core import params
+from jupyter_agents.core import clock, params
 from jupyter_agents.core.errors import NotFound, OutOfRange
 from jupyter_agents.core.paths import create_private_file, ensure_private_dir
 from jupyter_agents.terminal.segments import (
@@ -183,7 +183,7 @@ class Transcript:
         except NotFound:
             return []
         first, gaps = found
-        return [(o, datetime.fromtimestamp(t, timezone.utc)) for o, t in gaps if o >= first]
+        return [(o, clock.from_epoch(t)) for o, t in gaps if o >= first]
 
     def mark_replay(self, replayed: bytes) -> None:
         """Say that the output from its end on begins with ``replayed`` printed again (a
@@ -241,7 +241,7 @@ class Transcript:
             when = self._look(mtime)
         except NotFound:
             return None
-        return None if when is None else datetime.fromtimestamp(when, timezone.utc)
+        return None if when is None else clock.from_epoch(when)
 
     def timeline(self) -> list[tuple[int, int]]:
         """The timing index entries of its kept bytes, ``(offset, unix time in ms)``,
