@@ -171,6 +171,22 @@ class ServerProcess:
             except ValueError:
                 return e.code, raw.decode(errors="replace")
 
+    def new(
+        self, kind: str = "shell", cwd: Path | str | None = None, **body: Any
+    ) -> dict[str, Any]:
+        """``POST /api/agents/sessions``: a new session of ``kind`` (in ``cwd``; ``body``:
+        the route's other fields); its model. Asserts the 201."""
+        fields = {"kind": kind, **({} if cwd is None else {"cwd": str(cwd)}), **body}
+        status, model = self.request("POST", "/api/agents/sessions", fields)
+        assert status == 201, model
+        return dict(model)
+
+    def model(self, session_id: str) -> dict[str, Any]:
+        """``GET /api/agents/sessions/<id>``: the session's model. Asserts the 200."""
+        status, model = self.request("GET", f"/api/agents/sessions/{session_id}")
+        assert status == 200, model
+        return dict(model)
+
     def ws(self, name: str) -> TermClient:
         client = TermClient(
             f"ws://127.0.0.1:{self.port}/terminals/websocket/{name}", log_path=self.log_path

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,12 +35,6 @@ def last_activity(server: ServerProcess) -> float:
     return datetime.fromisoformat(body["last_activity"].replace("Z", "+00:00")).timestamp()
 
 
-def new(server: ServerProcess, kind: str, cwd: Path) -> dict[str, Any]:
-    status, model = server.request("POST", "/api/agents/sessions", {"kind": kind, "cwd": str(cwd)})
-    assert status == 201, model
-    return dict(model)
-
-
 def reaches(server: ServerProcess, session_id: str, attention: str) -> None:
     def check() -> bool:
         status, model = server.request("GET", f"/api/agents/sessions/{session_id}{QUIET}")
@@ -53,7 +46,7 @@ def reaches(server: ServerProcess, session_id: str, attention: str) -> None:
 
 def test_terminal_input_and_output_are_server_activity(agents_server, tmp_path):
     server = agents_server(args=ARGS)
-    shell = new(server, "shell", tmp_path)
+    shell = server.new("shell", tmp_path)
     created = time.time()
     time.sleep(3 * INTERVAL)
     assert last_activity(server) <= created + 0.1  # the POST was the last activity
@@ -82,8 +75,8 @@ def test_a_working_agent_keeps_the_server_active_until_keepalive(
     agents_server, fake_agents, tmp_path
 ):
     server = agents_server(env=fake_agents.env, args=ARGS)
-    new(server, "shell", tmp_path)  # an idle shell beside it
-    agent = new(server, "claude", tmp_path)
+    server.new("shell", tmp_path)  # an idle shell beside it
+    agent = server.new("claude", tmp_path)
     reaches(server, agent["id"], "ready")
     client = server.ws(agent["name"])
     client.wait_for("FAKE CLAUDE conversation")

@@ -22,14 +22,6 @@ def sessions(server: ServerProcess) -> dict[str, dict[str, Any]]:
     return {s["id"]: s for s in body}
 
 
-def new(server: ServerProcess, kind: str, cwd: Path, **extra: Any) -> dict[str, Any]:
-    status, model = server.request(
-        "POST", "/api/agents/sessions", {"kind": kind, "cwd": str(cwd), **extra}
-    )
-    assert status == 201, model
-    return model
-
-
 def without_reporting(argv: list[str]) -> list[str]:
     """A launch argv without the attention reporting we add (claude ``--settings F``,
     codex ``-c notify=[...] --no-daemon``), which test_attention.py checks."""
@@ -57,8 +49,8 @@ def project(tmp_path: Path) -> Path:
 
 def test_parallel_sessions_get_exact_distinct_ids(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env)
-    claudes = [new(server, "claude", project) for _ in range(5)]
-    codexes = [new(server, "codex", project) for _ in range(3)]
+    claudes = [server.new("claude", project) for _ in range(5)]
+    codexes = [server.new("codex", project) for _ in range(3)]
     # claude's id is assigned at launch: known in the POST answer already
     assert all(is_uuid(c["conversation_id"]) for c in claudes)
     assert all(c["argv"][:2] == ["claude", "--session-id"] for c in claudes)
@@ -106,9 +98,9 @@ def test_parallel_sessions_get_exact_distinct_ids(agents_server, fake_agents, pr
 
 def test_codex_id_from_rollout_when_no_lock_is_visible(agents_server, fake_agents, project):
     server = agents_server(env={**fake_agents.env, "FAKE_CODEX_NO_LOCK": "1"})
-    first = new(server, "codex", project)
+    first = server.new("codex", project)
     one = poll(lambda: sessions(server)[first["id"]]["conversation_id"], what="first id")
-    second = new(server, "codex", project)
+    second = server.new("codex", project)
     two = poll(lambda: sessions(server)[second["id"]]["conversation_id"], what="second id")
     started = starts_by_pid(fake_agents)
     assert one == started[first["pid"]]["id"]
@@ -125,12 +117,12 @@ def reboot(server: ServerProcess, agents_server: Any, env: dict[str, str]) -> Se
 
 def test_reboot_then_restore_all(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env)
-    talked = new(server, "claude", project)
+    talked = server.new("claude", project)
     server.type_line(talked["name"], "hello-from-A", "claude heard: hello-from-A")
-    silent = new(server, "claude", project, args=["--model", "opus"])
-    coder = new(server, "codex", project)
+    silent = server.new("claude", project, args=["--model", "opus"])
+    coder = server.new("codex", project)
     server.type_line(coder["name"], "hello-codex", "codex heard: hello-codex")
-    shell = new(server, "shell", project)
+    shell = server.new("shell", project)
     server.type_line(shell["name"], "echo shell-was-$((6*7))", "shell-was-42")
     before = poll(
         lambda: sessions(server)[coder["id"]]["conversation_id"] and sessions(server),
@@ -186,7 +178,7 @@ def test_reboot_then_restore_all(agents_server, fake_agents, project):
 
 def test_restore_refuses_live_sessions_and_runs_once(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     status, body = server.request("POST", f"/api/agents/sessions/{agent['id']}/restore")
     assert status == 409 and "running" in body["message"]
 
@@ -211,7 +203,7 @@ def test_restore_refuses_live_sessions_and_runs_once(agents_server, fake_agents,
 
 def test_failed_resume_keeps_the_id_and_says_why(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env)
-    coder = new(server, "codex", project)
+    coder = server.new("codex", project)
     cid = poll(lambda: sessions(server)[coder["id"]]["conversation_id"], what="codex id")
     server = reboot(server, agents_server, fake_agents.env)
     for rollout in (fake_agents.home / ".codex" / "sessions").rglob("*.jsonl"):
@@ -235,8 +227,8 @@ def test_agents_never_see_the_servers_agent_markers(agents_server, fake_agents, 
         "CLAUDE_CODE_USE_BEDROCK": "1",
     }
     server = agents_server(env=env)
-    new(server, "claude", project)
-    new(server, "codex", project)
+    server.new("claude", project)
+    server.new("codex", project)
     runs = poll(lambda: len(fake_agents.records("start")) == 2 and fake_agents.records("start"))
     for run in runs:
         seen = run["env"]
@@ -292,7 +284,7 @@ def test_bad_input_is_refused_and_nothing_runs(agents_server, fake_agents, proje
 
 def test_log_serves_transcript_bytes(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env)
-    shell = new(server, "shell", project)
+    shell = server.new("shell", project)
     server.type_line(shell["name"], "echo log-$((7*6))-end", "log-42-end")
     path = f"/api/agents/sessions/{shell['id']}/log"
     transcript = transcript_bytes(server.state_dir, shell["id"])
@@ -332,7 +324,7 @@ def test_log_serves_transcript_bytes(agents_server, fake_agents, project):
 
 def test_delete_ends_an_agent_and_keeps_its_record(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     poll(lambda: fake_agents.records("start"), what="agent start")
     status, _ = server.request("DELETE", f"/api/agents/sessions/{agent['id']}")
     assert status == 204
@@ -349,8 +341,8 @@ def test_delete_ends_an_agent_and_keeps_its_record(agents_server, fake_agents, p
 
 def test_restore_on_start_resumes_agents_not_shells(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env)
-    agent = new(server, "claude", project)
-    shell = new(server, "shell", project)
+    agent = server.new("claude", project)
+    shell = server.new("shell", project)
     kill_backends(server.state_dir)
     server.stop(signal.SIGKILL)
     server = agents_server(env=fake_agents.env, args=["--AgentsApp.restore_on_start=agents"])
@@ -394,7 +386,7 @@ def test_an_agent_that_fails_at_once_keeps_why(agents_server, fake_agents, proje
     codex = fake_agents.bin / "codex"
     codex.write_text("#!/bin/sh\necho 'codex: error: no model provider configured' >&2\nexit 3\n")
     server = agents_server(env=fake_agents.env)
-    model = new(server, "codex", project)
+    model = server.new("codex", project)
     viewer = server.ws(model["name"])
     ended = poll(
         lambda: (s := sessions(server)[model["id"]])["status"] == "exited" and s,

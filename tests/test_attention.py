@@ -28,20 +28,6 @@ from jupyter_agents.pytest_plugin import (
 SECRET = "tell-nobody-7f3a"  # typed as a prompt: must never reach the spool or the store
 
 
-def new(server: ServerProcess, kind: str, cwd: Path, **extra: Any) -> dict[str, Any]:
-    status, model = server.request(
-        "POST", "/api/agents/sessions", {"kind": kind, "cwd": str(cwd), **extra}
-    )
-    assert status == 201, model
-    return model
-
-
-def model(server: ServerProcess, session_id: str) -> dict[str, Any]:
-    status, body = server.request("GET", f"/api/agents/sessions/{session_id}")
-    assert status == 200, body
-    return dict(body)
-
-
 def reaches(
     server: ServerProcess, session_id: str, attention: str | None, timeout: float = 20
 ) -> dict[str, Any]:
@@ -49,7 +35,7 @@ def reaches(
     found: dict[str, Any] = {}
 
     def check() -> bool:
-        found.update(model(server, session_id))
+        found.update(server.model(session_id))
         return bool(found["attention"] == attention)
 
     try:
@@ -83,8 +69,8 @@ def test_each_transition_reaches_the_model_and_the_events(agents_server, fake_ag
     server = agents_server(env=fake_agents.env)
     events = EventClient(server)
     try:
-        shell = new(server, "shell", project)
-        agent = new(server, "claude", project)
+        shell = server.new("shell", project)
+        agent = server.new("claude", project)
         sid = agent["id"]
         # the CLI gets our private hooks file, after the other flags
         run = poll(lambda: fake_agents.records("start"), what="claude start")[0]
@@ -95,7 +81,7 @@ def test_each_transition_reaches_the_model_and_the_events(agents_server, fake_ag
         start = reaches(server, sid, "ready")  # SessionStart: started, asked nothing
         assert start["attention_source"] == "hooks"
         assert start["attention_reason"] is None
-        assert model(server, shell["id"])["attention"] is None  # shells report nothing
+        assert server.model(shell["id"])["attention"] is None  # shells report nothing
         client: TermClient = server.ws(agent["name"])
         client.wait_for("FAKE CLAUDE conversation")
 
@@ -151,7 +137,7 @@ def test_each_transition_reaches_the_model_and_the_events(agents_server, fake_ag
         started = hooks_fired(fake_agents, "SessionStart", agent["pid"])
         assert started[-1]["payload"]["source"] == "clear"
         assert started[-1]["payload"]["session_id"] == cleared[0]
-        poll(lambda: model(server, sid)["conversation_id"] == cleared[0], what="id after /clear")
+        poll(lambda: server.model(sid)["conversation_id"] == cleared[0], what="id after /clear")
         conversation = poll(lambda: events.of(sid, "conversation"), what="conversation event")
         assert conversation[-1]["conversation_id"] == cleared[0]
         reaches(server, sid, "ready")  # a new conversation, asked nothing yet
@@ -165,7 +151,7 @@ def test_each_transition_reaches_the_model_and_the_events(agents_server, fake_ag
 
         # /exit: SessionEnd says nothing is known any more
         typed("/exit")
-        poll(lambda: model(server, sid)["status"] == "exited", what="exit")
+        poll(lambda: server.model(sid)["status"] == "exited", what="exit")
         reaches(server, sid, "unknown")
         client.close()
     finally:
@@ -176,7 +162,7 @@ def test_events_spooled_while_no_server_runs_are_applied_at_start(
     agents_server, fake_agents, project
 ):
     server = agents_server(env=fake_agents.env)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     sid = agent["id"]
     reaches(server, sid, "ready")
     server.stop(signal.SIGKILL)  # tmux keeps the agent running, nobody reads the spool
@@ -205,7 +191,7 @@ def test_events_spooled_while_no_server_runs_are_applied_at_start(
     events = EventClient(server)
     try:
         # applied while the server started, before it served anything
-        after = model(server, sid)
+        after = server.model(sid)
         assert after["status"] == "running"
         assert after["attention"] == "permission", after
         assert after["conversation_id"] == cleared[0]
@@ -225,7 +211,7 @@ def test_a_restored_agent_needs_nothing_until_its_new_process_says_so(
     """A power loss (no SessionEnd) leaves a waiting agent; restored, it is not
     needs-you in the reply nor in any event, and its start hook makes it ready."""
     server = agents_server(env=fake_agents.env)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     sid = agent["id"]
     reaches(server, sid, "ready")
     server.type_line(agent["name"], "hello", "claude heard: hello")
@@ -234,7 +220,7 @@ def test_a_restored_agent_needs_nothing_until_its_new_process_says_so(
     server.stop(signal.SIGKILL)
 
     server = agents_server(env=fake_agents.env)
-    assert model(server, sid)["status"] == "interrupted"
+    assert server.model(sid)["status"] == "interrupted"
     events = EventClient(server)
     try:
         status, after = server.request("POST", f"/api/agents/sessions/{sid}/restore")
@@ -253,14 +239,14 @@ def test_codex_turns_report_through_notify(agents_server, fake_agents, project):
     # FAKE_CODEX_DAEMON: the fake behaves like the real TUI (a detached app-server daemon
     # holding the thread lock) unless launched with --no-daemon, as we launch it
     server = agents_server(env={**fake_agents.env, "FAKE_CODEX_DAEMON": "1"})
-    coder = new(server, "codex", project)
+    coder = server.new("codex", project)
     sid = coder["id"]
     run = poll(lambda: fake_agents.records("start"), what="codex start")[0]
     notify = run["argv"][run["argv"].index("-c") + 1]
     assert notify.startswith("notify=[")
     assert "--no-daemon" in run["argv"]
     # the exact id from the first second: the thread lock is in the session's own tree
-    poll(lambda: model(server, sid)["conversation_id"] == run["id"], what="codex id")
+    poll(lambda: server.model(sid)["conversation_id"] == run["id"], what="codex id")
     assert not fake_agents.records("daemon")
 
     server.type_line(coder["name"], "hello", "codex heard: hello")
@@ -275,7 +261,7 @@ def test_codex_turns_report_through_notify(agents_server, fake_agents, project):
     server.type_line(coder["name"], "/new", "new thread")
     server.type_line(coder["name"], "again", "codex heard: again")
     renewed = fake_agents.records("new")[0]["id"]
-    poll(lambda: model(server, sid)["conversation_id"] == renewed, what="id after /new")
+    poll(lambda: server.model(sid)["conversation_id"] == renewed, what="id after /new")
 
 
 def cli(state: Path, *args: str) -> tuple[int, str, str]:
@@ -294,9 +280,9 @@ def cli(state: Path, *args: str) -> tuple[int, str, str]:
 
 def test_cli_wait_and_the_attention_column(agents_server, agents_state_dir, fake_agents, project):
     server = agents_server(env=fake_agents.env)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     sid = agent["id"]
-    shell = new(server, "shell", project)
+    shell = server.new("shell", project)
     reaches(server, sid, "ready")  # asked nothing yet: not a session that needs you
     client = server.ws(agent["name"])
     client.wait_for("FAKE CLAUDE conversation")
@@ -385,7 +371,7 @@ def test_hooks_never_import_from_the_project_folder(
     for module in ("json", "socket", "uuid", "runpy"):
         (project / f"{module}.py").write_text(HOSTILE_JSON)
     server = agents_server(env={**fake_agents.env, "HOSTILE_MARK": str(mark)})
-    agent = new(server, kind, project)
+    agent = server.new(kind, project)
     if kind == "claude":
         reaches(server, agent["id"], "ready")  # SessionStart, through the hook
         server.type_line(agent["name"], "hello", "claude heard: hello")

@@ -5,15 +5,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from jupyter_agents.pytest_plugin import ServerProcess, poll
-
-
-def model(server: ServerProcess, session_id: str) -> dict[str, Any]:
-    status, body = server.request("GET", f"/api/agents/sessions/{session_id}")
-    assert status == 200, body
-    return dict(body)
+from jupyter_agents.pytest_plugin import poll
 
 
 def test_silence_heuristic_is_labelled_and_follows_output(agents_server, tmp_path: Path):
@@ -28,19 +21,19 @@ def test_silence_heuristic_is_labelled_and_follows_output(agents_server, tmp_pat
     server = agents_server(args=["--AgentsApp.refresh_interval=0.3"])
     status, session = server.request("POST", "/api/agents/sessions", {"kind": "quiet"})
     assert status == 201, session
-    waiting = poll(lambda: (m := model(server, session["id"]))["attention"] == "waiting" and m)
+    waiting = poll(lambda: (m := server.model(session["id"]))["attention"] == "waiting" and m)
     assert waiting["attention_source"] == "heuristic"
     client = server.ws(session["name"])
     try:
         client.wait_for(lambda c: len(c.messages) >= 2)
         client.stdin("go\r")
         client.wait_for("busy-go")
-        poll(lambda: model(server, session["id"])["attention"] == "working", what="working")
-        poll(lambda: model(server, session["id"])["attention"] == "waiting", what="waiting again")
+        poll(lambda: server.model(session["id"])["attention"] == "working", what="working")
+        poll(lambda: server.model(session["id"])["attention"] == "waiting", what="waiting again")
     finally:
         client.close()
     shell = server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
-    assert model(server, shell["id"])["attention"] is None  # shells never report
+    assert server.model(shell["id"])["attention"] is None  # shells never report
 
 
 def test_bad_attention_config_is_refused():

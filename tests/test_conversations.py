@@ -28,18 +28,6 @@ from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll
 FAST = ["--AgentsApp.refresh_interval=0.3"]
 
 
-def new(server: ServerProcess, kind: str, cwd: Path) -> dict[str, Any]:
-    status, model = server.request("POST", "/api/agents/sessions", {"kind": kind, "cwd": str(cwd)})
-    assert status == 201, model
-    return dict(model)
-
-
-def model(server: ServerProcess, sid: str) -> dict[str, Any]:
-    status, body = server.request("GET", f"/api/agents/sessions/{sid}")
-    assert status == 200, body
-    return dict(body)
-
-
 def source_of(state_dir: Path, sid: str) -> Path:
     """The CLI's file of the session's (first) archived conversation."""
     (copy, *_) = ConversationArchive(state_dir).index(sid).copies
@@ -99,7 +87,7 @@ def project(tmp_path: Path) -> Path:
 
 def test_a_deleted_claude_conversation_comes_back_and_resumes(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env, args=FAST)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     server.type_line(agent["name"], "remember-purple-octopus", "claude heard: remember-purple")
     source = wait_archived(server.state_dir, agent["id"])
     kept = source.read_bytes()
@@ -117,7 +105,7 @@ def test_a_deleted_claude_conversation_comes_back_and_resumes(agents_server, fak
 
 def test_claudes_own_clean_up_is_undone_on_restore(agents_server, fake_agents, project, tmp_path):
     server = agents_server(env=fake_agents.env, args=FAST)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     server.type_line(agent["name"], "before-the-clean-up", "claude heard: before-the-clean-up")
     source = wait_archived(server.state_dir, agent["id"])
 
@@ -127,7 +115,7 @@ def test_claudes_own_clean_up_is_undone_on_restore(agents_server, fake_agents, p
     # another claude, elsewhere, runs Claude's clean-up at its first prompt
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    other = new(server, "claude", elsewhere)
+    other = server.new("claude", elsewhere)
     server.type_line(other["name"], "hello", "claude heard: hello")
     cleaned = poll(lambda: fake_agents.records("cleanup"), what="Claude's clean-up")
     assert cleaned[0]["path"] == str(source) and not source.exists()
@@ -135,18 +123,18 @@ def test_claudes_own_clean_up_is_undone_on_restore(agents_server, fake_agents, p
     status, after = server.request("POST", f"/api/agents/sessions/{agent['id']}/restore")
     assert status == 200 and after["status"] == "running", after
     restored_screen(server, after["name"], "claude", "resumed prompt: before-the-clean-up")
-    assert model(server, agent["id"])["conversation_id"] == agent["conversation_id"]
+    assert server.model(agent["id"])["conversation_id"] == agent["conversation_id"]
 
 
 def test_every_conversation_a_session_had_is_kept(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env, args=FAST)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     first = agent["conversation_id"]
     server.type_line(agent["name"], "before-clear", "claude heard: before-clear")
     server.type_line(agent["name"], "/clear", "cleared; conversation")
     server.type_line(agent["name"], "after-clear", "claude heard: after-clear")
     second = poll(
-        lambda: (cid := model(server, agent["id"])["conversation_id"]) != first and cid,
+        lambda: (cid := server.model(agent["id"])["conversation_id"]) != first and cid,
         what="the id to follow /clear",
     )
     archive = ConversationArchive(server.state_dir)
@@ -173,9 +161,9 @@ def test_every_conversation_a_session_had_is_kept(agents_server, fake_agents, pr
 
 def test_a_deleted_codex_rollout_comes_back_and_resumes(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env, args=FAST)
-    coder = new(server, "codex", project)
+    coder = server.new("codex", project)
     server.type_line(coder["name"], "hello-codex-archive", "codex heard: hello-codex-archive")
-    cid = poll(lambda: model(server, coder["id"])["conversation_id"], what="codex id")
+    cid = poll(lambda: server.model(coder["id"])["conversation_id"], what="codex id")
     source = wait_archived(server.state_dir, coder["id"])
     assert source.name.endswith(f"-{cid}.jsonl") and "sessions" in source.parts
 
@@ -194,11 +182,11 @@ def test_a_resume_that_cannot_work_keeps_the_id_and_says_why(
     # an archive so small that a newer session's conversation pushes the first one out
     args = [*FAST, "--AgentsApp.conversation_archive_max_bytes=6000"]
     server = agents_server(env=fake_agents.env, args=args)
-    first = new(server, "claude", project)
+    first = server.new("claude", project)
     server.type_line(first["name"], "lost-forever", "claude heard: lost-forever")
     source = wait_archived(server.state_dir, first["id"])
     assert server.request("DELETE", f"/api/agents/sessions/{first['id']}")[0] == 204
-    second = new(server, "claude", project)
+    second = server.new("claude", project)
     server.type_line(second["name"], "/bulk 4", "bulk wrote 4 records")
     poll(
         lambda: ConversationArchive(server.state_dir).index(first["id"]).copies[0].dropped,
@@ -220,7 +208,7 @@ def test_a_resume_that_cannot_work_keeps_the_id_and_says_why(
     assert after["argv"][1:3] == ["--resume", cid]
     assert len(fake_agents.records("start")) == runs
     assert not source.exists()
-    assert model(server, first["id"])["status"] == "interrupted"
+    assert server.model(first["id"])["status"] == "interrupted"
 
     # what the user is offered: a fresh session in the same folder, the old tail first
     status, fresh = server.request("POST", f"/api/agents/sessions/{first['id']}/fresh")
@@ -232,7 +220,7 @@ def test_a_resume_that_cannot_work_keeps_the_id_and_says_why(
     client.wait_for(f"FAKE CLAUDE conversation {fresh['conversation_id']}")
     assert client.text.index("lost-forever") < client.text.index(marker)
     client.close()
-    old = model(server, first["id"])  # the old record is as it was
+    old = server.model(first["id"])  # the old record is as it was
     assert (old["status"], old["conversation_id"]) == ("interrupted", cid)
     assert "No conversation found" in old["reason"]
     assert server.request("POST", f"/api/agents/sessions/{fresh['id']}/fresh")[0] == 409
@@ -241,10 +229,10 @@ def test_a_resume_that_cannot_work_keeps_the_id_and_says_why(
 
 def test_markdown_and_raw_records_of_a_conversation(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env, args=FAST)
-    agent = new(server, "claude", project)
-    coder = new(server, "codex", project)
-    shell = new(server, "shell", project)
-    silent = new(server, "claude", project)
+    agent = server.new("claude", project)
+    coder = server.new("codex", project)
+    shell = server.new("shell", project)
+    silent = server.new("claude", project)
     server.type_line(agent["name"], "list the files please", "claude heard: list the files")
     server.type_line(coder["name"], "and codex too", "codex heard: and codex too")
     source = wait_archived(server.state_dir, agent["id"])
@@ -284,7 +272,7 @@ def test_a_damaged_conversation_is_archived_as_is_and_exported_as_far_as_it_pars
     agents_server, fake_agents, project
 ):
     server = agents_server(env=fake_agents.env, args=FAST)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     server.type_line(agent["name"], "first-turn", "claude heard: first-turn")
     source = wait_archived(server.state_dir, agent["id"])
     with source.open("ab") as f:
@@ -307,7 +295,7 @@ def test_a_damaged_conversation_is_archived_as_is_and_exported_as_far_as_it_pars
 
 def test_search_finds_a_purged_conversation(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env, args=FAST)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     server.type_line(agent["name"], "needle-in-the-archive", "claude heard: needle-in")
     source = wait_archived(server.state_dir, agent["id"])
     assert server.request("DELETE", f"/api/agents/sessions/{agent['id']}")[0] == 204
@@ -333,9 +321,9 @@ def cli(state_dir: Path, *args: str, env: dict[str, str] | None = None) -> Any:
 
 def test_cli_conversation_and_prune(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env, args=FAST)
-    agent = new(server, "claude", project)
-    shell = new(server, "shell", project)
-    running = new(server, "shell", project)
+    agent = server.new("claude", project)
+    shell = server.new("shell", project)
+    running = server.new("shell", project)
     server.type_line(agent["name"], "cli-prompt", "claude heard: cli-prompt")
     source = wait_archived(server.state_dir, agent["id"])
     state = server.state_dir
@@ -375,7 +363,7 @@ def test_cli_conversation_and_prune(agents_server, fake_agents, project):
     assert ids == {running["id"]}  # the running one stays, however old
     assert not transcript.exists() and not (state / "conversations" / agent["id"]).exists()
     assert source.exists()  # the CLI's own files are the CLI's
-    assert model(server, running["id"])["status"] == "running"
+    assert server.model(running["id"])["status"] == "running"
 
 
 @pytest.fixture
@@ -400,12 +388,12 @@ def test_a_full_disk_pauses_the_archive_not_the_session(
     agents_server, fake_agents, project, small_archive
 ):
     server = agents_server(env=fake_agents.env, args=FAST)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     server.type_line(agent["name"], "/bulk 1500", "bulk wrote 1500 records")  # ~1.4 MB
     poll(lambda: "archive paused" in server.log_path.read_text(), what="the archive to pause")
     server.type_line(agent["name"], "still-alive", "claude heard: still-alive")  # it runs on
     time.sleep(1.5)  # several more refreshes, all failing for want of space
-    assert model(server, agent["id"])["status"] == "running"
+    assert server.model(agent["id"])["status"] == "running"
 
     subprocess.run(["mount", "-o", "remount,size=8m", str(small_archive)], check=True)
     source = wait_archived(server.state_dir, agent["id"])
@@ -419,7 +407,7 @@ def test_a_full_disk_pauses_the_archive_not_the_session(
 
 def test_the_archive_is_private(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env, args=FAST)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     server.type_line(agent["name"], "private-words", "claude heard: private-words")
     wait_archived(server.state_dir, agent["id"])
     root = server.state_dir / "conversations"

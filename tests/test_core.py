@@ -20,12 +20,6 @@ from jupyter_agents.pytest_plugin import EventClient, ServerProcess, kill_backen
 from jupyter_agents.server.terminals import TerminalManager
 
 
-def new(server: ServerProcess, **body: Any) -> dict[str, Any]:
-    status, model = server.request("POST", "/api/agents/sessions", {"kind": "shell", **body})
-    assert status == 201, model
-    return model
-
-
 def status_of(server: ServerProcess, session_id: str) -> str:
     status, model = server.request("GET", f"/api/agents/sessions/{session_id}")
     assert status == 200, model
@@ -38,7 +32,7 @@ def test_events_for_create_kill_crash_restore_and_conversation(
     server = agents_server(env=fake_agents.env)
     events = EventClient(server)
     try:
-        shell, doomed = new(server), new(server)
+        shell, doomed = server.new(), server.new()
         poll(lambda: events.of(shell["id"], "created") and events.of(doomed["id"], "created"))
         assert server.request("DELETE", f"/api/agents/sessions/{doomed['id']}")[0] == 204
         killed = poll(lambda: events.of(doomed["id"], "status"), what="killed event")
@@ -57,7 +51,7 @@ def test_events_for_create_kill_crash_restore_and_conversation(
         # /clear rotates claude's conversation id: one conversation event with the new id
         project = tmp_path / "proj"
         project.mkdir()
-        claude = new(server, kind="claude", cwd=str(project))
+        claude = server.new(kind="claude", cwd=str(project))
         server.type_line(claude["name"], "/clear", "cleared; conversation")
         server.request("GET", "/api/agents/sessions")  # follows ids now, not in 5 s
         changed = poll(lambda: events.of(claude["id"], "conversation"), what="conversation")
@@ -137,7 +131,7 @@ def test_culling_ends_an_idle_terminal_and_leaves_a_busy_one(agents_server):
     server = agents_server(
         args=["--TerminalManager.cull_inactive_timeout=4", "--TerminalManager.cull_interval=1"]
     )
-    idle, busy = new(server), new(server)
+    idle, busy = server.new(), server.new()
     # then no viewer: only its transcript shows it is busy
     server.type_line(busy["name"], "while true; do echo tick; sleep 0.5; done", "tick")
     poll(lambda: status_of(server, idle["id"]) == "killed", timeout=30, what="idle culled")
@@ -169,7 +163,7 @@ def test_front_ends_import_no_server(what, agents_state_dir):
 
 def test_io_loop_serves_a_terminal_while_50_sessions_are_listed(agents_server):
     server = agents_server()
-    models = [new(server) for _ in range(50)]
+    models = [server.new() for _ in range(50)]
     client = server.ws(models[0]["name"])
     client.wait_for(lambda c: len(c.messages) >= 2)
     results: list[int] = []
@@ -210,7 +204,7 @@ def test_a_broker_server_on_a_machine_with_tmux_is_never_judged_by_tmux(
     agents_server, agents_state_dir
 ):
     server = agents_server(args=["--AgentsApp.backend=broker"])
-    model = new(server)
+    model = server.new()
     assert model["backend"] == "broker"
     client = server.ws(model["name"])
     try:
@@ -252,10 +246,10 @@ def test_a_broker_server_on_a_machine_with_tmux_is_never_judged_by_tmux(
 
 def test_a_state_dir_with_tmux_and_broker_sessions(agents_server, agents_state_dir):
     broker_server = agents_server(args=["--AgentsApp.backend=broker"])
-    on_broker = new(broker_server)
+    on_broker = broker_server.new()
     broker_server.stop()
     tmux_server = agents_server(args=["--AgentsApp.backend=tmux"])
-    on_tmux = new(tmux_server)
+    on_tmux = tmux_server.new()
     listed = {s["id"]: s for s in tmux_server.request("GET", "/api/agents/sessions")[1]}
     assert {sid: (s["backend"], s["status"]) for sid, s in listed.items()} == {
         on_broker["id"]: ("broker", "running"),

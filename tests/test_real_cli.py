@@ -61,12 +61,6 @@ _SCRUB = (
 )
 
 
-def model(server: ServerProcess, session_id: str) -> dict[str, Any]:
-    status, body = server.request("GET", f"/api/agents/sessions/{session_id}")
-    assert status == 200, body
-    return dict(body)
-
-
 def spooled(server: ServerProcess, session_id: str) -> list[dict[str, Any]]:
     path = server.state_dir / "spool" / f"{session_id}.jsonl"
     if not path.exists():
@@ -140,7 +134,7 @@ def test_real_claude_through_our_api(agents_server, tmp_path, monkeypatch):
         assert ours[0]["conversation"] == first
         assert "prompt" not in json.dumps(ours)
         after_start = poll(  # started, asked nothing: not "needs you"
-            lambda: (m := model(server, sid))["attention"] == "ready" and m,
+            lambda: (m := server.model(sid))["attention"] == "ready" and m,
             timeout=60,
             what="ready after SessionStart",
         )
@@ -154,7 +148,7 @@ def test_real_claude_through_our_api(agents_server, tmp_path, monkeypatch):
         # a prompt, offline and without a key: StopFailure authentication_failed
         type_into(client, "say hello")
         failed = poll(
-            lambda: (m := model(server, sid))["attention"] == "error" and m,
+            lambda: (m := server.model(sid))["attention"] == "error" and m,
             timeout=90,
             what="error after a prompt",
         )
@@ -173,12 +167,12 @@ def test_real_claude_through_our_api(agents_server, tmp_path, monkeypatch):
         second = cleared[0]["session_id"]
         assert second != first
         poll(
-            lambda: model(server, sid)["conversation_id"] == second,
+            lambda: server.model(sid)["conversation_id"] == second,
             timeout=60,
             what="the model to follow /clear",
         )
         again = poll(
-            lambda: (m := model(server, sid))["attention"] == "ready" and m,
+            lambda: (m := server.model(sid))["attention"] == "ready" and m,
             timeout=60,
             what="ready after /clear",
         )
@@ -412,7 +406,7 @@ def test_real_codex_resumes_a_deleted_rollout(agents_server, tmp_path, monkeypat
             return found[0] if found and "amber-lynx-9" in found[0].read_text() else None
 
         path = poll(rollout, timeout=90, what="the rollout")
-        cid = poll(lambda: model(server, agent["id"])["conversation_id"], what="codex id")
+        cid = poll(lambda: server.model(agent["id"])["conversation_id"], what="codex id")
         assert path.name.endswith(f"-{cid}.jsonl")
         poll(
             lambda: archived_copy(server.state_dir, agent["id"]) == path.read_bytes(),

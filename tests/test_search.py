@@ -144,12 +144,6 @@ def api(server: ServerProcess, path: str, **params: str) -> tuple[int, Any]:
     return server.request("GET", f"{path}?{urllib.parse.urlencode(params)}")
 
 
-def new(server: ServerProcess, kind: str, cwd: Path) -> dict[str, Any]:
-    status, model = server.request("POST", "/api/agents/sessions", {"kind": kind, "cwd": str(cwd)})
-    assert status == 201, model
-    return model
-
-
 def jupyter_agents(
     state_dir: Path, env: dict[str, str], *args: str
 ) -> subprocess.CompletedProcess[str]:
@@ -165,8 +159,8 @@ def jupyter_agents(
 
 def test_search_route_filters_errors_and_cli(agents_server, fake_agents, tmp_path):
     server = agents_server(env=fake_agents.env)
-    a, b = new(server, "shell", tmp_path), new(server, "shell", tmp_path)
-    c = new(server, "claude", tmp_path)
+    a, b = server.new("shell", tmp_path), server.new("shell", tmp_path)
+    c = server.new("claude", tmp_path)
     for shell, word in ((a, "ALPHA"), (b, "BETA")):  # typed MARK$((1+1)), printed MARK2
         server.type_line(shell["name"], f"echo MARK$((1+1))-{word}", f"MARK2-{word}")
     server.type_line(c["name"], "find-me-in-the-conversation", "claude heard")
@@ -262,7 +256,7 @@ def test_exports_text_html_and_cast(agents_server, agents_backend, tmp_path):
     server = agents_server()
     script = tmp_path / "p.sh"
     script.write_text(SCRIPT)
-    shell = new(server, "shell", tmp_path)
+    shell = server.new("shell", tmp_path)
     server.type_line(shell["name"], "sh p.sh; echo END$((2+3))", "END5")
     sid = shell["id"]
     # settled: the prompt after the output is in the transcript too (nothing comes later)
@@ -322,7 +316,7 @@ def test_a_line_is_found_once_at_its_time_across_three_restores(
     a second writer's absolute index line is not read as a delta); the text export and
     ``jupyter agents grep`` show it once too."""
     server = agents_server()
-    shell = new(server, "shell", tmp_path)
+    shell = server.new("shell", tmp_path)
     printed = datetime.now(timezone.utc)
     server.type_line(shell["name"], "echo ONCE-$((6*7))-ONLY", "ONCE-42-ONLY\r\n")
     poll(lambda: b"ONCE-42-ONLY" in transcript_bytes(server.state_dir, shell["id"]), what="it")

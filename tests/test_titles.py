@@ -16,17 +16,11 @@ both_backends = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], in
 REFRESH = ["--AgentsApp.refresh_interval=0.5"]
 
 
-def model(server: ServerProcess, sid: str) -> dict:
-    status, body = server.request("GET", f"/api/agents/sessions/{sid}")
-    assert status == 200, body
-    return dict(body)
-
-
 def titled(server: ServerProcess, sid: str, title: str | None, source: str | None) -> dict:
     found: dict = {}
 
     def check() -> bool:
-        found.update(model(server, sid))
+        found.update(server.model(sid))
         return (found["title"], found["title_source"]) == (title, source)
 
     poll(check, timeout=15, what=f"title {title!r} ({source})")
@@ -79,7 +73,7 @@ def test_a_session_keeps_the_title_a_person_or_its_program_gave_it(
         status, body = server.request("PATCH", f"/api/agents/sessions/{sid}", b"\xff{")
         assert status == 400, body
         assert patch(server, "nosuchsession", {"title": "x"})[0] == 404
-        assert model(server, sid)["title"] == "Fix the flaky test"
+        assert server.model(sid)["title"] == "Fix the flaky test"
 
         # kept across a crash of the server
         server.stop(signal.SIGKILL)

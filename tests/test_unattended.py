@@ -22,20 +22,6 @@ LIMIT = 150_000  # tokens: /spend 100 writes ~20k a record, ten records a second
 SPEND = "/spend 100 0.1"
 
 
-def new(server: ServerProcess, kind: str, cwd: Path, **extra: Any) -> dict[str, Any]:
-    status, model = server.request(
-        "POST", "/api/agents/sessions", {"kind": kind, "cwd": str(cwd), **extra}
-    )
-    assert status == 201, model
-    return dict(model)
-
-
-def model(server: ServerProcess, sid: str) -> dict[str, Any]:
-    status, body = server.request("GET", f"/api/agents/sessions/{sid}")
-    assert status == 200, body
-    return dict(body)
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     path = tmp_path / "proj"
@@ -82,17 +68,17 @@ def test_past_the_limit_with_nobody_watching_the_turn_is_interrupted(
     server = limited_server(agents_server, fake_agents, tmp_path)
     events = EventClient(server)
     try:
-        agent = new(server, kind, project)
+        agent = server.new(kind, project)
         sid = agent["id"]
         client = start_spending(server, agent, ready)
-        pid = model(server, sid)["pid"]
+        pid = server.model(sid)["pid"]
         client.close()  # nobody watches now
         got = poll(lambda: interrupts(fake_agents, pid), timeout=20, what="the interrupt key")
         assert got[0]["data"] == "\x1b"  # Escape, as a person presses it, and only that
         inputs = [r["data"] for r in fake_agents.records("input") if r["pid"] == pid]
         assert inputs == ["\x1b"]
 
-        after = model(server, sid)
+        after = server.model(sid)
         assert after["status"] == "running" and psutil.pid_exists(pid)  # nothing killed
         assert after["attention"] == "error"
         reason = after["attention_reason"]
@@ -111,7 +97,7 @@ def test_past_the_limit_with_nobody_watching_the_turn_is_interrupted(
         # it stopped spending: its records end
         spent = after["usage"]["tokens"]["total"]
         time.sleep(1.5)
-        assert model(server, sid)["usage"]["tokens"]["total"] - spent < 100_000
+        assert server.model(sid)["usage"]["tokens"]["total"] - spent < 100_000
         assert len(interrupts(fake_agents, pid)) == 1  # once: it is not working any more
     finally:
         events.close()
@@ -121,13 +107,13 @@ def test_with_a_viewer_connected_the_limit_does_not_apply(
     agents_server, fake_agents, project, tmp_path
 ):
     server = limited_server(agents_server, fake_agents, tmp_path)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     sid = agent["id"]
     client = start_spending(server, agent, "FAKE CLAUDE conversation")
-    pid = model(server, sid)["pid"]
-    poll(lambda: model(server, sid)["usage"]["tokens"]["total"] > 3 * LIMIT, timeout=20)
+    pid = server.model(sid)["pid"]
+    poll(lambda: server.model(sid)["usage"]["tokens"]["total"] > 3 * LIMIT, timeout=20)
     time.sleep(1.0)  # several refreshes past the limit
-    usage = model(server, sid)["usage"]
+    usage = server.model(sid)["usage"]
     assert interrupts(fake_agents, pid) == []
     assert usage["watched"] is True
     assert usage["allowance"]["tokens"]["total"] == 0  # watched: nothing unattended
@@ -139,20 +125,20 @@ def test_with_a_viewer_connected_the_limit_does_not_apply(
 
 def test_a_persons_input_starts_a_fresh_allowance(agents_server, fake_agents, project, tmp_path):
     server = limited_server(agents_server, fake_agents, tmp_path)
-    agent = new(server, "claude", project)
+    agent = server.new("claude", project)
     sid = agent["id"]
     client = start_spending(server, agent, "FAKE CLAUDE conversation")
-    pid = model(server, sid)["pid"]
+    pid = server.model(sid)["pid"]
     client.close()
     poll(lambda: interrupts(fake_agents, pid), timeout=20, what="the first interrupt")
-    first = model(server, sid)["usage"]
+    first = server.model(sid)["usage"]
     assert first["allowance"]["tokens"]["total"] > LIMIT
 
     # watching again without typing: the allowance stays as it was
     client = server.ws(agent["name"])
     client.wait_for(lambda c: len(c.messages) >= 2)
-    poll(lambda: model(server, sid)["usage"]["watched"], what="watched")
-    watched = model(server, sid)["usage"]
+    poll(lambda: server.model(sid)["usage"]["watched"], what="watched")
+    watched = server.model(sid)["usage"]
     assert watched["allowance"] == first["allowance"]
     assert watched["limit_reached"] == first["limit_reached"]
 
@@ -161,17 +147,17 @@ def test_a_persons_input_starts_a_fresh_allowance(agents_server, fake_agents, pr
     client.wait_for("spending")
     fresh = poll(
         lambda: (
-            (u := model(server, sid)["usage"])["allowance"]["since"] != first["allowance"]["since"]
+            (u := server.model(sid)["usage"])["allowance"]["since"] != first["allowance"]["since"]
             and u
         ),
         what="a fresh allowance",
     )
     assert fresh["allowance"]["tokens"]["total"] == 0 and fresh["limit_reached"] is None
     # the prompt's hook: the error is over
-    poll(lambda: model(server, sid)["attention"] == "working", what="working again")
+    poll(lambda: server.model(sid)["attention"] == "working", what="working again")
     client.close()
     poll(lambda: len(interrupts(fake_agents, pid)) == 2, timeout=20, what="the second interrupt")
-    second = model(server, sid)["usage"]
+    second = server.model(sid)["usage"]
     assert second["limit_reached"] > fresh["allowance"]["since"]
     # counted from the input on: about the limit, not the first allowance plus more
     assert (
@@ -185,8 +171,8 @@ def test_a_session_has_its_own_limit(
     agents_server, fake_agents, project, tmp_path, capsys, monkeypatch
 ):
     server = limited_server(agents_server, fake_agents, tmp_path)
-    shell = new(server, "shell", project)
-    agent = new(server, "claude", project, args=["--model", "claude-sonnet-4-5-20250929"])
+    shell = server.new("shell", project)
+    agent = server.new("claude", project, args=["--model", "claude-sonnet-4-5-20250929"])
     sid = agent["id"]
     path = f"/api/agents/sessions/{sid}"
     for bad in ({"dollars": 1}, {"cost": -1}, {"tokens": 0.5}, "1h", [1]):
@@ -194,7 +180,7 @@ def test_a_session_has_its_own_limit(
         assert status == 400, (bad, body)
         assert "unattended_limit" in body["message"]
     status, body = server.request("PATCH", path, {"unattended_limit": {"cost": 1}, "title": "\x07"})
-    assert status == 400 and model(server, sid)["usage"]["limit"] == {"tokens": LIMIT}
+    assert status == 400 and server.model(sid)["usage"]["limit"] == {"tokens": LIMIT}
     status, body = server.request(
         "PATCH", f"/api/agents/sessions/{shell['id']}", {"unattended_limit": {"cost": 1}}
     )
@@ -204,9 +190,9 @@ def test_a_session_has_its_own_limit(
     assert body["usage"]["limit"] is None and body["usage"]["limit_source"] is None
 
     client = start_spending(server, agent, "FAKE CLAUDE conversation")
-    pid = model(server, sid)["pid"]
+    pid = server.model(sid)["pid"]
     client.close()
-    poll(lambda: model(server, sid)["usage"]["allowance"]["tokens"]["total"] > 2 * LIMIT)
+    poll(lambda: server.model(sid)["usage"]["allowance"]["tokens"]["total"] > 2 * LIMIT)
     time.sleep(0.8)
     assert interrupts(fake_agents, pid) == []
 
@@ -218,11 +204,11 @@ def test_a_session_has_its_own_limit(
     assert main(["limit", sid, "--cost", "0.01"]) == 0
     assert "$0.01 (its own)" in capsys.readouterr().out
     poll(lambda: interrupts(fake_agents, pid), timeout=20, what="interrupted at its own limit")
-    usage = model(server, sid)["usage"]
+    usage = server.model(sid)["usage"]
     assert usage["limit"] == {"cost": 0.01} and usage["limit_source"] == "session"
     assert main(["limit", sid, "--default"]) == 0
     assert "AgentsApp.unattended_limit" in capsys.readouterr().out
-    assert model(server, sid)["usage"]["limit_source"] == "config"
+    assert server.model(sid)["usage"]["limit_source"] == "config"
 
 
 @pytest.mark.parametrize(

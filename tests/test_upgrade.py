@@ -20,7 +20,6 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
@@ -63,21 +62,9 @@ def install_this_tree(site: Path) -> None:
     )
 
 
-def new(server: ServerProcess, kind: str, cwd: Path) -> dict[str, Any]:
-    status, body = server.request("POST", "/api/agents/sessions", {"kind": kind, "cwd": str(cwd)})
-    assert status == 201, body
-    return dict(body)
-
-
-def model(server: ServerProcess, sid: str) -> dict[str, Any]:
-    status, body = server.request("GET", f"/api/agents/sessions/{sid}")
-    assert status == 200, body
-    return dict(body)
-
-
 def attention_becomes(server: ServerProcess, sid: str, attention: str) -> None:
     poll(
-        lambda: model(server, sid)["attention"] == attention,
+        lambda: server.model(sid)["attention"] == attention,
         timeout=30,
         what=f"attention {attention!r}",
     )
@@ -105,19 +92,19 @@ def test_sessions_of_the_landed_version_survive_an_upgrade(
     try:
         # the landed version: a broker shell, then a tmux shell and a claude session
         old = start("--AgentsApp.backend=broker", path=path_without_tmux)
-        broker = new(old, "shell", project)
+        broker = old.new("shell", project)
         old.type_line(broker["name"], "echo broker-$((6*7))", "broker-42")
         old.stop()
         old = start()
-        tmux = new(old, "shell", project)
+        tmux = old.new("shell", project)
         old.type_line(tmux["name"], "echo tmux-$((6*7))", "tmux-42")
-        claude = new(old, "claude", project)
+        claude = old.new("claude", project)
         poll(  # its SessionStart hook ran (the landed version's hook)
             lambda: [r for r in fake_agents.records("hook") if r["name"] == "SessionStart"],
             timeout=30,
             what="the claude session's first hook",
         )
-        before = {s["id"]: model(old, s["id"]) for s in (broker, tmux, claude)}
+        before = {s["id"]: old.model(s["id"]) for s in (broker, tmux, claude)}
         started = {sid: psutil.Process(m["pid"]).create_time() for sid, m in before.items()}
         assert [before[s["id"]]["backend"] for s in (broker, tmux)] == ["broker", "tmux"]
         old.stop()
@@ -129,7 +116,7 @@ def test_sessions_of_the_landed_version_survive_an_upgrade(
 
         for session, said in ((broker, "broker-42"), (tmux, "tmux-42")):
             sid = session["id"]
-            now = model(server, sid)
+            now = server.model(sid)
             assert now["status"] == "running", now
             assert now["pid"] == before[sid]["pid"]  # the same process: and not a reused pid
             assert psutil.Process(now["pid"]).create_time() == started[sid]
@@ -143,7 +130,7 @@ def test_sessions_of_the_landed_version_survive_an_upgrade(
 
         # a hook run by the claude process the landed version started reaches attention
         sid = claude["id"]
-        assert model(server, sid)["pid"] == before[sid]["pid"]
+        assert server.model(sid)["pid"] == before[sid]["pid"]
         assert psutil.Process(before[sid]["pid"]).create_time() == started[sid]
         client = server.ws(claude["name"])
         client.wait_for("FAKE CLAUDE conversation")

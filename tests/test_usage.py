@@ -320,14 +320,6 @@ def test_the_price_table_and_the_limit_are_checked():
 # -- through a real server and the fake CLIs ------------------------------------------
 
 
-def new(server: ServerProcess, kind: str, cwd: Path, **extra: Any) -> dict[str, Any]:
-    status, model = server.request(
-        "POST", "/api/agents/sessions", {"kind": kind, "cwd": str(cwd), **extra}
-    )
-    assert status == 201, model
-    return dict(model)
-
-
 def usage_of(server: ServerProcess, sid: str) -> dict[str, Any]:
     status, model = server.request("GET", f"/api/agents/sessions/{sid}")
     assert status == 200, model
@@ -371,8 +363,8 @@ def test_a_claude_sessions_usage_and_cost_reach_rest_events_and_cli(
     server = priced_server(agents_server, fake_agents, tmp_path)
     events = EventClient(server)
     try:
-        shell = new(server, "shell", project)
-        agent = new(server, "claude", project, args=["--model", SONNET])
+        shell = server.new("shell", project)
+        agent = server.new("claude", project, args=["--model", SONNET])
         sid = agent["id"]
         client = server.ws(agent["name"])
         client.wait_for("FAKE CLAUDE conversation")
@@ -437,7 +429,7 @@ def test_a_claude_sessions_usage_and_cost_reach_rest_events_and_cli(
 
 def test_a_codex_sessions_token_counts(agents_server, fake_agents, project, tmp_path):
     server = priced_server(agents_server, fake_agents, tmp_path)
-    agent = new(server, "codex", project)
+    agent = server.new("codex", project)
     client = server.ws(agent["name"])
     client.wait_for("FAKE CODEX thread")
     client.stdin("hello\r")
@@ -455,7 +447,7 @@ def test_tokens_spent_while_nobody_watched(agents_server, fake_agents, project, 
     """A turn typed while watching is attended; what the agent spends after its last
     viewer left is not; a viewer watching again (without typing) stops the count."""
     server = priced_server(agents_server, fake_agents, tmp_path)
-    agent = new(server, "claude", project, args=["--model", SONNET])
+    agent = server.new("claude", project, args=["--model", SONNET])
     sid = agent["id"]
     client = server.ws(agent["name"])
     client.wait_for("FAKE CLAUDE conversation")

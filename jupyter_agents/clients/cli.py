@@ -388,9 +388,7 @@ def cmd_restore(service: SessionService, args: argparse.Namespace) -> int:
     if args.conversation and args.all:
         return _usage_error("restore: --conversation is for one session, not --all")
     if not args.all:
-        restorer = service.restorer
-        chosen = restorer.restore(service.lookup(args.id).id, args.conversation)
-        session = restorer.check_resumed(chosen)
+        session = service.restorer.restore_checked(service.lookup(args.id).id, args.conversation)
         result_restored, failed = [session], 0
     else:
         service.reconcile()  # after a reboot nothing else may have noticed yet

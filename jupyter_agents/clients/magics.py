@@ -208,8 +208,10 @@ class AgentMagics(Magics):
         if args.all and args.conversation:
             raise UsageError(f"%agent {args.command}: --conversation is for one session")
         if not args.all:
-            session = service.restorer.restore(service.lookup(args.id).id, args.conversation)
-            result = RestoreResult([service.restorer.check_resumed(session)], [])
+            session_id = service.lookup(args.id).id
+            result = RestoreResult(
+                [service.restorer.restore_checked(session_id, args.conversation)], []
+            )
         else:
             service.reconcile()  # after a reboot nothing else may have noticed yet
             interrupted = [s.id for s in service.interrupted()]

@@ -125,8 +125,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
     def _restore(self, session_id: str) -> Session:
         """Restore and watch it; :class:`AgentsError` with the reason when it did not
         come up (the record stays ``interrupted``, with that reason)."""
-        restorer = self.service.restorer
-        session = restorer.check_resumed(restorer.restore(session_id))
+        session = self.service.restorer.restore_checked(session_id)
         if session.status != "running":
             raise AgentsError(f"{session_id}: {session.reason or session.status}")
         return session

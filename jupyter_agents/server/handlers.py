@@ -358,8 +358,8 @@ class RestoreHandler(ApiHandler):
     @web.authenticated
     @authorized
     async def post(self, session_id: str) -> None:
-        session = await self.call(self.service.restorer.restore, session_id)
-        self.reply((await self.call(self.service.restorer.check_resumed, session)).to_model())
+        session = await self.call(self.service.restorer.restore_checked, session_id)
+        self.reply(session.to_model())
 
 
 class FreshHandler(ApiHandler):

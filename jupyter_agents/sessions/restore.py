@@ -273,6 +273,12 @@ class Restorer:
         self.resume_check = resume_check
         self.log = log or logging.getLogger("jupyter_agents")
 
+    def restore_checked(self, session_id: str, conversation: str | None = None) -> Session:
+        """What a person asking for one restore waits for: :meth:`restore`, then
+        :meth:`check_resumed`: the record after the resume check (``interrupted`` with
+        the reason when the resumed process failed at once). Blocking."""
+        return self.check_resumed(self.restore(session_id, conversation))
+
     def restore(self, session_id: str, conversation: str | None = None) -> Session:
         """Relaunch an ended session in its cwd with its recorded environment: agents
         resume their conversation, shells start fresh; the terminal first shows the old
