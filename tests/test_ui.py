@@ -1053,7 +1053,7 @@ def test_agent_attach_in_a_notebook_opens_the_terminal_tab(lab: Lab, page: Any) 
         # the kernel's connection settles can be lost (seen once in a full suite): run
         # again while the cell shows no run of its own
         button = page.locator(".jp-AgentsTerminalLink button")
-        for _ in range(4):
+        for attempt in range(4):
             page.wait_for_function(
                 """() => { const nb = window.jupyterapp.shell.currentWidget;
                      const k = nb && nb.context && nb.context.sessionContext.session
@@ -1062,11 +1062,15 @@ def test_agent_attach_in_a_notebook_opens_the_terminal_tab(lab: Lab, page: Any) 
                        && k.status === 'idle'; }""",
                 timeout=90000,  # a kernel's first start
             )
-            page.evaluate(
-                """async () => { const nb = window.jupyterapp.shell.currentWidget;
-                     nb.content.activate();
-                     await window.jupyterapp.commands.execute('notebook:run-cell'); }"""
-            )
+            if attempt == 0:
+                page.evaluate(
+                    """async () => { const nb = window.jupyterapp.shell.currentWidget;
+                         nb.content.activate();
+                         await window.jupyterapp.commands.execute('notebook:run-cell'); }"""
+                )
+            else:  # as a person runs it: the cell, then Shift+Enter
+                page.locator(".jp-Notebook .jp-Cell").first.click()
+                page.keyboard.press("Shift+Enter")
             try:
                 button.wait_for(timeout=20000)
                 break
@@ -1076,7 +1080,10 @@ def test_agent_attach_in_a_notebook_opens_the_terminal_tab(lab: Lab, page: Any) 
                          const cell = nb && nb.content && nb.content.activeCell;
                          const s = nb && nb.context && nb.context.sessionContext.session;
                          const k = s && s.kernel;
+                         const dialog = document.querySelector('.jp-Dialog');
                          return {widget: nb && nb.title.label,
+                                 ready: nb && nb.context.sessionContext.isReady,
+                                 dialog: dialog && dialog.innerText,
                                  count: cell && cell.model.executionCount,
                                  outputs: cell && cell.model.outputs.length,
                                  kernel: k && [k.status, k.connectionStatus]}; }"""
