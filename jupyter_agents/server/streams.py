@@ -206,8 +206,6 @@ class LiveTerminal:
             self._apply_size()
         self.stream.write(data)
         self.streams.touch(self.session.id, human=True)
-        if self.streams.attendance is not None:
-            self.streams.attendance.human_input(self.session.id)
 
     def close(self, disconnect: bool) -> None:
         """Stop streaming; tell viewers the process ended (``disconnect``) or just drop
@@ -313,8 +311,11 @@ class Streams:
         terminal activity set, at most every ``activity_interval`` per session."""
         now = time.monotonic()
         activity = self.activity
-        if human and activity is not None:
-            activity.human_input(session_id)
+        if human:  # one route for a person's input: the keep-alive and the allowance
+            if activity is not None:
+                activity.human_input(session_id)
+            if self.attendance is not None:
+                self.attendance.human_input(session_id)
         if now - self._touched.get(session_id, 0.0) >= self.activity_interval:
             self._touched[session_id] = now
             self.offload(self.service.note_activity, session_id)
