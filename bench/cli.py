@@ -1,14 +1,15 @@
 """7. Front-end call time: ``jupyter agents list --state-dir X`` as a user types it (the
 ``jupyter`` launcher found on PATH, in a subprocess) on the state dir of a running
 server with N sessions; the ``jupyter-agents`` script installed next to the interpreter
-(no launcher); and ``python -c "import jupyter_agents.clients.magics"`` (IPython included), with
-what that import costs a kernel that has IPython loaded already. *bare* is the same
+(no launcher); and ``python -c "import jupyter_agents.clients.magics"`` (IPython
+included), with what that import costs a kernel that has IPython loaded already. *bare* is the same
 interpreter starting with no import (``python -c pass``). Each command runs once
 untimed (warm caches), then ``runs`` times; medians.
 
 Before the second design the issue measured ~1.5 s per ``jupyter agents`` call (the CLI
-imported jupyter_server); the target is <= 0.3 s. Where a figure misses it, the imports
-of jupyter_agents that cost most (``python -X importtime``) are given in its note.
+imported jupyter_server); the target is at most 0.3 s beyond *bare*. Where a figure is
+over 0.3 s, the imports of jupyter_agents that cost most (``python -X importtime``) are
+given in its note.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from pathlib import Path
 from .harness import BenchServer, Flavor, Mode, each_with_sessions, median, this_tree_env
 from .report import Row
 
+#: seconds a call may take beyond a bare interpreter's start (issue 35: "within 0.3 s of
+#: a bare interpreter start")
 TARGET_S = 0.3
 #: seconds per ``jupyter agents`` call the issue measured before the second design
 BEFORE_S = 1.5
@@ -160,14 +163,14 @@ def run(flavors: list[Flavor], mode: Mode) -> list[Row]:
     n = mode.api_sessions
     return [
         Row("7", f"`jupyter agents list`, {n} sessions (launcher on PATH)", "s", launcher,
-            target=f"<= {TARGET_S} s (was ~{BEFORE_S} s)",
-            verdict={f: (launcher[f] or 0) <= TARGET_S for f in res}, ratio=False,
+            target=f"<= bare + {TARGET_S} s (was ~{BEFORE_S} s)",
+            verdict={f: (launcher[f] or 0) - bare <= TARGET_S for f in res}, ratio=False,
             note=f"`{launcher_path()} agents list --state-dir X` while a server runs on X; "
             f"bare = `python -c pass`; median of {mode.cli_runs}"
             + (f". Where the time goes (medians, in-process): {missed}" if missed else "")),
         Row("7", "  `jupyter-agents list` (the script itself, no launcher)", "s", script,
-            target=f"<= {TARGET_S} s",
-            verdict={f: (script[f] or 0) <= TARGET_S for f in res}, ratio=False),
+            target=f"<= bare + {TARGET_S} s",
+            verdict={f: (script[f] or 0) - bare <= TARGET_S for f in res}, ratio=False),
         Row("7", "`python -c \"import jupyter_agents.clients.magics\"`", "s", values("magics"),
             ratio=False,
             note="includes importing IPython (magics.py imports it first thing); the next "
