@@ -626,23 +626,32 @@ class ConversationArchive:
     # -- reading, restoring, removing ---------------------------------------------------
 
     def files(self, session: Session, live: Iterable[Path] = ()) -> list[ConversationFile]:
-        """The files to read ``session``'s conversations from, oldest conversation
-        first: for each archived one its source while that holds at least as much as
-        the copy, else the copy; then ``live`` files (the CLI's) not archived yet."""
+        """The one rule for which file holds each of ``session``'s conversations
+        (search, the export and the usage ledger all read through it), oldest
+        conversation first: for each conversation the archive saw, its copy where that
+        holds more than the CLI's file (the CLI truncated, rewrote or deleted it), else
+        the CLI's file while it exists (the copy's bytes from its start, and any the
+        copy has not caught up with: a reader's offset carries over between the two);
+        a dropped copy leaves only the CLI's file. Then ``live`` files (the CLI's file of
+        the current conversation) the archive has not seen yet."""
         found: list[ConversationFile] = []
-        index = self.index(session.id)
-        sources = set()
-        for copy in index.kept():
+        seen: set[str] = set()
+        sources: set[str] = set()
+        for copy in self.index(session.id).copies:
+            if copy.conversation in seen:
+                continue
+            seen.add(copy.conversation)
             sources.add(copy.source)
-            try:
-                newer = os.stat(copy.source).st_size >= copy.size
-            except OSError:
-                newer = False
-            path = Path(copy.source) if newer else self.folder(session.id) / copy.name
-            found.append(ConversationFile(copy.conversation, path, not newer))
+            source, archived = Path(copy.source), self.folder(session.id) / copy.name
+            held = _size(source)
+            if copy.dropped is None and _size(archived) > held:
+                found.append(ConversationFile(copy.conversation, archived, True))
+            elif held >= 0:
+                found.append(ConversationFile(copy.conversation, source, False))
+        cid = session.conversation_id
         for path in live:
-            if str(path) not in sources:
-                found.append(ConversationFile(session.conversation_id or "", path, False))
+            if str(path) not in sources and cid not in seen:
+                found.append(ConversationFile(cid or "", path, False))
         return found
 
     def knows(self, session_id: str, conversation_id: str) -> bool:
@@ -741,3 +750,11 @@ class ConversationArchive:
             self._final.discard(session_id)
             if self._usage_cache is not None:
                 self._usage_cache.pop(session_id, None)
+
+
+def _size(path: Path) -> int:
+    """A file's size; -1 when it is not there."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1

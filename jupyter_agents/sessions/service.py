@@ -53,7 +53,7 @@ from jupyter_agents.sessions.restore import (
     prelude_argv,
     write_prelude,
 )
-from jupyter_agents.spend.ledger import Change, Throttle, UsageLedger, usage_files
+from jupyter_agents.spend.ledger import Change, Throttle, UsageLedger
 from jupyter_agents.spend.limits import parse_override
 from jupyter_agents.terminal.state import Followed, ModeFollower
 from jupyter_agents.terminal.transcripts import GapLog, Transcript
@@ -318,19 +318,11 @@ class SessionService:
         :data:`~jupyter_agents.spend.ledger.USAGE_EVENT_INTERVAL` seconds per session.
         Blocking."""
         sessions = self.store.list(kinds=self.usage_kinds)
-        changes = self.usage.update(sessions, self.usage_files)
+        changes = self.usage.update(sessions, self.conversation_files)
         due = self._usage_events.due(changes)
         for session in self.store.get_many(due):
             self.publish("usage", session, usage=self.usage.model(session))
         return changes
-
-    def usage_files(self, session: Session) -> builtins.list[ConversationFile]:
-        """The files to read ``session``'s usage from
-        (:func:`~jupyter_agents.spend.ledger.usage_files`: the archived copies where the
-        archive keeps them whole, else the CLI's own)."""
-        kind = self.kinds.get(session.kind)
-        live = [] if kind is None else kind.conversation_files(session)
-        return usage_files(session, self.archive, live)
 
     def set_unattended_limit(self, session_id: str, value: object) -> Session:
         """A session's own unattended limit (:func:`~jupyter_agents.spend.limits.parse_override`:
@@ -369,9 +361,10 @@ class SessionService:
         return self.archive.sync(self.store.list(kinds=kinds), self.kinds)
 
     def conversation_files(self, session: Session) -> builtins.list[ConversationFile]:
-        """The files to read ``session``'s conversations from, oldest first: the CLI's
-        own, or their archived copies where those hold more (e.g. the CLI deleted its
-        file)."""
+        """The files ``session``'s conversations are read from, oldest first, by the
+        archive's one rule (:meth:`~jupyter_agents.agents.archive.ConversationArchive.files`):
+        the CLI's own, or their archived copies where those hold more (e.g. the CLI
+        deleted its file). Search, the export and the usage ledger read these."""
         kind = self.kinds.get(session.kind)
         live = [] if kind is None else kind.conversation_files(session)
         return self.archive.files(session, live)

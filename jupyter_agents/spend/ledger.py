@@ -47,10 +47,9 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from jupyter_agents.agents.archive import ConversationArchive, ConversationFile
+from jupyter_agents.agents.archive import ConversationFile
 from jupyter_agents.agents.base import AgentKind
 from jupyter_agents.agents.usage import TOKEN_KINDS, BadRecord, Record, Tokens
 from jupyter_agents.core import clock
@@ -219,41 +218,6 @@ class DayRow:
     tokens: Tokens
 
 
-def usage_files(
-    session: Session, archive: ConversationArchive, live: Iterable[Path]
-) -> builtins.list[ConversationFile]:
-    """The files to read ``session``'s usage from, oldest conversation first: for each
-    conversation the archive holds a copy of, that copy while it holds all the CLI's
-    file does (the same bytes: offsets carry over), else the CLI's file; then ``live``
-    (the CLI's file of the current conversation) if the archive has none of it yet."""
-    found: list[ConversationFile] = []
-    seen: set[str] = set()
-    for copy in archive.index(session.id).copies:
-        if copy.conversation in seen:
-            continue
-        seen.add(copy.conversation)
-        archived = archive.folder(session.id) / copy.name
-        source = Path(copy.source)
-        whole = copy.dropped is None and not copy.capped
-        if whole and _size(archived) >= _size(source):
-            found.append(ConversationFile(copy.conversation, archived, True))
-        elif _size(source) >= 0:
-            found.append(ConversationFile(copy.conversation, source, False))
-        elif copy.dropped is None:
-            found.append(ConversationFile(copy.conversation, archived, True))
-    cid = session.conversation_id
-    if cid and cid not in seen:
-        found.extend(ConversationFile(cid, path, False) for path in live)
-    return found
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return -1
-
-
 class Throttle:
     """Which of the sessions that changed are due an event now: each at most every
     ``interval`` seconds; one held back is due at the first call after that (whether or
@@ -280,6 +244,31 @@ class Throttle:
             else:
                 self._held.add(sid)
         return found
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadFrom:
+    """Where a read of one conversation file started: the offset stored for it, and
+    whether one was stored at all (a file never read has none)."""
+
+    offset: int
+    stored: bool
+
+    @property
+    def expected(self) -> int | None:
+        """The stored offset the read's commit requires (None: no row yet)."""
+        return self.offset if self.stored else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadTo:
+    """Where a read of one conversation file ended: the offset after its last whole
+    line, the digest of the bytes before it (to notice a rewritten file) and what the
+    kind's reader carries on (:meth:`~jupyter_agents.agents.usage.UsageReader.dump`)."""
+
+    offset: int
+    tail: str
+    cursor: str | None
 
 
 class UsageLedger:
@@ -542,12 +531,8 @@ class UsageLedger:
         self._apply(
             session,
             file.conversation,
-            (offset, bool(rows)),
-            (
-                start + end,
-                _digest((before + data[:end])[-TAIL:]),
-                reader.dump(),
-            ),
+            ReadFrom(offset, bool(rows)),
+            ReadTo(start + end, _digest((before + data[:end])[-TAIL:]), reader.dump()),
             records,
             skipped,
             change,
@@ -572,8 +557,8 @@ class UsageLedger:
         self,
         session: Session,
         conversation: str,
-        was: tuple[int, bool],
-        state: tuple[int, str, str | None],
+        was: ReadFrom,
+        state: ReadTo,
         records: list[Record],
         skipped: int,
         change: Change,
@@ -588,7 +573,7 @@ class UsageLedger:
                 "SELECT offset FROM usage_files WHERE session_id = ? AND conversation_id = ?",
                 (session.id, conversation),
             ).fetchall()
-            if (moved[0][0] if moved else None) != (was[0] if was[1] else None):
+            if (moved[0][0] if moved else None) != was.expected:
                 return
             self._ensure(db, session.id, now)
             row = db.execute(
@@ -666,7 +651,7 @@ class UsageLedger:
                 "INSERT INTO usage_files (session_id, conversation_id, offset, tail, cursor) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET offset = excluded.offset, "
                 "tail = excluded.tail, cursor = excluded.cursor",
-                (session.id, conversation, *state),
+                (session.id, conversation, state.offset, state.tail, state.cursor),
             )
         self.decoded_lines += len(records) + skipped
 
