@@ -172,6 +172,22 @@ def start_rawread(lab: Lab, page: Any, out: Path, *modes: str) -> dict[str, Any]
     return session
 
 
+def show_terminal_tab(page: Any, name: str) -> None:
+    """Once JupyterLab has restored terminal ``name``'s tab (after a reload: a loaded
+    machine can take a while), make it the current one."""
+    poll(
+        lambda: page.evaluate(
+            """(name) => { for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) {
+                 if (w.content && w.content.session && w.content.session.name === name) {
+                   window.jupyterapp.shell.activateById(w.id); return true; } }
+               return false; }""",
+            name,
+        ),
+        timeout=60,
+        what=f"terminal {name}'s tab restored",
+    )
+
+
 def received(out: Path) -> bytes:
     return out.read_bytes() if out.exists() else b""
 
@@ -252,6 +268,7 @@ def test_bracketed_paste_survives_reload_and_restart(lab: Lab, page: Any, tmp_pa
 
     page.reload()
     open_lab(page, lab)
+    show_terminal_tab(page, session["name"])
     wait_text(page, r"RAW-READY")
     paste_arrives_bracketed("after a reload")
 
@@ -274,6 +291,7 @@ def test_bracketed_paste_survives_reload_and_restart(lab: Lab, page: Any, tmp_pa
 
     page.reload()
     open_lab(page, lab)
+    show_terminal_tab(page, session["name"])
     wait_text(page, r"RAW-READY")
     paste_arrives_bracketed("after a server restart and a reload")
     kill(lab, session)
