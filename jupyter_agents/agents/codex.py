@@ -86,10 +86,6 @@ def held_thread(home: Path, pids: Iterable[int]) -> str | None:
     return None
 
 
-def _parse_time(value: object) -> datetime | None:
-    return clock.parse_or_none(value)
-
-
 def rollout_meta(path: Path) -> dict[str, object] | None:
     """The ``session_meta`` payload of a rollout file (its first record), if readable."""
     try:
@@ -113,7 +109,7 @@ def matching_rollouts(home: Path, cwd: str, started: datetime) -> list[str]:
             meta = rollout_meta(path)
             if meta is None or not is_uuid(meta.get("id")) or meta.get("cwd") != cwd:
                 continue
-            when = _parse_time(meta.get("timestamp"))
+            when = clock.parse_or_none(meta.get("timestamp"))
             if when is not None and abs(when - started) <= ROLLOUT_WINDOW:
                 found.append(str(meta["id"]))
     return found

@@ -133,10 +133,6 @@ def decide(facts: Facts, now: float, policy: Policy, deleted: bool) -> tuple[boo
     return False, f"active {idle:.0f} s ago"
 
 
-def _epoch(iso: str) -> float:
-    return clock.epoch(iso)
-
-
 def _last_output(transcripts: Path) -> float | None:
     try:
         return max(p.stat().st_mtime for p in transcripts.iterdir())
@@ -168,8 +164,8 @@ def user_round(state_dir: Path, policy: Policy, deleted: bool, end: bool) -> lis
                 name=session.name,
                 kind=session.kind,
                 attention=session.attention,
-                created=_epoch(session.created),
-                started=session.pid_created or _epoch(session.created),
+                created=clock.epoch(session.created),
+                started=session.pid_created or clock.epoch(session.created),
                 last_output=_last_output(state_dir / "transcripts" / session.id),
                 last_input=used.allowance.since if used and used.allowance else None,
                 watched=bool(used and used.watched),
