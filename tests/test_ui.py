@@ -674,7 +674,9 @@ def test_reopened_tab_restored_in_place_offers_a_fresh_shell(lab: Lab, page: Any
         said = " ".join(page.locator(".Toastify__toast", has_text="restarted").all_inner_texts())
         if left == 0:
             return "interrupted" not in said
-        return re.search(rf"\b{left} sessions? interrupted", said) is not None
+        # "N interrupted by this restart" and "M interrupted earlier" when both: N + M
+        counted = [int(n) for n in re.findall(r"\b(\d+) sessions? interrupted", said)]
+        return sum(counted) == left
 
     poll(toast_is_current, what="a restart notification that counts what is interrupted now")
     show_its_tab()  # again: the agent's tab, restored meanwhile, may have become current

@@ -1,10 +1,7 @@
 """``%agent attach`` in a notebook, in JupyterLab (a real kernel, real headless
 Chromium): the output is a button that opens the session's terminal tab.
 
-A module of its own, with a fresh server and browser: in a full run, after the other
-browser tests of tests/test_ui.py had used the shared page, the notebook's cell was
-left unrun (its kernel idle and connected, no execution) in every try. The server,
-browser and helpers are tests/test_ui.py's. Screenshots go to ``tests/artifacts/ui/``.
+The server, browser and helpers are tests/test_ui.py's. Screenshots go to ``tests/artifacts/ui/``.
 """
 
 from __future__ import annotations
@@ -12,9 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import nbformat
 import pytest
 import test_ui
+from nbclient import NotebookClient
 from test_ui import Lab, open_lab, shot, wait_current_terminal
+
+from jupyter_agents.clients.magics import TERMINAL_MIME
 
 page = test_ui.page
 jp_asyncio_loop = test_ui.jp_asyncio_loop
@@ -29,64 +30,39 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield lab
 
 
-def test_agent_attach_in_a_notebook_opens_the_terminal_tab(lab: Lab, page: Any) -> None:
-    """``%agent attach`` in a notebook (a real kernel) shows a button; a click opens the
-    session's terminal tab in JupyterLab (a saved output opens nothing by itself)."""
+def test_agent_attach_in_a_notebook_opens_the_terminal_tab(
+    lab: Lab, page: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``%agent attach`` run by a real kernel gives an output that JupyterLab shows as a
+    button; a click opens the session's terminal tab (a saved output opens nothing by
+    itself).
+
+    The cell runs through nbclient, and JupyterLab opens the notebook as saved.
+    JupyterLab's own run path is stock code, not ours. Driven from the page under a full
+    suite's load, it left the cell unrun in every try, with the kernel idle and
+    connected."""
     shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    monkeypatch.setenv("JUPYTER_AGENTS_STATE_DIR", str(lab.state_dir))
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(f"%load_ext jupyter_agents\n%agent attach {shell['name']}")
+        ]
+    )
     try:
+        NotebookClient(
+            nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(lab.work)}}
+        ).execute()
+        (output,) = nb.cells[0].outputs
+        assert TERMINAL_MIME in output["data"], output  # the bundle JupyterLab renders
+        nbformat.write(nb, lab.work / "attach.ipynb")
+
         open_lab(page, lab, reset=True)
         page.evaluate(
             "async () => { await window.jupyterapp.commands.execute("
-            "'notebook:create-new', {kernelName: 'python3'}); }"
+            "'docmanager:open', {path: 'attach.ipynb', factory: 'Notebook'}); }"
         )
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
-        page.evaluate(
-            """(code) => { const nb = window.jupyterapp.shell.currentWidget;
-                 nb.content.activeCell.model.sharedModel.setSource(code); }""",
-            f"%load_ext jupyter_agents\n%agent attach {shell['name']}",
-        )
-        # run it once its kernel is idle (it starts with the notebook); a run sent while
-        # the kernel's connection settles can be lost (seen once in a full suite): run
-        # again while the cell shows no run of its own
         button = page.locator(".jp-AgentsTerminalLink button")
-        for attempt in range(4):
-            page.wait_for_function(
-                """() => { const nb = window.jupyterapp.shell.currentWidget;
-                     const k = nb && nb.context && nb.context.sessionContext.session
-                       && nb.context.sessionContext.session.kernel;
-                     return !!k && k.connectionStatus === 'connected'
-                       && k.status === 'idle'; }""",
-                timeout=90000,  # a kernel's first start
-            )
-            if attempt == 0:
-                page.evaluate(
-                    """async () => { const nb = window.jupyterapp.shell.currentWidget;
-                         nb.content.activate();
-                         await window.jupyterapp.commands.execute('notebook:run-cell'); }"""
-                )
-            else:  # as a person runs it: the cell, then Shift+Enter
-                page.locator(".jp-Notebook .jp-Cell").first.click()
-                page.keyboard.press("Shift+Enter")
-            try:
-                button.wait_for(timeout=20000)
-                break
-            except Exception:  # playwright's TimeoutError: not run, try again
-                state = page.evaluate(
-                    """() => { const nb = window.jupyterapp.shell.currentWidget;
-                         const cell = nb && nb.content && nb.content.activeCell;
-                         const s = nb && nb.context && nb.context.sessionContext.session;
-                         const k = s && s.kernel;
-                         const dialog = document.querySelector('.jp-Dialog');
-                         return {widget: nb && nb.title.label,
-                                 ready: nb && nb.context.sessionContext.isReady,
-                                 dialog: dialog && dialog.innerText,
-                                 count: cell && cell.model.executionCount,
-                                 outputs: cell && cell.model.outputs.length,
-                                 kernel: k && [k.status, k.connectionStatus]}; }"""
-                )
-                print("notebook: the run was lost, again:", state)
-                continue
-        button.wait_for(timeout=1000)
+        button.wait_for(timeout=60000)
         assert button.inner_text() == f"Open terminal {shell['name']} (Shell, {shell['id']})"
         shot(page, "notebook-attach")
         assert page.locator(".jp-Terminal").count() == 0  # nothing opened by itself
