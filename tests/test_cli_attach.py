@@ -69,8 +69,10 @@ class Pty:
     def attached(self, cwd: Path) -> None:
         """Wait for the hint, then for the session's screen (its prompt names ``cwd``):
         keys typed before the attach client took the terminal may be flushed with it."""
-        self.read_until(b"detach with Ctrl-]")
-        self.read_until(str(cwd).encode(), since=len(self.seen))
+        hint = b"detach with Ctrl-]"
+        self.read_until(hint)
+        # the screen may come in the same read as the hint: look from the hint's end
+        self.read_until(str(cwd).encode(), since=self.seen.index(hint) + len(hint))
 
     def read_until(self, wanted: bytes, timeout: float = 20, since: int = 0) -> None:
         deadline = time.monotonic() + timeout
