@@ -21,7 +21,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 from jupyter_agents.clients.cli import main
-from jupyter_agents.pytest_plugin import TEST_SHELL, kill_backends, poll
+from jupyter_agents.pytest_plugin import TEST_SHELL, kill_backends, poll, transcript_bytes
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "agents.ipynb"
 
@@ -245,6 +245,10 @@ def test_dashboard_follows_changes_made_elsewhere(agents_state_dir, tmp_path):
         poll(lambda: any(s["id"] == sid for s in dashboard.sessions), 2.0, interval=0.05)
         seen_after = time.monotonic() - started
         assert seen_after < 2.0
+        # both shells have printed before one is killed (a loaded machine can take a
+        # while): whichever the dashboard lists first has a tail to show below
+        for made in [s["id"] for s in dashboard.sessions]:
+            poll(lambda m=made: transcript_bytes(agents_state_dir, m), 30, f"{made}'s output")
         assert cli("kill", sid, *state).returncode == 0
         poll(
             lambda: any(s["id"] == sid and s["status"] == "killed" for s in dashboard.sessions),
