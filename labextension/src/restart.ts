@@ -127,8 +127,11 @@ export async function notifyRestart(options: {
   const counts = count(sessions);
   const interrupted = counts.interrupted + counts.earlier;
   const message = restartMessage(counts, trans);
-  if (message === null || (!reattached && !counts.interrupted)) {
-    // a restart that changed nothing is no news; older interruptions are in the panel
+  if (message === null || (!reattached && !byThisStart.size)) {
+    // a restart that changed nothing is no news; older interruptions are in the panel.
+    // Whether it is news is what the start did, not what is left of it by now: tabs
+    // restore their sessions in place as the page opens, and the notification then
+    // counts what is still interrupted (below), or goes when nothing is
     return;
   }
   const { commands } = app;
