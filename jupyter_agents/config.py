@@ -130,6 +130,15 @@ class AgentsSettings(LoggingConfigurable):
         "a reboot), restore that session in place (old tail, marker line, agents resumed) "
         "instead of starting an unrelated shell.",
     )
+    permission_wait = Float(
+        120.0,
+        config=True,
+        help="Seconds an agent whose CLI shows no dialog while it asks permission "
+        "elsewhere (Codex) waits for an answer from the panel, a notification, the CLI or "
+        "a phone before it shows its own dialog; it shows it at once when a person typed "
+        "into its open tab in the last two minutes. 0: always its own dialog at once. "
+        "Claude Code shows its dialog all along; the first answer wins.",
+    )
     refresh_interval = Float(
         5.0,
         config=True,
@@ -260,7 +269,7 @@ class AgentsSettings(LoggingConfigurable):
             )
         state_dir = ensure_private_dir(path)
         shell = shell or default_shell()
-        kinds = make_kinds(shell, self.agents)
+        kinds = make_kinds(shell, self.agents, self.permission_wait)
         store = SessionStore(state_dir / "sessions.db", self.journal_mode)
         return SessionService(
             store=store,

@@ -1,4 +1,4 @@
-"""The hook command agent CLIs run: ``python -m jupyter_agents.hook SPOOL [JSON]``.
+"""The hook agent CLIs run: ``python -m jupyter_agents.hook [--ask WAIT FALLBACK] SPOOL [JSON]``.
 
 An agent CLI runs it for every hook event with the payload on stdin, or at the end of
 each turn (a ``notify`` command) with the payload as its last argument, as its kind sets
@@ -9,6 +9,13 @@ error kind, conversation id; never prompt text or tool input), then wakes the se
 through the spool's datagram socket if one listens. The spool is written whether or
 not a server runs, so nothing is lost while none does. Always exits 0: a hook must
 never disturb the agent.
+
+With ``--ask WAIT FALLBACK``, a ``PermissionRequest`` event becomes a pending request
+(:mod:`jupyter_agents.agents.permissions`): the hook waits up to ``WAIT`` seconds for
+its answer, spools its end, and prints the decision the CLI reads (nothing when there
+is none: the CLI's own dialog decides). ``FALLBACK`` is ``shown`` when the CLI's dialog
+is on screen while the hook waits (Claude Code), ``dialog`` when the CLI shows it only
+after the hook ends (Codex).
 """
 
 from __future__ import annotations
@@ -21,8 +28,15 @@ import time
 
 
 def main(argv: list[str]) -> int:
-    from jupyter_agents.agents.attention import WAKE_SOCKET, digest
+    from jupyter_agents.agents.attention import digest
 
+    ask: tuple[float, str] | None = None
+    if argv[:1] == ["--ask"] and len(argv) >= 4:
+        try:
+            ask = (float(argv[1]), argv[2])
+        except ValueError:
+            return 0
+        argv = argv[3:]
     if not argv:
         return 0
     spool = argv[0]
@@ -33,7 +47,18 @@ def main(argv: list[str]) -> int:
         return 0
     if not isinstance(payload, dict):
         return 0
-    line = json.dumps(digest(payload, time.time())) + "\n"
+    record = digest(payload, time.time())
+    if ask is not None and record["event"] == "PermissionRequest":
+        return _ask(spool, payload, record, *ask)
+    _spool(spool, record)
+    return 0
+
+
+def _spool(spool: str, record: dict[str, object]) -> None:
+    """Append ``record`` to the spool and wake the server if one listens."""
+    from jupyter_agents.agents.attention import WAKE_SOCKET
+
+    line = json.dumps(record) + "\n"
     try:
         fd = os.open(spool, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
@@ -44,6 +69,42 @@ def main(argv: list[str]) -> int:
             wake.sendto(b"1", os.path.join(os.path.dirname(spool), WAKE_SOCKET))
     except OSError:
         pass  # no server listening (or no spool dir): the next start reads the spool
+
+
+def _ask(
+    spool: str, payload: dict[str, object], record: dict[str, object], wait: float, fallback: str
+) -> int:
+    """A pending request for ``payload``; wait for its answer; print the decision."""
+    from pathlib import Path
+
+    from jupyter_agents.agents import permissions
+
+    parent = os.getppid()
+    path = Path(spool)
+    folder = permissions.RequestFolder(path.parent.parent)
+    request = permissions.PendingRequest.from_payload(
+        payload, path.stem, wait, "dialog" if fallback == "dialog" else "shown", time.time()
+    )
+    try:
+        folder.add(request)
+    except OSError:
+        _spool(spool, record)
+        return 0  # nowhere to keep it: the CLI's dialog decides
+    _spool(spool, {**record, "request": request.id})
+    answer = folder.wait(request, parent)
+    ended = {
+        "t": time.time(),
+        "event": permissions.ENDED,
+        "request": request.id,
+        "decision": answer.decision,
+        "reason": answer.reason,
+        "conversation": record.get("conversation"),
+    }
+    _spool(spool, ended)
+    output = permissions.hook_output(request, answer)
+    if output is not None:
+        sys.stdout.write(json.dumps(output))
+        sys.stdout.flush()
     return 0
 
 

@@ -230,6 +230,141 @@ class AnthropicMessages(Provider):
         return message_id
 
 
+class OpenAIResponses(Provider):
+    """OpenAI's Responses API as Codex calls it (``wire_api = "responses"``, ``POST
+    /v1/responses``), streamed as server-sent events: response.created, then per output
+    item (a ``message`` with the text, a ``function_call`` for the tool)
+    response.output_item.added, response.output_text.delta for text, and
+    response.output_item.done; last response.completed with the usage. Codex reads
+    the items from output_item.done and the usage from response.completed only.
+
+    Usage maps to the API's cumulative counts: ``input_tokens`` holds the cached ones
+    (``input_tokens_details.cached_tokens`` = cache_read, ``cache_write_tokens`` =
+    cache_creation), ``output_tokens`` = output (no reasoning tokens)."""
+
+    path = "/v1/responses"
+
+    @staticmethod
+    def turn_metadata(body: Mapping[str, Any]) -> dict[str, Any]:
+        """What Codex tells of the turn (``client_metadata["x-codex-turn-metadata"]``, a
+        JSON text, also sent as a header): ``thread_id``, ``turn_id``,
+        ``thread_source`` ("user", or "thread_title" for a title), ``sandbox_mode``..."""
+        meta = body.get("client_metadata")
+        text = meta.get("x-codex-turn-metadata") if isinstance(meta, Mapping) else None
+        try:
+            parsed = json.loads(text) if isinstance(text, str) else {}
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+
+    def is_side_request(self, body: Mapping[str, Any]) -> bool:
+        """Codex asks for a thread's title in a thread of its own (it has tools too):
+        its turn metadata names ``thread_source`` "thread_title"."""
+        return self.turn_metadata(body).get("thread_source") == "thread_title"
+
+    def conversation(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+        """Codex names its thread (the rollout's id, ``codex resume <id>``) as the
+        body's ``prompt_cache_key``, and in ``session-id`` and ``thread-id`` headers."""
+        key = body.get("prompt_cache_key")
+        if isinstance(key, str) and key:
+            return key
+        lower = {name.lower(): value for name, value in headers.items()}
+        return lower.get("thread-id") or lower.get("session-id")
+
+    @staticmethod
+    def usage(usage: Usage) -> dict[str, Any]:
+        prompt = usage.input + usage.cache_read + usage.cache_creation
+        return {
+            "input_tokens": prompt,
+            "input_tokens_details": {
+                "cached_tokens": usage.cache_read,
+                "cache_write_tokens": usage.cache_creation,
+            },
+            "output_tokens": usage.output,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + usage.output,
+        }
+
+    def items(self, reply: Reply) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        if reply.text or reply.tool is None:
+            items.append(
+                {
+                    "type": "message",
+                    "id": "msg_" + uuid.uuid4().hex[:24],
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+                }
+            )
+        if reply.tool is not None:
+            items.append(
+                {
+                    "type": "function_call",
+                    "id": "fc_" + uuid.uuid4().hex[:24],
+                    "status": "completed",
+                    "call_id": "call_" + uuid.uuid4().hex[:24],
+                    "name": reply.tool.name,
+                    "arguments": json.dumps(reply.tool.input),
+                }
+            )
+        return items
+
+    def write(self, out: Callable[[bytes], object], reply: Reply, body: Mapping[str, Any]) -> str:
+        response_id = "resp_" + uuid.uuid4().hex[:24]
+        items = self.items(reply)
+        response = {
+            "id": response_id,
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "in_progress",
+            "model": reply.model or body.get("model") or "gpt-5",
+            "output": [],
+            "usage": None,
+        }
+        done = {
+            **response,
+            "status": "completed",
+            "output": items,
+            "usage": self.usage(reply.usage),
+        }
+        if not body.get("stream"):
+            out(json.dumps(done).encode())
+            return response_id
+        sequence = iter(range(1_000_000))
+
+        def event(name: str, data: Mapping[str, Any]) -> None:
+            data = {"type": name, "sequence_number": next(sequence), **data}
+            out(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+
+        event("response.created", {"response": response})
+        for index, item in enumerate(items):
+            if item["type"] == "message":
+                text = item["content"][0]["text"]
+                started = {**item, "status": "in_progress", "content": []}
+                event("response.output_item.added", {"output_index": index, "item": started})
+                part = {"type": "output_text", "text": "", "annotations": []}
+                where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+                event("response.content_part.added", {**where, "part": part})
+                event("response.output_text.delta", {**where, "delta": text})
+                event("response.output_text.done", {**where, "text": text})
+                event("response.content_part.done", {**where, "part": item["content"][0]})
+            else:
+                started = {**item, "status": "in_progress", "arguments": ""}
+                event("response.output_item.added", {"output_index": index, "item": started})
+                where = {"item_id": item["id"], "output_index": index}
+                event(
+                    "response.function_call_arguments.delta", {**where, "delta": item["arguments"]}
+                )
+                event(
+                    "response.function_call_arguments.done",
+                    {**where, "arguments": item["arguments"]},
+                )
+            event("response.output_item.done", {"output_index": index, "item": item})
+        event("response.completed", {"response": done})
+        return response_id
+
+
 class ModelEndpoint:
     """A scripted model endpoint of one :class:`Provider` on 127.0.0.1 (a free port),
     serving from :meth:`start` (or ``with``) until :meth:`stop`.
@@ -436,4 +571,91 @@ def claude_env(endpoint: ModelEndpoint, home: Path) -> dict[str, str]:
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
         "NO_PROXY": "127.0.0.1,localhost",
+    }
+
+
+# -- Codex against an endpoint ----------------------------------------------------------
+
+#: the model Codex is told to use: one of its bundled catalog whose tools are plain
+#: functions (the gpt-6 family has ``tool_mode = "code_mode_only"``: one JavaScript
+#: ``exec`` tool), its offer of a newer model acknowledged in config.toml
+CODEX_MODEL = "gpt-5.5"
+CODEX_MODEL_OFFER = "gpt-6-sol"
+#: the provider's name in config.toml, and the variable holding its key
+CODEX_PROVIDER = "scripted"
+CODEX_KEY_ENV = "SCRIPTED_ENDPOINT_API_KEY"
+
+
+def codex_shell(command: str, escalate: str | None = None) -> ToolCall:
+    """Codex's shell tool (``exec_command``, for :data:`CODEX_MODEL`) running ``command``
+    in the session's cwd. With ``escalate`` (the question shown) it asks to run outside
+    the sandbox, which under ``-a on-request`` asks for approval first; under
+    ``approval_policy = "untrusted"`` any command not known to be read-only asks."""
+    args: dict[str, Any] = {"cmd": command}
+    if escalate is not None:
+        args |= {"sandbox_permissions": "require_escalated", "justification": escalate}
+    return ToolCall("exec_command", args)
+
+
+def codex_home(home: Path, endpoint: ModelEndpoint, *projects: Path) -> Path:
+    """Make ``home`` a HOME whose ``.codex`` (CODEX_HOME, returned) has Codex use
+    ``endpoint`` for :data:`CODEX_MODEL` with no login, and reach its prompt at once:
+    ``projects`` trusted, no update check, announcement, analytics or plugin/app
+    traffic (DESIGN.md section 16)."""
+    codex = home / ".codex"
+    codex.mkdir(parents=True, exist_ok=True)
+    trusted = "".join(
+        f'[projects.{json.dumps(os.path.realpath(p))}]\ntrust_level = "trusted"\n\n'
+        for p in projects
+    )
+    (codex / "config.toml").write_text(
+        f"""model = "{CODEX_MODEL}"
+model_provider = "{CODEX_PROVIDER}"
+check_for_update_on_startup = false
+
+[model_providers.{CODEX_PROVIDER}]
+name = "Scripted endpoint"
+base_url = "{endpoint.base_url}/v1"
+env_key = "{CODEX_KEY_ENV}"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[features]
+plugins = false
+remote_plugin = false
+apps = false
+plugin_sharing = false
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[tui]
+show_tooltips = false
+
+[notice]
+hide_full_access_warning = true
+hide_rate_limit_model_nudge = true
+hide_world_writable_warning = true
+
+[notice.model_migrations]
+"{CODEX_MODEL}" = "{CODEX_MODEL_OFFER}"
+
+{trusted}"""
+    )
+    return codex
+
+
+def codex_env(endpoint: ModelEndpoint, home: Path) -> dict[str, str]:
+    """The environment for Codex to use ``endpoint`` (set up by :func:`codex_home` in
+    ``home``) and nothing else on a network."""
+    return {
+        "HOME": str(home),
+        "CODEX_HOME": str(home / ".codex"),
+        CODEX_KEY_ENV: "sk-scripted-endpoint-" + "x" * 24,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
     }

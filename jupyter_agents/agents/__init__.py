@@ -47,11 +47,15 @@ def builtin_env() -> list[str]:
     return [name for kind in BUILTIN for name in kind.own_env]
 
 
-def make_kinds(shell_command: Sequence[str], config: Mapping[str, Any]) -> dict[str, AgentKind]:
+def make_kinds(
+    shell_command: Sequence[str], config: Mapping[str, Any], permission_wait: float = 120.0
+) -> dict[str, AgentKind]:
     """The kinds a server offers: the built-ins, with ``config`` applied.
 
     ``config`` maps a kind name to ``{"command": [...], "resume": [...], "id": ...,
     "attention": "none" | "silence", "silence": seconds}``.
+    ``permission_wait``: how long a kind whose CLI shows no dialog while a permission
+    request waits elsewhere (Codex) waits for an answer (its ``ask_wait``).
     For a built-in kind (:data:`BUILTIN`) only ``command`` may be given (where the CLI is);
     ``shell`` is the terminal shell and cannot be configured here. Raises ``ValueError``
     naming the bad entry.
@@ -90,4 +94,7 @@ def make_kinds(shell_command: Sequence[str], config: Mapping[str, Any]) -> dict[
                 str(spec.get("attention", "none")),
                 spec.get("silence", 5.0),
             )
+    for kind in kinds.values():
+        if isinstance(kind, CodexKind):
+            kind.ask_wait = permission_wait
     return kinds

@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jupyter_agents.agents.permissions import ASKED, CLOSING_EVENTS, ENDED, RequestFolder
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import Conflict, NotFound
 from jupyter_agents.core.events import Changer
@@ -73,6 +74,7 @@ def digest(payload: Mapping[str, Any], now: float) -> dict[str, Any]:
     return {
         "t": now,
         "event": short(event),
+        "tool": short(payload.get("tool_name")),
         "type": short(payload.get("notification_type")),
         "error": short(payload.get("error")),
         "source": short(payload.get("source")),
@@ -133,16 +135,41 @@ def hook_command(state_dir: Path, session_id: str) -> list[str]:
     return python_module_argv("jupyter_agents.hook", str(spool_path(state_dir, session_id)))
 
 
+def ask_command(state_dir: Path, session_id: str, wait: float, fallback: str) -> list[str]:
+    """The argv of the hook that makes a ``PermissionRequest`` a pending request and
+    waits up to ``wait`` seconds for its answer (:mod:`jupyter_agents.hook`)."""
+    return python_module_argv(
+        "jupyter_agents.hook",
+        "--ask",
+        f"{wait:g}",
+        fallback,
+        str(spool_path(state_dir, session_id)),
+    )
+
+
+#: how long Claude Code's permission hook waits for an answer from elsewhere (its dialog
+#: is on screen meanwhile, and the first answer wins)
+CLAUDE_ASK_WAIT = 3600.0
+
+
 def claude_settings(state_dir: Path, session_id: str) -> Path:
     """Write the session's private Claude Code settings file (hooks only; the user's
-    own hooks fire too) and return its path, for ``--settings``."""
+    own hooks fire too) and return its path, for ``--settings``. ``PermissionRequest``
+    runs the asking hook (:func:`ask_command`), with a timeout past its wait."""
     import shlex
 
     command = shlex.join(hook_command(state_dir, session_id))
-    hooks = {
+    hooks: dict[str, list[dict[str, Any]]] = {
         event: [{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]
         for event in CLAUDE_EVENTS
     }
+    ask = shlex.join(ask_command(state_dir, session_id, CLAUDE_ASK_WAIT, "shown"))
+    hooks["PermissionRequest"] = [
+        {
+            "matcher": "*",
+            "hooks": [{"type": "command", "command": ask, "timeout": int(CLAUDE_ASK_WAIT) + 30}],
+        }
+    ]
     spool_dir(state_dir)
     path = ensure_private_dir(state_dir / "hooks") / f"{session_id}.json"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -159,6 +186,87 @@ def codex_notify(state_dir: Path, session_id: str) -> str:
     """
     spool_dir(state_dir)
     return "notify=" + json.dumps(hook_command(state_dir, session_id))
+
+
+#: Codex hook events we subscribe to (besides ``notify``), with the label Codex's hook
+#: trust keys use for each (codex-rs ``hooks/src/lib.rs`` ``hook_key``)
+CODEX_EVENTS = {
+    "PermissionRequest": "permission_request",
+    "UserPromptSubmit": "user_prompt_submit",
+    "PostToolUse": "post_tool_use",
+}
+#: where Codex says hooks given with ``-c`` come from, in their trust keys
+CODEX_FLAGS_SOURCE = "/<session-flags>/config.toml"
+
+
+def codex_hook_hash(label: str, handler: Mapping[str, Any]) -> str:
+    """The hash Codex 0.171 records for a trusted hook (``trusted_hash``): SHA-256 of the
+    hook's identity as compact JSON with sorted keys (codex-rs ``hook_hash``), the
+    handler with Codex's defaults filled in.
+
+    >>> codex_hook_hash("stop", {"type": "command", "command": "x", "timeout": 5})[:14]
+    'sha256:2dcb998'
+    """
+    import hashlib
+
+    full = {"async": False, "timeout": 600, **handler}
+    identity = {"event_name": label, "hooks": [full]}
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def codex_hooks(state_dir: Path, session_id: str, ask_wait: float) -> list[str]:
+    """The ``-c`` options that give a Codex process our hooks (:data:`CODEX_EVENTS`;
+    ``PermissionRequest`` waits ``ask_wait`` seconds for an answer from elsewhere, then
+    Codex shows its own dialog; 0: no such hook) and trust those hooks, and only those:
+    each by the hash Codex records when a person trusts a hook in ``/hooks``, for the
+    hooks given on this command line (the user's config and trust stay as they are;
+    never the flag that trusts every hook, which would trust a cloned repository's
+    hooks too)."""
+    import shlex
+
+    spool_dir(state_dir)
+    args: list[str] = []
+    trusted: dict[str, dict[str, str]] = {}
+    for event, label in CODEX_EVENTS.items():
+        if event == "PermissionRequest":
+            if ask_wait <= 0:
+                continue
+            argv = ask_command(state_dir, session_id, ask_wait, "dialog")
+            handler: dict[str, Any] = {
+                "type": "command",
+                "command": shlex.join(argv),
+                "timeout": int(ask_wait) + 30,
+            }
+        else:
+            handler = {
+                "type": "command",
+                "command": shlex.join(hook_command(state_dir, session_id)),
+                "timeout": 30,
+            }
+        args += ["-c", f"hooks.{event}=[{{hooks=[{_toml_inline(handler)}]}}]"]
+        trusted[f"{CODEX_FLAGS_SOURCE}:{label}:0:0"] = {
+            "trusted_hash": codex_hook_hash(label, handler)
+        }
+    if trusted:
+        table = ",".join(
+            f"{json.dumps(key)}={_toml_inline(value)}" for key, value in trusted.items()
+        )
+        args += ["-c", f"hooks.state={{{table}}}"]
+    return args
+
+
+def _toml_inline(table: Mapping[str, Any]) -> str:
+    """A TOML inline table of strings and integers (JSON strings are TOML strings).
+
+    >>> _toml_inline({"type": "command", "timeout": 5})
+    '{type="command",timeout=5}'
+    """
+    parts = []
+    for key, value in table.items():
+        text = str(value) if isinstance(value, int) else json.dumps(str(value))
+        parts.append(f"{key}={text}")
+    return "{" + ",".join(parts) + "}"
 
 
 class _Wake(asyncio.DatagramProtocol):
@@ -225,8 +333,13 @@ class AttentionTracker:
         kinds: Mapping[str, AgentKind],
         change: Changer,
         log: logging.Logger,
+        requests_changed: Callable[[str], object] | None = None,
     ) -> None:
         self.folder = state_dir / "spool"
+        #: the pending permission requests (:mod:`jupyter_agents.agents.permissions`)
+        self.requests = RequestFolder(state_dir)
+        #: called with a session's id when its pending requests changed
+        self.requests_changed = requests_changed or (lambda session_id: None)
         self.store = store
         self.kinds = kinds
         self.change = change
@@ -293,9 +406,11 @@ class AttentionTracker:
         kind = self.kinds.get(session.kind)
         source = session.attention_source or (kind.reports if kind else None)
         changed = 0
+        requests = False
         for record in records:
             if session.attention_since and record["t"] <= clock.epoch(session.attention_since):
                 continue  # applied before (by this or another process)
+            requests = self._follow_requests(session_id, record) or requests
             if record.get("event") == "SessionStart":
                 session = self._follow(session, record.get("conversation"))
             state = state_after(record, session.attention)
@@ -303,7 +418,26 @@ class AttentionTracker:
                 continue
             changed += self._set(session, state[0], state[1], record["t"], source)
             session = self.store.get(session_id)
+        if requests:
+            self.requests_changed(session_id)
         return changed
+
+    def _follow_requests(self, session_id: str, record: Mapping[str, Any]) -> bool:
+        """Whether ``record`` changed the session's pending requests: one was asked or
+        ended, or an event after it shows it answered in the terminal (the tool ran)
+        or moot (the turn moved on), which closes it."""
+        event = record.get("event")
+        if event in (ASKED, ENDED):
+            return bool(record.get("request"))
+        if event not in CLOSING_EVENTS:
+            return False
+        if event in ("PostToolUse", "PostToolUseFailure"):
+            reason = "answered in the terminal"
+        elif event == "SessionEnd":
+            reason = "the agent ended"
+        else:
+            reason = "the turn moved on"
+        return bool(self.requests.close_before(session_id, record["t"], reason))
 
     def _follow(self, session: Session, conversation: object) -> Session:
         """SessionStart names the exact conversation id (a new one after ``/clear``)."""

@@ -24,7 +24,7 @@ from typing import Any
 
 import psutil
 
-from jupyter_agents.agents.attention import codex_notify
+from jupyter_agents.agents.attention import codex_hooks, codex_notify
 from jupyter_agents.agents.base import AgentKind, FolderConversation, Launch, home_of, is_uuid
 from jupyter_agents.agents.markdown import code, timestamp, tool_call, tool_result, turn
 from jupyter_agents.agents.usage import (
@@ -284,6 +284,9 @@ class CodexKind(AgentKind):
     #: Escape interrupts a turn: its TUI sends ``Op::Interrupt`` on Esc while a task runs
     #: (openai/codex ``codex-rs/tui/src/bottom_pane/mod.rs``)
     interrupt_key = "\x1b"
+    #: how long a permission request waits for an answer from elsewhere before Codex
+    #: shows its own dialog (it shows none while a hook runs): ``AgentsApp.permission_wait``
+    ask_wait: float = 120.0
     own_env = ("CODEX_THREAD_ID",)
 
     def usage_reader(self, saved: str | None) -> UsageReader:
@@ -294,12 +297,19 @@ class CodexKind(AgentKind):
 
     def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
         """Our options go right after ``codex`` (or ``codex resume``): ``notify`` runs
-        the hook at each turn's end, and ``--no-daemon`` keeps the thread in the
-        session's own process tree, so its thread lock (the exact conversation id) is
-        visible from the first second instead of held by a shared ``codex app-server``
-        daemon that also outlives the session."""
+        the hook at each turn's end; our hooks (:func:`~jupyter_agents.agents.attention.
+        codex_hooks`), trusted by their hashes, report a prompt, a tool's end and a
+        permission request, which waits :attr:`ask_wait` seconds for an answer; and
+        ``--no-daemon`` keeps the thread in the session's own process tree, so its
+        thread lock (the exact conversation id) is visible from the first second
+        instead of held by a shared ``codex app-server`` daemon that also outlives the session."""
         width = len(self.command) + (argv[len(self.command) : len(self.command) + 1] == ["resume"])
-        ours = ["-c", codex_notify(state_dir, session_id), "--no-daemon"]
+        ours = [
+            "-c",
+            codex_notify(state_dir, session_id),
+            *codex_hooks(state_dir, session_id, self.ask_wait),
+            "--no-daemon",
+        ]
         return [*argv[:width], *ours, *argv[width:]]
 
     def check_args(self, args: object) -> list[str]:

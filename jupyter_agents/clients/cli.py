@@ -520,6 +520,66 @@ def cmd_wait(service: SessionService, args: argparse.Namespace) -> int:
         time.sleep(0.2)
 
 
+def _request_id(service: SessionService, ref: str) -> str:
+    """The pending request ``ref`` names: its id or a unique prefix (4 or more
+    characters) of one; :class:`NotFound` otherwise."""
+    ids = [r["id"] for r in service.pending_requests()]
+    if ref in ids:
+        return ref
+    found = [i for i in ids if len(ref) >= 4 and i.startswith(ref)]
+    if len(found) == 1:
+        return str(found[0])
+    if len(found) > 1:
+        raise InvalidRequest(f"{ref!r} names {len(found)} pending requests; give more of its id")
+    raise NotFound(
+        f"no pending permission request {ref!r}: it was answered, closed, or never "
+        "existed (jupyter agents requests lists them)"
+    )
+
+
+def cmd_requests(service: SessionService, args: argparse.Namespace) -> int:
+    service.apply_attention()
+    ids = None if args.id is None else [service.lookup(args.id).id]
+    requests = service.pending_requests(ids)
+    if args.json:
+        print(json.dumps(requests, indent=1))
+        return 0
+    if not requests:
+        print("no pending permission requests")
+        return 0
+    for r in requests:
+        what = r["command"] or r["input"].get("file_path") or r["input"].get("url") or ""
+        print(f"{r['id']}  {r['kind']} {r['name']}  {r['tool']}: {clip(what, 200)}")
+        if r["description"]:
+            print(f"    {clip(r['description'], 200)}")
+        for suggestion in r["suggestions"]:
+            print(f"    --always {suggestion['index']}: {suggestion['label']}")
+    return 0
+
+
+def _answer(service: SessionService, args: argparse.Namespace, body: dict[str, Any]) -> int:
+    request_id = _request_id(service, args.request)
+    done = service.answer_request(request_id, body, by=os.environ.get("USER"))
+    request = done["request"]
+    verb = "allowed" if done["decision"] == "allow" else "denied"
+    print(f"{verb} {request['tool']} for {request['kind']} {request['name']} ({request_id})")
+    return 0
+
+
+def cmd_allow(service: SessionService, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"decision": "allow"}
+    if args.always is not None:
+        body["suggestion"] = args.always
+    return _answer(service, args, body)
+
+
+def cmd_deny(service: SessionService, args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"decision": "deny"}
+    if args.message:
+        body["message"] = args.message
+    return _answer(service, args, body)
+
+
 def cmd_gc(service: SessionService, args: argparse.Namespace) -> int:
     stale = service.stale_processes()
     if args.json:
@@ -543,6 +603,9 @@ def cmd_gc(service: SessionService, args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "list": cmd_list,
+    "requests": cmd_requests,
+    "allow": cmd_allow,
+    "deny": cmd_deny,
     "show": cmd_show,
     "new": cmd_new,
     "log": cmd_log,
@@ -728,6 +791,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", nargs="?", help="session id or terminal name")
     p.add_argument("--any", action="store_true", help="any running agent session")
     p.add_argument("--timeout", type=float, metavar="S", help="give up after S seconds")
+    p = add(
+        "requests",
+        "list agents' pending permission requests (what each asks to run), to answer "
+        "with allow or deny",
+    )
+    p.add_argument("id", nargs="?", help="only this session's (id or terminal name)")
+    p.add_argument("--json", action="store_true", help="JSON, the REST model")
+    p = add("allow", "allow a pending permission request: the agent goes on, no key pressed")
+    p.add_argument("request", help="its id (or a unique prefix; jupyter agents requests)")
+    p.add_argument(
+        "--always",
+        type=int,
+        metavar="N",
+        help="also take the agent's own suggestion N (e.g. allow this for the session)",
+    )
+    p = add("deny", "deny a pending permission request: the tool does not run")
+    p.add_argument("request", help="its id (or a unique prefix; jupyter agents requests)")
+    p.add_argument("-m", "--message", help="what the agent is told instead (one line)")
     p = add("gc", "list processes left by ended sessions (e.g. agent daemons); --kill ends them")
     p.add_argument("--kill", action="store_true", help="end them (identity re-checked)")
     p.add_argument("--json", action="store_true", help="JSON output")

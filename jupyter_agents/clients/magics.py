@@ -19,7 +19,15 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from jupyter_agents.agents import BUILTIN
-from jupyter_agents.clients.cli import cost_report, cost_text, describe_session, hit_line
+from jupyter_agents.clients.cli import (
+    cmd_allow,
+    cmd_deny,
+    cmd_requests,
+    cost_report,
+    cost_text,
+    describe_session,
+    hit_line,
+)
 from jupyter_agents.clients.display import SessionTable, worth_listing
 from jupyter_agents.config import open_sessions
 from jupyter_agents.core.errors import AgentsError, Conflict
@@ -71,6 +79,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("-n", type=int, default=40)
     sub.add_parser("dashboard", add_help=False)
+    p = sub.add_parser("requests", add_help=False)
+    p.add_argument("id", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("allow", add_help=False)
+    p.add_argument("request")
+    p.add_argument("--always", type=int)
+    p = sub.add_parser("deny", add_help=False)
+    p.add_argument("request")
+    p.add_argument("-m", "--message")
     return parser
 
 
@@ -179,6 +196,10 @@ class AgentMagics(Magics):
             give a session a title (none: the title its program set shows again)
         %agent log ID [-n LINES]
             the last LINES lines of a session's transcript (default 40)
+        %agent requests [ID] [--json]
+            agents' pending permission requests: what each asks to run
+        %agent allow REQUEST [--always N] | %agent deny REQUEST [-m MESSAGE]
+            answer one: the agent goes on with no key pressed in its terminal
         %agent dashboard
             a live table of sessions with buttons (ipywidgets)
 
@@ -238,6 +259,11 @@ class AgentMagics(Magics):
         print("\n".join(hit_line(hit) for hit in hits) if hits else "no match")
 
     def _run(self, service: SessionService, args: argparse.Namespace, extra: list[str]) -> Any:
+        if args.command in ("requests", "allow", "deny"):
+            {"requests": cmd_requests, "allow": cmd_allow, "deny": cmd_deny}[args.command](
+                service, args
+            )
+            return None
         if args.command == "new":
             session, _ = service.create(
                 name=args.name, cwd=args.cwd or ".", kind=args.kind, args=extra, strict=True

@@ -30,16 +30,19 @@ EventAction = Literal[
     "updated",
     "shared",
     "usage",
+    "request",
 ]
 
 
 @dataclasses.dataclass(frozen=True)
 class SessionEvent:
     """Something happened to a session: ``created``, ``status`` (``previous`` holds the
-    old status), ``conversation`` (its id changed), ``activity`` (output or input),
-    ``attention`` (what the agent needs changed), ``title`` (a person or its program
-    retitled it), ``updated`` (other fields), ``usage`` (it spent tokens: ``usage`` holds
-    its REST ``usage`` object; at most every few seconds per session)."""
+        old status), ``conversation`` (its id changed), ``activity`` (output or input),
+        ``attention`` (what the agent needs changed), ``title`` (a person or its program
+        retitled it), ``updated`` (other fields), ``usage`` (it spent tokens: ``usage`` holds
+        its REST ``usage`` object; at most every few seconds per session), ``request`` (its
+    pending permission requests changed: ``GET /api/agents/requests`` has them; the event
+    never carries what a request shows)."""
 
     action: EventAction
     session: Session

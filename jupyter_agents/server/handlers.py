@@ -441,6 +441,41 @@ class ReconcileHandler(ApiHandler):
         self._reply()
 
 
+class RequestsHandler(ApiHandler):
+    """``GET /api/agents/requests``: the pending permission requests of running agent
+    sessions (``?session=<id>`` for one), oldest first. What a request shows is output,
+    so reading it needs what seeing output does."""
+
+    @web.authenticated
+    @authorized_to_see_output
+    async def get(self) -> None:
+        session = self.get_query_argument("session", None)
+        ids = None if session is None else [session]
+        self.reply(await self.call(self.service.pending_requests, ids))
+
+
+class RequestHandler(ApiHandler):
+    """``GET /api/agents/requests/<id>``: one pending request (404 once it ended).
+    ``POST`` ``{decision: "allow"|"deny", message?, suggestion?}``: answer it, once
+    (400 malformed, 404 unknown or ended, 409 answered already). Answering is typing
+    into the session: it needs ``execute``, as the terminal's websocket does."""
+
+    SUPPORTED_METHODS = ("GET", "POST", "OPTIONS")  # type: ignore[assignment]
+
+    @web.authenticated
+    @authorized_to_see_output
+    async def get(self, request_id: str) -> None:
+        self.reply(await self.call(self.service.pending_request, request_id))
+
+    @web.authenticated
+    @authorized_to_see_output
+    async def post(self, request_id: str) -> None:
+        body = self.body({"decision", "message", "suggestion"})
+        user = self.current_user
+        by = getattr(user, "username", None) if user is not None else None
+        self.reply(await self.call(self.service.answer_request, request_id, body, by))
+
+
 def handlers(
     service: SessionService, manager: TerminalManager, streams: Streams, shares: Shares
 ) -> list[tuple[str, type, dict[str, Any]]]:
@@ -462,6 +497,8 @@ def handlers(
         (r"/api/agents/sessions/(\w+)/adopt", AdoptHandler, rest),
         (r"/api/agents/sessions/(\w+)/fresh", FreshHandler, rest),
         (r"/api/agents/restore", RestoreAllHandler, rest),
+        (r"/api/agents/requests", RequestsHandler, rest),
+        (r"/api/agents/requests/(\w+)", RequestHandler, rest),
         (r"/api/agents/kinds", KindsHandler, rest),
         (r"/api/agents/reconcile", ReconcileHandler, rest),
         (r"/api/agents/sharing", SharingHandler, {**rest, "shares": shares}),

@@ -48,6 +48,10 @@ WATCH_LAG_BYTES = 1 << 20
 #: seconds after a told viewer's last ``set_size`` before it is told and redrawn again
 #: (a tab being dragged to a new size sends one a frame: one replay, not sixty)
 RETELL_DELAY = 0.25
+#: a person who typed into a terminal within this many seconds, its tab still open, is
+#: at it: an agent there that shows no dialog while asking elsewhere (Codex) is told to
+#: show its own at once
+PRESENT = 120.0
 
 
 class Viewer(Protocol):
@@ -269,6 +273,11 @@ class Streams:
         #: the IO loop, known once a viewer connected (before that nothing streams)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._touched: dict[str, float] = {}
+        #: when a person last typed into each session (monotonic seconds)
+        self._typed: dict[str, float] = {}
+        #: sessions with a permission request waiting elsewhere that the CLI shows no
+        #: dialog for meanwhile (handed over to the dialog once a person is at the tab)
+        self._asking: set[str] = set()
         self._unsubscribe = service.events.subscribe(self.on_event)
 
     def connect(self, session: Session, viewer: Viewer) -> LiveTerminal:
@@ -312,6 +321,9 @@ class Streams:
         now = time.monotonic()
         activity = self.activity
         if human:  # one route for a person's input: the keep-alive and the allowance
+            self._typed[session_id] = now
+            if session_id in self._asking:
+                self._hand_over(session_id)
             if activity is not None:
                 activity.human_input(session_id)
             if self.attendance is not None:
@@ -355,6 +367,38 @@ class Streams:
         loop = self._loop
         if loop is not None and event.action == "status" and event.session.status != "running":
             loop.call_soon_threadsafe(self._ended, event.session)
+        if loop is not None and event.action == "request":
+            loop.call_soon_threadsafe(self._requests_changed, event.session.id)
+
+    def present(self, session_id: str) -> bool:
+        """Whether a person is at the session's terminal: a viewer that can type is
+        connected, and a person typed into it within :data:`PRESENT` seconds."""
+        term = self.terminals.get(session_id)
+        typed = self._typed.get(session_id)
+        return (
+            term is not None
+            and any(not v.watch_only for v in term.viewers)
+            and typed is not None
+            and time.monotonic() - typed < PRESENT
+        )
+
+    def _requests_changed(self, session_id: str) -> None:
+        """Its pending requests changed: follow whether one waits elsewhere with no
+        dialog on screen, and hand it to the dialog if a person is at the tab."""
+
+        def asking(future: asyncio.Future[Any]) -> None:
+            if future.cancelled() or future.exception() is not None or not future.result():
+                self._asking.discard(session_id)
+                return
+            self._asking.add(session_id)
+            if self.present(session_id):
+                self._hand_over(session_id)
+
+        self.offload(self.service.asks_elsewhere, session_id).add_done_callback(asking)
+
+    def _hand_over(self, session_id: str) -> None:
+        self._asking.discard(session_id)
+        self.offload(self.service.hand_over, session_id, "somebody is at the terminal")
 
     def _ended(self, session: Session) -> None:
         term = self.terminals.get(session.id)

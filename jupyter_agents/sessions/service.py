@@ -17,16 +17,18 @@ transcript gaps it has logged).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from jupyter_agents.agents import AgentKind, Launch, conversations
 from jupyter_agents.agents.archive import ConversationArchive, ConversationFile
 from jupyter_agents.agents.attention import AttentionTracker
+from jupyter_agents.agents.permissions import Answer, Ending, answer_from
 from jupyter_agents.backends import Backends
 from jupyter_agents.backends.base import SpawnRequest
 from jupyter_agents.core import clock
@@ -117,7 +119,11 @@ class SessionService:
             self.log,
             archive=self.archive,
         )
-        self.attention = AttentionTracker(state_dir, store, kinds, self.change, self.log)
+        self.attention = AttentionTracker(
+            state_dir, store, kinds, self.change, self.log, self._requests_changed
+        )
+        #: the agents' pending permission requests
+        self.requests = self.attention.requests
         #: what agent sessions spent, and who watched (:mod:`jupyter_agents.spend.ledger`)
         self.usage = usage or UsageLedger(store, log=self.log, kinds=kinds)
         #: the kinds whose CLIs record what they spend
@@ -167,7 +173,96 @@ class SessionService:
             return None
         after = self.store.get(session_id)
         self.publish("status", after, before.status)
+        ended = before.status == "running" and status != "running"
+        if ended and self.requests.close_session(session_id, "the session ended"):
+            self.publish("request", after)
         return after
+
+    # -- permission requests -----------------------------------------------------------
+
+    def _requests_changed(self, session_id: str) -> None:
+        with contextlib.suppress(NotFound):
+            self.publish("request", self.store.get(session_id))
+
+    def pending_requests(
+        self, session_ids: Iterable[str] | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """The REST models of the pending permission requests of running sessions (of
+        ``session_ids`` when given), oldest first, each with its session's ``name``,
+        ``kind`` and ``title``."""
+        running = {s.id: s for s in self.store.list(["running"])}
+        wanted = running.keys() if session_ids is None else running.keys() & set(session_ids)
+        out = []
+        for request in self.requests.pending(sorted(wanted)):
+            session = running[request.session_id]
+            out.append(
+                {
+                    **request.to_model(),
+                    "name": session.name,
+                    "kind": session.kind,
+                    "title": session.title or session.program_title,
+                }
+            )
+        return out
+
+    def pending_request(self, request_id: str) -> dict[str, Any]:
+        """One pending request's model; :class:`NotFound` when there is none."""
+        found = [r for r in self.pending_requests() if r["id"] == request_id]
+        if not found:
+            raise NotFound(
+                f"no pending permission request {request_id!r}: it was answered, "
+                "closed, or never existed"
+            )
+        return found[0]
+
+    def answer_request(
+        self, request_id: str, body: Mapping[str, Any], by: str | None = None
+    ) -> dict[str, Any]:
+        """Answer a pending request with ``body`` ``{decision: "allow"|"deny", message?,
+        suggestion?}`` (:func:`~jupyter_agents.agents.permissions.answer_from`), once.
+        :class:`InvalidRequest` for a malformed body, :class:`NotFound` for an unknown
+        or ended request (or one of a session that no longer runs), :class:`Conflict`
+        when answered already. Returns ``{request, decision}``."""
+        answer = answer_from(body, by, time.time())
+        request = self.requests.get(request_id)
+        session = None if request is None else self.store.get_many([request.session_id])
+        if request is None or not session or session[0].status != "running":
+            raise NotFound(
+                f"no pending permission request {request_id!r}: it was answered, "
+                "closed, or never existed"
+            )
+        self.requests.answer(request_id, answer)
+        self._requests_changed(request.session_id)
+        s = session[0]
+        model = {**request.to_model(), "name": s.name, "kind": s.kind}
+        return {
+            "request": {**model, "title": s.title or s.program_title},
+            "decision": answer.decision,
+        }
+
+    def asks_elsewhere(self, session_id: str) -> bool:
+        """Whether a pending request of ``session_id`` waits with no dialog on screen
+        (its CLI shows one only when the hook ends: Codex)."""
+        return any(r.fallback == "dialog" for r in self.requests.pending([session_id]))
+
+    def hand_over(self, session_id: str, reason: str) -> int:
+        """Hand every pending request of ``session_id`` that waits with no dialog on
+        screen to its CLI's own dialog (a person is at the terminal); how many."""
+        waiting = [r for r in self.requests.pending([session_id]) if r.fallback == "dialog"]
+        return sum(self.end_request(r.id, "dialog", reason) for r in waiting)
+
+    def end_request(self, request_id: str, how: Ending, reason: str) -> bool:
+        """End a pending request without a decision (``dialog``: hand it to the CLI's
+        own dialog; ``closed``); False when it was answered or ended already."""
+        request = self.requests.get(request_id)
+        if request is None:
+            return False
+        try:
+            self.requests.answer(request_id, Answer(how, time.time(), reason=reason))
+        except (NotFound, Conflict):
+            return False
+        self._requests_changed(request.session_id)
+        return True
 
     # -- reading -----------------------------------------------------------------------
 
@@ -191,9 +286,13 @@ class SessionService:
                     self.change(action.session_id, reason=reason)
             if boot or action.session_id in changed:
                 self.log.info("jupyter_agents: %s", action.describe())
+        if boot:
+            self.requests.sweep()  # left by hooks killed with their CLI
         for session in self.store.get_many(changed):
             was = changed[session.id].was
             self.publish("created" if was is None else "status", session, was)
+            if session.status != "running":
+                self.requests.close_session(session.id, "the session ended")
         return actions
 
     def list(self, statuses: Iterable[Status] | None = None) -> builtins.list[Session]:

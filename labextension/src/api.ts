@@ -360,6 +360,56 @@ export interface INewShare extends IShare {
   hub_error?: string;
 }
 
+/** A pending permission request of an agent session (`GET /api/agents/requests`). */
+export interface IPendingRequest {
+  id: string;
+  session_id: string;
+  name: string;
+  kind: string;
+  title: string | null;
+  /** The tool the agent asks to use, e.g. `Bash`. */
+  tool: string;
+  /** What it will run (shell tools), else null. */
+  command: string | null;
+  /** Why, in the agent's words, else null. */
+  description: string | null;
+  /** What else the request shows: `file_path`, `old_string`, `new_string`, `url`... */
+  input: Record<string, string>;
+  /** The CLI's own "allow from now on" choices. */
+  suggestions: { index: number; label: string }[];
+  asked: string;
+  until: string;
+  /** The CLI shows no dialog while it waits here (Codex): it does at `until`. */
+  falls_back_to_dialog: boolean;
+}
+
+/** `GET /api/agents/requests`: the pending permission requests, oldest first. */
+export const listRequests = (s: Settings): Promise<IPendingRequest[]> =>
+  request<IPendingRequest[]>(s, 'api/agents/requests');
+
+/** How a person answers a permission request. */
+export interface IAnswer {
+  decision: 'allow' | 'deny';
+  /** For deny: what the agent is told. */
+  message?: string;
+  /** For allow: the index of one of its `suggestions`. */
+  suggestion?: number;
+}
+
+/**
+ * `POST /api/agents/requests/<id>`: answer a pending request, once (an `AgentsError`
+ * with the server's words when it ended meanwhile, 404, or was answered, 409).
+ */
+export const answerRequest = (
+  s: Settings,
+  id: string,
+  answer: IAnswer
+): Promise<{ decision: string }> =>
+  request<{ decision: string }>(s, `api/agents/requests/${id}`, {
+    method: 'POST',
+    body: JSON.stringify(answer)
+  });
+
 /** `GET /api/agents/shares`: the live shares (neither revoked nor expired). */
 export const listShares = (s: Settings): Promise<IShare[]> =>
   request<IShare[]>(s, 'api/agents/shares');
@@ -429,7 +479,8 @@ export interface ISessionEvent {
     | 'updated'
     | 'shared'
     | 'title'
-    | 'usage';
+    | 'usage'
+    | 'request';
   session_id: string;
   name: string;
   kind: string;

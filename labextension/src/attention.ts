@@ -14,6 +14,7 @@ import { Widget } from '@lumino/widgets';
 
 import { Attention, ISession } from './api';
 import { kindLabel } from './icons';
+import { requestActions, requestSentence } from './requests';
 import { DOMAIN, IAgentSessions } from './tokens';
 
 /** The attention states in which a session needs its user. */
@@ -289,6 +290,49 @@ export class AttentionWatcher {
     for (const { session } of fresh) {
       this._notify(session);
     }
+    this._offerAnswers(sessions);
+  }
+
+  /**
+   * A session's notification of a new permission request says what it asks and
+   * offers Allow and Deny (made, or the attention one turned into it).
+   */
+  private _offerAnswers(sessions: ISession[]): void {
+    const { model, trans, open } = this._options;
+    const pending = new Set(model.requests.map(r => r.id));
+    for (const id of Array.from(this._asked)) {
+      if (!pending.has(id)) {
+        this._asked.delete(id);
+      }
+    }
+    for (const r of model.requests) {
+      if (this._asked.has(r.id)) {
+        continue;
+      }
+      this._asked.add(r.id);
+      const session = sessions.find(s => s.id === r.session_id);
+      if (!session || !this.notifications || this._watched(session)) {
+        continue;
+      }
+      const message = requestSentence(r, trans);
+      const actions = requestActions(model, r, trans, () => void open(session));
+      const shown = this._shown.get(session.id);
+      if (shown && Notification.manager.has(shown)) {
+        Notification.update({
+          id: shown,
+          message,
+          type: 'warning',
+          autoClose: false,
+          actions
+        });
+      } else {
+        const id = Notification.emit(message, 'warning', {
+          autoClose: false,
+          actions
+        });
+        this._shown.set(session.id, id);
+      }
+    }
   }
 
   dispose(): void {
@@ -365,6 +409,8 @@ export class AttentionWatcher {
 
   private _seen = new Map<string, string>();
   private _shown = new Map<string, string>();
+  /** The requests already offered (or seen while watched). */
+  private _asked = new Set<string>();
   private _first = true;
   private _browser = false;
 }

@@ -22,11 +22,13 @@ import { Debouncer, Poll, Throttler } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import {
+  IPendingRequest,
   ISession,
   ISessionEvent,
   IShare,
   getSharing,
   listKinds,
+  listRequests,
   listSessions,
   listShares,
   serverStarted,
@@ -120,6 +122,10 @@ export class SessionsModel implements IAgentSessions {
 
   get shares(): IShare[] {
     return this._shares;
+  }
+
+  get requests(): IPendingRequest[] {
+    return this._requests;
   }
 
   get started(): string | undefined {
@@ -308,14 +314,17 @@ export class SessionsModel implements IAgentSessions {
     let started = this._started;
     let sessions: ISession[];
     let shares: IShare[];
+    let requests: IPendingRequest[];
     try {
       if (checkStart || started === undefined || this._offline) {
         started = await serverStarted(this.serverSettings);
       }
-      [sessions, shares] = await Promise.all([
+      [sessions, shares, requests] = await Promise.all([
         listSessions(this.serverSettings),
         // a server that does not list shares to this user shares nothing of theirs
-        listShares(this.serverSettings).catch((): IShare[] => [])
+        listShares(this.serverSettings).catch((): IShare[] => []),
+        // nor does one that does not show this user requests (or an older server)
+        listRequests(this.serverSettings).catch((): IPendingRequest[] => [])
       ]);
     } catch (error) {
       if (seq > this._applied) {
@@ -336,13 +345,14 @@ export class SessionsModel implements IAgentSessions {
       this._started = started;
       this._startSeen = false;
     }
-    const text = JSON.stringify([sessions, shares]);
+    const text = JSON.stringify([sessions, shares, requests]);
     const wasOffline = this._offline;
     this._offline = false;
     if (text !== this._text || wasOffline) {
       this._text = text;
       this._sessions = sessions;
       this._shares = shares;
+      this._requests = requests;
       this._changed.emit();
     }
     this._resolveReady();
@@ -364,6 +374,7 @@ export class SessionsModel implements IAgentSessions {
   private _applied = 0;
   private _sessions: ISession[] | undefined;
   private _shares: IShare[] = [];
+  private _requests: IPendingRequest[] = [];
   private _text = '';
   private _started: string | undefined;
   private _startSeen = false;

@@ -33,6 +33,7 @@ import {
   groupOf,
   GROUPS
 } from './attention';
+import { requestElement } from './requests';
 import { el } from './dom';
 import {
   agentsIcon,
@@ -755,6 +756,16 @@ export class AgentsPanel extends Widget {
       line.append(el('span', 'jp-AgentsPanel-reasonText', why), fresh);
       row.append(line);
       row.classList.add('jp-mod-failed');
+    }
+
+    // what it asks permission for, with the answers
+    if (live) {
+      for (const asked of this._model.requests.filter(
+        r => r.session_id === s.id
+      )) {
+        row.append(requestElement(this._model, asked, trans));
+        row.classList.add('jp-mod-asking');
+      }
     }
 
     // its live read-only shares, on a line of their own under it

@@ -6,7 +6,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { Token } from '@lumino/coreutils';
 import { ISignal } from '@lumino/signaling';
 
-import { ISession, IShare } from './api';
+import { IPendingRequest, ISession, IShare } from './api';
 
 /** Counts shown in the status bar. */
 export interface ICounts {
@@ -38,6 +38,9 @@ export interface IAgentSessions {
 
   /** The live read-only shares of the sessions (none before the first answer). */
   readonly shares: IShare[];
+
+  /** The agents' pending permission requests, oldest first (none before the first answer). */
+  readonly requests: IPendingRequest[];
 
   /** When the server we talk to started (ISO 8601), once known. */
   readonly started: string | undefined;

@@ -28,8 +28,12 @@ Lines typed into the fake claude (a "turn" runs ``UserPromptSubmit`` first):
 - text: ``PreToolUse`` + ``PostToolUse`` (tool ``Bash``), the reply ``claude heard:
   <text>``, ``Stop``;
 - ``/hold``: ``PreToolUse``, then the tool "runs" (working) until the next line;
-- ``/perm``: ``PreToolUse``, ``PermissionRequest`` + ``Notification``
-  (``permission_prompt``), then waits for the answer line;
+- ``/perm``: ``PreToolUse``, ``PermissionRequest`` (run in the background, as the real
+  CLI does while its dialog shows; tool ``Bash``, command ``echo fake``, one suggestion
+  :data:`PERM_SUGGESTION`) + ``Notification`` (``permission_prompt``), then waits for
+  the answer line or a hook's decision, whichever comes first: a hook's allow goes on
+  as an answer line would (``Allowed by PermissionRequest hook``); its deny ends the
+  turn with no tool run (``claude heard: denied: <message>``, ``Stop``);
 - ``/fail``: ``StopFailure`` (``error`` ``authentication_failed``), ends the turn;
 - after ``/hold`` or an answer to ``/perm``: ``PostToolUse``, then the line goes on:
   ``/hold``, ``/perm`` or ``/fail`` continue the same turn as above, anything else ends
@@ -91,10 +95,12 @@ import functools
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -145,6 +151,18 @@ def read_line(prompt: str = "> ") -> str | None:
     return line.strip() if line else None
 
 
+def line_or(decided: threading.Event, prompt: str) -> str | None:
+    """The next line typed (stripped), or None once ``decided`` is set first (or at the
+    end of input)."""
+    print(prompt, end="", flush=True)
+    while not decided.is_set():
+        ready, _, _ = select.select([sys.stdin], [], [], 0.05)
+        if ready:
+            line = sys.stdin.readline()
+            return line.strip() if line else None
+    return None
+
+
 def lines() -> Iterator[str]:
     while True:
         text = read_line()
@@ -169,6 +187,13 @@ REPLY_USAGE = {
     "cache_creation_input_tokens": 180,
     "cache_read_input_tokens": 14000,
     "output_tokens": 64,
+}
+#: the "allow from now on" suggestion a ``/perm`` request offers (Claude's shape)
+PERM_SUGGESTION = {
+    "type": "addRules",
+    "rules": [{"toolName": "Bash", "ruleContent": "echo:*"}],
+    "behavior": "allow",
+    "destination": "session",
 }
 #: the output tokens of the reply's first record (its message still streaming)
 PARTIAL_OUTPUT = 12
@@ -301,7 +326,30 @@ class ClaudeHooks:
                         found.append((str(hook["command"]), float(hook.get("timeout", 60))))
         return found
 
-    def fire(self, event: str, cid: str, transcript: Path, **fields: Any) -> None:
+    def ask(self, cid: str, transcript: Path, **fields: Any) -> threading.Event:
+        """Run the ``PermissionRequest`` hooks in the background, as the real CLI does
+        while its dialog is on screen; the event is set once one printed a decision
+        (in ``self.decision``), never if none did."""
+        decided = threading.Event()
+        self.decision: dict[str, Any] | None = None
+
+        def run() -> None:
+            out = self.fire("PermissionRequest", cid, transcript, **fields)
+            for text in out:
+                try:
+                    decision = json.loads(text)["hookSpecificOutput"]["decision"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                self.decision = decision
+                decided.set()
+                return
+
+        threading.Thread(target=run, daemon=True).start()
+        return decided
+
+    def fire(self, event: str, cid: str, transcript: Path, **fields: Any) -> list[str]:
+        """Run the hooks of ``event``, waited for; what each printed."""
+        printed = []
         payload = {
             "session_id": cid,
             "transcript_path": str(transcript),
@@ -317,15 +365,17 @@ class ClaudeHooks:
                     input=json.dumps(payload).encode(),
                     env=env,
                     cwd=self.cwd,
-                    stdout=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,
                     timeout=timeout,
                     check=False,
                 )
                 code: int | None = done.returncode
+                printed.append(done.stdout.decode(errors="replace"))
             except subprocess.TimeoutExpired:
                 code = None
             log("hook", name=event, payload=payload, command=command, returncode=code)
+        return printed
 
 
 def claude(args: list[str]) -> None:
@@ -439,14 +489,31 @@ def claude(args: list[str]) -> None:
                 return
             tool("PreToolUse")
             if step == "/perm":
-                tool("PermissionRequest", permission_suggestions=[])
+                decided = hooks.ask(
+                    cid,
+                    project / f"{cid}.jsonl",
+                    tool_name="Bash",
+                    tool_input={"command": "echo fake", "description": "a fake tool call"},
+                    permission_suggestions=[PERM_SUGGESTION],
+                )
                 fire(
                     "Notification",
                     message="Claude needs your permission to use Bash",
                     notification_type="permission_prompt",
                 )
                 print("Do you want to proceed? (any line answers)", flush=True)
-                step = read_line("permission> ")
+                step = line_or(decided, "permission> ")
+                if step is None and decided.is_set():
+                    decision = hooks.decision or {}
+                    log("decision", decision=decision)
+                    if decision.get("behavior") == "deny":
+                        denied = str(decision.get("message"))
+                        print(f"Denied by PermissionRequest hook: {denied}", flush=True)
+                        print(f"claude heard: denied: {denied}", flush=True)
+                        fire("Stop", stop_hook_active=False)
+                        return
+                    print("Allowed by PermissionRequest hook", flush=True)
+                    step = ""
             elif step == "/hold":
                 print("working (until the next line)", flush=True)
                 step = read_line("working> ")
