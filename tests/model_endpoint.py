@@ -4,16 +4,17 @@ records every request, and tells what usage it sent.
 
 One HTTP server (:class:`ModelEndpoint`, stdlib, in a thread) speaks one provider's
 wire format (a :class:`Provider`): :class:`AnthropicMessages` is the Anthropic Messages
-API with SSE streaming, what Claude Code calls (``POST /v1/messages?beta=true``). A
-provider for OpenAI's Responses API (Codex, ``wire_api = "responses"``) is another
-subclass with its own path, side-request test and stream writer; the script, the
-request log and the usage bookkeeping stay as they are.
+API with SSE streaming, what Claude Code calls (``POST /v1/messages?beta=true``);
+:class:`OpenAIResponses` is OpenAI's Responses API, what Codex calls with ``wire_api =
+"responses"`` (``POST /v1/responses``; it makes no other request of the endpoint). The
+script, the request log and the usage bookkeeping are the same for both.
 
 The script is a list of :class:`Reply`, one per model request of a turn: a reply with a
 :class:`ToolCall` makes the CLI run the tool and ask again with its result, which takes
 the next reply. Side requests (Claude's title request, sent with ``tools: []``) never
-take a script entry: they get :attr:`ModelEndpoint.title`. A request that finds the
-script used up gets a plain text reply, and :attr:`ModelEndpoint.overrun` counts it.
+take a script entry: they get :attr:`ModelEndpoint.title` (Codex's title request asks
+for JSON ``{"title": ...}`` too). A request that finds the script used up gets a plain
+text reply, and :attr:`ModelEndpoint.overrun` counts it.
 
 A streamed reply with a tool call, as the CLI reads it:
 
@@ -240,7 +241,25 @@ class OpenAIResponses(Provider):
 
     Usage maps to the API's cumulative counts: ``input_tokens`` holds the cached ones
     (``input_tokens_details.cached_tokens`` = cache_read, ``cache_write_tokens`` =
-    cache_creation), ``output_tokens`` = output (no reasoning tokens)."""
+    cache_creation), ``output_tokens`` = output (no reasoning tokens). Codex 0.171 adds
+    them up as such in its rollout's ``token_count`` (``input_tokens``,
+    ``cached_input_tokens``, ``cache_write_input_tokens``, ``output_tokens``).
+
+    >>> import urllib.request
+    >>> script = [Reply("Running.", tool=codex_shell("ls"), usage=Usage(10, 5, 3))]
+    >>> with ModelEndpoint(OpenAIResponses(), script) as endpoint:
+    ...     ask = {"model": "m", "stream": True, "input": [], "prompt_cache_key": "t-1"}
+    ...     url = endpoint.base_url + "/v1/responses"
+    ...     with urllib.request.urlopen(url, json.dumps(ask).encode()) as r:
+    ...         data = [json.loads(line[6:]) for line in r.read().decode().splitlines()
+    ...                 if line.startswith("data: ")]
+    >>> [d["item"]["type"] for d in data if d["type"] == "response.output_item.done"]
+    ['message', 'function_call']
+    >>> data[-1]["type"], data[-1]["response"]["usage"]["input_tokens"]
+    ('response.completed', 13)
+    >>> endpoint.sent_usage("t-1"), endpoint.requests[0].reply.tool.name
+    (Usage(input=10, output=5, cache_read=3, cache_creation=0), 'exec_command')
+    """
 
     path = "/v1/responses"
 
@@ -598,10 +617,15 @@ def codex_shell(command: str, escalate: str | None = None) -> ToolCall:
 
 
 def codex_home(home: Path, endpoint: ModelEndpoint, *projects: Path) -> Path:
-    """Make ``home`` a HOME whose ``.codex`` (CODEX_HOME, returned) has Codex use
-    ``endpoint`` for :data:`CODEX_MODEL` with no login, and reach its prompt at once:
-    ``projects`` trusted, no update check, announcement, analytics or plugin/app
-    traffic (DESIGN.md section 16)."""
+    """Make ``home`` a HOME whose ``.codex`` (CODEX_HOME, returned) has Codex 0.171 use
+    ``endpoint`` for :data:`CODEX_MODEL` with no login (the key is in :func:`codex_env`)
+    and reach its prompt at once: ``projects`` trusted, no model-migration screen, no
+    update check, analytics or plugin/app traffic (DESIGN.md section 16; it still tries
+    to fetch its announcement tip). Approval ``on-request`` in a ``workspace-write``
+    sandbox (0.171 refuses ``untrusted``): a command runs unasked in the sandbox, and
+    one asking to leave it (:func:`codex_shell` with ``escalate``) shows "Would you like
+    to run the following command?", where ``y`` (or Enter) runs it. Launch with
+    ``--no-daemon``, else a shared app-server daemon outlives the TUI."""
     codex = home / ".codex"
     codex.mkdir(parents=True, exist_ok=True)
     trusted = "".join(
@@ -611,6 +635,8 @@ def codex_home(home: Path, endpoint: ModelEndpoint, *projects: Path) -> Path:
     (codex / "config.toml").write_text(
         f"""model = "{CODEX_MODEL}"
 model_provider = "{CODEX_PROVIDER}"
+approval_policy = "on-request"
+sandbox_mode = "workspace-write"
 check_for_update_on_startup = false
 
 [model_providers.{CODEX_PROVIDER}]
@@ -658,4 +684,19 @@ def codex_env(endpoint: ModelEndpoint, home: Path) -> dict[str, str]:
         CODEX_KEY_ENV: "sk-scripted-endpoint-" + "x" * 24,
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
+    }
+
+
+def codex_token_usage(usage: Usage) -> dict[str, int]:
+    """What Codex 0.171's rollout holds as ``total_token_usage`` (its last
+    ``token_count`` event) after replies of summed ``usage`` from :class:`OpenAIResponses`
+    (its input counts include the cached ones)."""
+    prompt = usage.input + usage.cache_read + usage.cache_creation
+    return {
+        "input_tokens": prompt,
+        "cached_input_tokens": usage.cache_read,
+        "cache_write_input_tokens": usage.cache_creation,
+        "output_tokens": usage.output,
+        "reasoning_output_tokens": 0,
+        "total_tokens": prompt + usage.output,
     }

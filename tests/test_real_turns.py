@@ -110,6 +110,22 @@ class Rig:
         client.drain(1)
         return agent, client
 
+    def pending(self, sid: str) -> dict[str, Any]:
+        """The session's one pending permission request, once there is one."""
+        (request,) = poll(
+            lambda: self.server.request("GET", f"/api/agents/requests?session={sid}")[1],
+            timeout=60,
+            what="a pending permission request",
+        )
+        return dict(request)
+
+    def none_pending(self, sid: str) -> None:
+        poll(
+            lambda: self.server.request("GET", f"/api/agents/requests?session={sid}")[1] == [],
+            timeout=60,
+            what="no pending permission request",
+        )
+
     def spooled(self, sid: str) -> list[str]:
         path = self.server.state_dir / "spool" / f"{sid}.jsonl"
         lines = path.read_text().splitlines() if path.exists() else []
@@ -198,11 +214,20 @@ def test_a_permission_request_is_apart_from_a_finished_turn(rig: Rig) -> None:
     assert request.reply is not None and request.reply.tool is not None
     assert not written.exists()  # nothing ran: it waits for the person
 
-    # allow it (the dialog's first choice): the tool runs, the model is asked again
+    # the request is pending, with the command; the dialog is on screen meanwhile
+    pending = rig.pending(sid)
+    assert pending["tool"] == "Bash" and pending["command"] == f"echo scripted > {written}"
+    assert pending["description"] == "Write a file"
+
+    # allow it in the terminal (the dialog's first choice), before anyone else does:
+    # the tool runs, the model is asked again, the pending request closes
     client.wait_for(shows("proceed?"), timeout=60)  # "Do you want to proceed?" 1. Yes
     client.drain(1)
     client.stdin("\r")
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 2, what="the tool's result")
+    rig.none_pending(sid)
+    late = rig.server.request("POST", f"/api/agents/requests/{pending['id']}", {"decision": "deny"})
+    assert late[0] == 404, late
     done = rig.attention_becomes(sid, "waiting", "the finished turn")
     assert done["attention_reason"] is None
     assert written.read_text() == "scripted\n"
@@ -224,6 +249,53 @@ def test_a_permission_request_is_apart_from_a_finished_turn(rig: Rig) -> None:
         timeout=60,
         what=f"usage {sent.as_tokens()}",
     )
+    client.close()
+
+
+def test_a_permission_request_answered_over_rest_with_no_key_pressed(rig: Rig) -> None:
+    """Issue 36: allowed over REST, the tool runs (its file appears) with no key sent to
+    the terminal; denied over REST, it does not run and the model reads the message."""
+    allowed = rig.project / "allowed-over-rest.txt"
+    denied = rig.project / "denied-over-rest.txt"
+    agent, client = rig.claude(
+        Reply("Writing", tool=bash(f"echo allowed > {allowed}", "Write one"), usage=ASKS),
+        Reply("Written", usage=DONE),
+        Reply("Writing-again", tool=bash(f"echo denied > {denied}", "Write two"), usage=ASKS),
+        Reply("Understood", usage=DONE),
+    )
+    sid, cid = agent["id"], agent["conversation_id"]
+    rig.attention_becomes(sid, "ready", "a fresh session")
+
+    type_into(client, "write the first file")
+    request = rig.pending(sid)
+    assert request["command"] == f"echo allowed > {allowed}"
+    assert rig.get(sid)["attention"] == "permission"
+    client.wait_for(shows("proceed?"), timeout=60)  # its own dialog, on screen meanwhile
+    client.drain(1)
+    # from here until the tool ran, nothing is typed into its terminal
+    status, body = rig.server.request(
+        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
+    )
+    assert status == 200, body
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 2, what="the tool's result")
+    assert allowed.read_text() == "allowed\n"
+    rig.attention_becomes(sid, "waiting", "the turn's end")
+    rig.none_pending(sid)
+
+    type_into(client, "write the second file")
+    request = rig.pending(sid)
+    status, body = rig.server.request(
+        "POST",
+        f"/api/agents/requests/{request['id']}",
+        {"decision": "deny", "message": "Not that folder: ask me first"},
+    )
+    assert status == 200, body
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 4, what="the denial")
+    assert not denied.exists()
+    told = rig.endpoint.turns(cid)[3].text()
+    assert "Not that folder: ask me first" in told, told[-2000:]
+    rig.attention_becomes(sid, "waiting", "the turn's end")
+    rig.none_pending(sid)
     client.close()
 
 

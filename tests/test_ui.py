@@ -889,9 +889,83 @@ def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, p
     row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='working']").wait_for()
     elsewhere.stdin("/perm\r")
     row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='permission']").wait_for()
-    page.locator(".Toastify__toast", has_text="asks for your permission").first.wait_for()
+    # its notification, soon saying what it asks (test_permission_request_answered_...)
+    asks = re.compile(r"asks for your permission|asks to use Bash")
+    page.locator(".Toastify__toast", has_text=asks).first.wait_for()
     elsewhere.close()
     shot(page, "6-permission")
+
+
+def test_permission_request_answered_from_the_panel_the_notification_and_a_phone(
+    lab: Lab, page: Any
+) -> None:
+    """An agent asks to run a command while the person works elsewhere: its row shows
+    the command with Allow, the CLI's own choice and Deny; the notification offers
+    Allow, Deny and Open. Allow in the row, Deny (with a message) in the notification
+    and Allow on the phone page each reach the fake Claude with no key typed."""
+    open_lab(page, lab, reset=True)
+    panel = show_panel(page)
+    created = lab.server.request("POST", "/api/agents/sessions", {"kind": "claude"})
+    assert created[0] == 201, created
+    sid, name = created[1]["id"], created[1]["name"]
+    agent = lab.server.ws(name)
+    agent.wait_for("FAKE CLAUDE conversation")
+    panel.locator(".jp-AgentsPanel-filter").focus()  # working elsewhere
+
+    # 1. the row: what it asks, and Allow
+    agent.stdin("/perm\r")
+    asked = row(page, sid).locator(".jp-AgentsPanel-request")
+    asked.wait_for()
+    assert asked.locator(".jp-AgentsPanel-requestWhat").inner_text() == "echo fake"
+    assert "a fake tool call" in asked.inner_text()
+    labels = asked.locator("button").all_inner_texts()
+    assert labels == ["Allow", "Allow Bash(echo:*) for this session", "Deny…"], labels
+    toast = page.locator(".Toastify__toast", has_text="asks to use Bash: echo fake")
+    toast.first.wait_for()
+    assert toast.first.locator("button", has_text="Allow").count() == 1
+    shot(page, "permission-request-row-and-notification")
+    page.set_viewport_size({"width": 1400, "height": 900})
+    shot(page, "panel-permission-request")
+    sent = len(agent.text)
+    asked.locator("button[data-action='allow']").click()
+    agent.wait_for("Allowed by PermissionRequest hook")
+    agent.wait_for("claude heard: /perm")
+    assert "/perm" not in agent.text[sent:].split("Allowed by")[0]  # nothing typed
+    asked.wait_for(state="detached")
+    poll(lambda: toast.count() == 0, what="the answered request's notification to go")
+
+    # 2. the notification: Deny, with what the agent is told instead
+    agent.stdin("/perm\r")
+    toast.first.wait_for()
+    toast.first.locator("button", has_text="Deny").click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.locator("input").fill("use the fixture")
+    dialog.locator("button.jp-mod-accept").click()
+    agent.wait_for("claude heard: denied: use the fixture")
+    row(page, sid).locator(".jp-AgentsPanel-request").wait_for(state="detached")
+
+    # 3. a phone: the pending-requests page, at 360 px
+    agent.stdin("/perm\r")
+    asked.wait_for()
+    phone = page.context.new_page()
+    watch_console(phone)
+    phone.set_viewport_size({"width": 360, "height": 740})
+    phone.goto(lab.url("/agents/requests"))
+    card = phone.locator("li.request")
+    card.wait_for()
+    assert card.locator("pre.what").inner_text() == "echo fake"
+    for button in card.locator("button").all():
+        box = button.bounding_box()
+        assert box and box["height"] >= 44 and box["x"] + box["width"] <= 360, box
+    assert phone.evaluate("() => document.documentElement.scrollWidth") <= 360
+    shot(phone, "phone-requests")
+    card.locator("button[data-action='allow']").click()
+    agent.wait_for("Allowed by PermissionRequest hook")
+    phone.locator("li.empty", has_text="No agent is asking anything now.").wait_for()
+    assert "Allowed: Bash" in phone.locator("#state").inner_text()
+    phone.close()
+    agent.close()
+    lab.server.request("DELETE", f"/api/agents/sessions/{sid}")
 
 
 def test_panel_filter_and_keyboard(lab: Lab, page: Any) -> None:

@@ -23,6 +23,7 @@ from tornado import web
 
 from jupyter_agents.core import params
 from jupyter_agents.core.errors import AgentsError, InvalidRequest, http_error
+from jupyter_agents.server.requests_page import RequestsAsset, RequestsPage
 from jupyter_agents.server.streams import Streams
 from jupyter_agents.server.terminals import TerminalManager, terminal_model
 from jupyter_agents.server.viewer import ViewerAsset, ViewerPage, ViewerSocket
@@ -504,6 +505,8 @@ def handlers(
         (r"/api/agents/sharing", SharingHandler, {**rest, "shares": shares}),
         (r"/api/agents/shares", SharesHandler, {**rest, "shares": shares}),
         (r"/api/agents/shares/(\w+)", ShareHandler, {**rest, "shares": shares}),
+        (r"/agents/requests", RequestsPage, {}),
+        (r"/agents/requests/static/([\w.]+)", RequestsAsset, {}),
         (r"/agents/view/static/([\w.]+)", ViewerAsset, viewer),
         (r"/agents/view/(\w+)", ViewerPage, viewer),
         (r"/agents/view/(\w+)/socket", ViewerSocket, {**viewer, "streams": streams}),

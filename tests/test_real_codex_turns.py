@@ -1,0 +1,195 @@
+"""The real Codex CLI completing turns against a scripted model endpoint on 127.0.0.1
+(tests/model_endpoint.py, OpenAI Responses; DESIGN.md section 16), through a running
+server: its permission requests (issue 36).
+
+Codex shows no dialog while a hook runs, so a request waits for an answer from
+elsewhere only while nobody is at its tab. Here the prompts are typed with
+``jupyter agents send`` (not a person at a tab): allowed over REST, the command runs
+with no key pressed; denied, it does not run and the model reads why. Once a person
+types into its tab, a request goes straight to Codex's own dialog. Our hooks run
+because they are trusted on Codex's command line, by hash, and nothing else is.
+
+Skipped, with the reason, where the CLI is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from model_endpoint import (
+    ModelEndpoint,
+    OpenAIResponses,
+    Reply,
+    Usage,
+    codex_env,
+    codex_home,
+    codex_shell,
+)
+from test_attention import cli
+from test_real_cli import _SCRUB, CODEX, codex_missing
+from xterm_probe import shows
+
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient, kill_backends, poll
+
+pytestmark = [
+    pytest.mark.realcli,
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(codex_missing() is not None, reason=codex_missing() or ""),
+    pytest.mark.xdist_group("real_codex_turns"),
+]
+
+#: what Codex's input box says while it waits for a prompt
+PROMPT = "Ask Codex"
+ASKS = Usage(input=2100, output=40, cache_read=1024)
+DONE = Usage(input=2300, output=12, cache_read=2048)
+
+
+@dataclass
+class Rig:
+    server: ServerProcess
+    endpoint: ModelEndpoint
+    project: Path
+    state: Path
+
+    def codex(self) -> tuple[dict[str, Any], TermClient, str]:
+        """A new codex session at its prompt, a terminal client watching it (typing
+        nothing), and its thread id."""
+        status, agent = self.server.request(
+            "POST", "/api/agents/sessions", {"kind": "codex", "cwd": str(self.project)}
+        )
+        assert status == 201, agent
+        client = self.server.ws(agent["name"])
+        client.wait_for(shows(PROMPT), timeout=120)
+        cid = poll(
+            lambda: self.server.model(agent["id"])["conversation_id"],
+            timeout=60,
+            what="codex's thread id",
+        )
+        return agent, client, str(cid)
+
+    def send(self, sid: str, text: str) -> None:
+        """Type ``text`` and Enter into the session as ``jupyter agents send`` does."""
+        code, out, err = cli(self.state, "send", sid, text)
+        assert code == 0, (out, err)
+
+    def pending(self, sid: str) -> dict[str, Any]:
+        (request,) = poll(
+            lambda: self.server.request("GET", f"/api/agents/requests?session={sid}")[1],
+            timeout=120,
+            interval=0.5,
+            what="a pending permission request",
+        )
+        return dict(request)
+
+    def none_pending(self, sid: str) -> None:
+        poll(
+            lambda: self.server.request("GET", f"/api/agents/requests?session={sid}")[1] == [],
+            timeout=60,
+            what="no pending permission request",
+        )
+
+    def attention(self, sid: str) -> str | None:
+        return self.server.model(sid)["attention"]
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    base = tmp_path_factory.mktemp("codex-turns")
+    project = base / "proj"
+    project.mkdir()
+    with pytest.MonkeyPatch.context() as env_of_tests, ModelEndpoint(OpenAIResponses()) as ep:
+        for name in _SCRUB:
+            env_of_tests.delenv(name, raising=False)
+        home = base / "home"
+        codex_home(home, ep, project)
+        env = {**codex_env(ep, home), "PATH": f"{CODEX.parent}{os.pathsep}{os.environ['PATH']}"}
+        server = ServerProcess(base / "state", base, env=env).start()
+        try:
+            yield Rig(server, ep, project, base / "state")
+        finally:
+            status, sessions = server.request("GET", "/api/agents/sessions")
+            for s in sessions if status == 200 else []:
+                server.request("DELETE", f"/api/agents/sessions/{s['id']}")
+            server.stop(signal.SIGKILL)
+            kill_backends(base / "state")
+
+
+def test_a_request_answered_over_rest_while_nobody_is_at_the_tab(rig: Rig) -> None:
+    allowed = rig.project / "allowed-by-rest"
+    denied = rig.project / "denied-by-rest"
+    agent, client, cid = rig.codex()
+    sid = agent["id"]
+    rig.endpoint.add(
+        Reply("Creating", tool=codex_shell(f"touch {allowed}", "Create it?"), usage=ASKS),
+        Reply("Created-it", usage=DONE),
+        Reply("Again", tool=codex_shell(f"touch {denied}", "Create this too?"), usage=ASKS),
+        Reply("Understood-then", usage=DONE),
+        conversation=cid,
+    )
+
+    rig.send(sid, "create the first file")
+    request = rig.pending(sid)
+    assert request["tool"] == "Bash" and f"touch {allowed}" in request["command"]
+    assert request["falls_back_to_dialog"] is True
+    assert rig.attention(sid) == "permission"  # the inbox shows Codex asking
+    assert not allowed.exists()
+    status, body = rig.server.request(
+        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
+    )
+    assert status == 200, body
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 2, what="the tool's output")
+    assert allowed.exists()
+    client.wait_for(shows("Created-it"), timeout=60)
+    rig.none_pending(sid)
+    poll(lambda: rig.attention(sid) == "waiting", timeout=60, what="the turn's end")
+
+    rig.send(sid, "create the second file")
+    request = rig.pending(sid)
+    status, body = rig.server.request(
+        "POST",
+        f"/api/agents/requests/{request['id']}",
+        {"decision": "deny", "message": "Leave the sandbox alone"},
+    )
+    assert status == 200, body
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 4, what="the denial")
+    assert not denied.exists()
+    told = rig.endpoint.turns(cid)[3].text()
+    assert "Leave the sandbox alone" in told, told[-2000:]
+    rig.none_pending(sid)
+    client.close()
+
+
+def test_with_a_person_at_the_tab_codex_shows_its_own_dialog(rig: Rig) -> None:
+    marker = rig.project / "made-in-the-dialog"
+    agent, client, cid = rig.codex()
+    sid = agent["id"]
+    rig.endpoint.add(
+        Reply("Making", tool=codex_shell(f"touch {marker}", "Make it?"), usage=ASKS),
+        Reply("Made-it", usage=DONE),
+        conversation=cid,
+    )
+    # a person types the prompt in the tab: they are at it
+    for key in "make the marker":
+        client.stdin(key)
+    client.wait_for(shows("make the marker"), timeout=60)
+    client.stdin("\r")
+    client.wait_for(shows("Would you like to run the following command?"), timeout=120)
+    rig.none_pending(sid)  # handed to the dialog, not waiting elsewhere
+    assert rig.attention(sid) == "permission"
+    client.drain(1)
+    client.stdin("y")
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 2, what="the tool's output")
+    assert marker.exists()
+    ended = [
+        line
+        for line in (rig.state / "spool" / f"{sid}.jsonl").read_text().splitlines()
+        if '"PermissionEnded"' in line
+    ]
+    assert ended and '"decision": "dialog"' in ended[-1], ended
+    client.close()
