@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -91,7 +92,12 @@ def _ask(
         _spool(spool, record)
         return 0  # nowhere to keep it: the CLI's dialog decides
     _spool(spool, {**record, "request": request.id})
-    answer = folder.wait(request, parent)
+
+    signalled: list[int] = []  # ended with its CLI (a terminal closing): stop waiting
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: signalled.append(signum))
+    answer = folder.wait(request, parent, stop=lambda: bool(signalled))
     ended = {
         "t": time.time(),
         "event": permissions.ENDED,

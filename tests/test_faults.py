@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import os
 import random
 import signal
@@ -13,13 +14,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 from conftest import produced_lines, producer_config
 
 from jupyter_agents.core.procs import SESSION_MARKER, MarkedProcess, ProcessIdentity, session_marker
-from jupyter_agents.core.store import SessionStore
+from jupyter_agents.core.store import Session, SessionStore, new_session_id
 from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, transcript_bytes
 
 
@@ -147,31 +149,40 @@ def test_backend_crash_mid_output_keeps_transcripts(agents_server, agents_state_
     client.close()
 
 
-WRITER = """
-import random, sys
-from jupyter_agents.core.store import Session, SessionStore, new_session_id
-store = SessionStore(sys.argv[1])
-print("ready", flush=True)
-while True:
-    sid = new_session_id()
-    store.add(Session(id=sid, name=sid, status="running", backend="tmux", argv=["x"] * 50))
-    store.update(sid, status=random.choice(["exited", "killed", "interrupted"]),
-                 expect=("running",), last_activity="later", exit_code=1)
-    store.list(["running"])
-"""
+def _write_forever(db: str, ready: Any) -> None:
+    """A writer (in a forked child): add and end sessions until killed."""
+    store = SessionStore(db)
+    ready.set()
+    while True:
+        sid = new_session_id()
+        store.add(Session(id=sid, name=sid, status="running", backend="tmux", argv=["x"] * 50))
+        store.update(
+            sid,
+            status=random.choice(["exited", "killed", "interrupted"]),
+            expect=("running",),
+            last_activity="later",
+            exit_code=1,
+        )
+        store.list(["running"])
 
 
+@pytest.mark.timeout(300)
 def test_store_survives_a_writer_killed_200_times(tmp_path):
+    """A writer is SIGKILLed at a random moment 200 times (each forked from this
+    process, which holds no connection: a fresh interpreter per writer cost most of
+    the test's time on a loaded machine); the store opens whole every time after."""
     db = tmp_path / "sessions.db"
     SessionStore(db).close()
     rng = random.Random(5)
+    forked = multiprocessing.get_context("fork")
     for _ in range(200):
-        with subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True
-        ) as writer:
-            assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
-            time.sleep(rng.uniform(0, 0.02))
-            writer.kill()
+        ready = forked.Event()
+        writer = forked.Process(target=_write_forever, args=(str(db), ready), daemon=True)
+        writer.start()
+        assert ready.wait(60), "the writer never opened the store"
+        time.sleep(rng.uniform(0, 0.02))
+        writer.kill()
+        writer.join(30)
     store = SessionStore(db)  # opens: no error, schema current
     assert store._query("PRAGMA integrity_check")[0][0] == "ok"
     records = store.list()

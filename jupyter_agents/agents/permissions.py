@@ -34,7 +34,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -345,11 +345,18 @@ class RequestFolder:
         tmp = _write_private(self._request(request.id), request.to_json())
         os.replace(tmp, self._request(request.id))
 
-    def wait(self, request: PendingRequest, parent: int, poll: float = POLL) -> Answer:
+    def wait(
+        self,
+        request: PendingRequest,
+        parent: int,
+        stop: Callable[[], bool] = lambda: False,
+        poll: float = POLL,
+    ) -> Answer:
         """Wait for ``request``'s answer (blocking: the hook's process): until one is
-        made, its file is gone, ``parent`` (the CLI) is no longer this process's parent,
-        or its ``until`` passes (then a ``dialog`` answer, or ``closed`` when the
-        dialog is shown all along). The request's files are removed before it returns."""
+        made, its file is gone, ``parent`` (the CLI) is no longer this process's parent
+        or ``stop()`` says so (a signal came), or its ``until`` passes (then a
+        ``dialog`` answer, or ``closed`` when the dialog is shown all along). The
+        request's files are removed before it returns."""
         try:
             while True:
                 answer = self.answer_of(request.id)
@@ -358,7 +365,7 @@ class RequestFolder:
                 now = time.time()
                 if not self._request(request.id).exists():
                     return Answer("closed", now, reason="the request was withdrawn")
-                if os.getppid() != parent:
+                if os.getppid() != parent or stop():
                     return Answer("closed", now, reason="the agent ended")
                 if now >= request.until:
                     if request.fallback == "dialog":

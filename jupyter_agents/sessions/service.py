@@ -286,8 +286,7 @@ class SessionService:
                     self.change(action.session_id, reason=reason)
             if boot or action.session_id in changed:
                 self.log.info("jupyter_agents: %s", action.describe())
-        if boot:
-            self.requests.sweep()  # left by hooks killed with their CLI
+        self.requests.sweep()  # left by hooks killed with their CLI
         for session in self.store.get_many(changed):
             was = changed[session.id].was
             self.publish("created" if was is None else "status", session, was)
@@ -701,6 +700,7 @@ class SessionService:
             raise Conflict(f"session {session.id} changed; not killed")
         if session.pid and session.pid_created:
             terminate_tree(ProcessIdentity(session.pid, session.pid_created))
+            self.requests.sweep()  # its hooks died with it: what they showed goes too
         self.backends.get(session.backend).remove(session.id)
         self.log.info(
             "jupyter_agents: killed session %s (terminal %r, pid %s)%s",
@@ -723,6 +723,7 @@ class SessionService:
             if ended is not None:
                 self.backends.get(ended.backend).remove(session_id)
         if ended is not None:
+            self.requests.sweep()
             self.log.info(
                 "jupyter_agents: session %s (terminal %r) exited (code %s)",
                 session_id,
