@@ -182,9 +182,15 @@ def test_events_spooled_while_no_server_runs_are_applied_at_start(
     )
     send("/hold")
     send("/perm")
+    # its PermissionRequest hook waits for an answer (none comes: no server); the
+    # notification the dialog brings is fired meanwhile
     poll(
-        lambda: hooks_fired(fake_agents, "PermissionRequest", agent["pid"]),
-        what="permission hook while the server is down",
+        lambda: [
+            r
+            for r in hooks_fired(fake_agents, "Notification", agent["pid"])
+            if r["payload"].get("notification_type") == "permission_prompt"
+        ],
+        what="permission hooks while the server is down",
     )
 
     server = agents_server(env=fake_agents.env)

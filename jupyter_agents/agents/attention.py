@@ -410,6 +410,8 @@ class AttentionTracker:
         for record in records:
             if session.attention_since and record["t"] <= clock.epoch(session.attention_since):
                 continue  # applied before (by this or another process)
+            if _another_thread(session, record):
+                continue  # Codex's title thread ends its turn too: not the session's
             requests = self._follow_requests(session_id, record) or requests
             if record.get("event") == "SessionStart":
                 session = self._follow(session, record.get("conversation"))
@@ -437,7 +439,8 @@ class AttentionTracker:
             reason = "the agent ended"
         else:
             reason = "the turn moved on"
-        return bool(self.requests.close_before(session_id, record["t"], reason))
+        conversation = record.get("conversation")
+        return bool(self.requests.close_before(session_id, record["t"], reason, conversation))
 
     def _follow(self, session: Session, conversation: object) -> Session:
         """SessionStart names the exact conversation id (a new one after ``/clear``)."""
@@ -452,6 +455,19 @@ class AttentionTracker:
         except Conflict as e:
             self.log.warning("jupyter_agents: session %s: %s", session.id, e)
         return session
+
+
+def _another_thread(session: Session, record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` is a turn's end of a conversation that is not the session's:
+    Codex runs a title-generation thread of its own, whose ``notify`` fires too (DESIGN
+    section 16)."""
+    conversation = record.get("conversation")
+    return (
+        record.get("event") == "agent-turn-complete"
+        and bool(session.conversation_id)
+        and isinstance(conversation, str)
+        and conversation != session.conversation_id
+    )
 
 
 def _is_uuid(value: object) -> bool:

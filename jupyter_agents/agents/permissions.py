@@ -450,12 +450,20 @@ class RequestFolder:
                 tmp.unlink()
         return request
 
-    def close_before(self, session_id: str, t: float, reason: str) -> list[PendingRequest]:
+    def close_before(
+        self, session_id: str, t: float, reason: str, conversation: object = None
+    ) -> list[PendingRequest]:
         """Close the pending requests of ``session_id`` asked before ``t`` (the hook
-        ends without a decision); those closed."""
+        ends without a decision), of ``conversation`` only when it is given (an event
+        of another thread, e.g. Codex's title thread, closes nothing); those closed."""
         closed = []
         for request in self.pending([session_id]):
-            if request.asked < t:
+            other = (
+                isinstance(conversation, str)
+                and request.conversation is not None
+                and conversation != request.conversation
+            )
+            if request.asked < t and not other:
                 with contextlib.suppress(NotFound, Conflict):
                     closed.append(self.answer(request.id, Answer("closed", t, reason=reason)))
         return closed
