@@ -298,7 +298,7 @@ export class AttentionWatcher {
    * offers Allow and Deny (made, or the attention one turned into it).
    */
   private _offerAnswers(sessions: ISession[]): void {
-    const { model, trans, open } = this._options;
+    const { model, trans } = this._options;
     const pending = new Set(model.requests.map(r => r.id));
     for (const id of Array.from(this._asked)) {
       if (!pending.has(id)) {
@@ -315,7 +315,7 @@ export class AttentionWatcher {
         continue;
       }
       const message = requestSentence(r, trans);
-      const actions = requestActions(model, r, trans, () => void open(session));
+      const actions = requestActions(model, r, trans);
       const shown = this._shown.get(session.id);
       if (shown && Notification.manager.has(shown)) {
         Notification.update({

@@ -95,12 +95,14 @@ export async function answerAsked(
   }
 }
 
-/** The notification's buttons for `r`: Allow, Deny, and Open its terminal. */
+/**
+ * The notification's buttons for `r`: Allow and Deny (its terminal opens from the
+ * panel's row; a third button does not fit a notification's width).
+ */
 export function requestActions(
   model: IAgentSessions,
   r: IPendingRequest,
-  trans: TranslationBundle,
-  open: () => void
+  trans: TranslationBundle
 ): Notification.IAction[] {
   return [
     {
@@ -114,11 +116,6 @@ export function requestActions(
       caption: trans.__('Do not run it; tell the agent why'),
       displayType: 'warn',
       callback: () => void answerAsked(model, r, 'deny', trans)
-    },
-    {
-      label: trans.__('Open'),
-      caption: trans.__('Open the terminal of %1', r.name),
-      callback: open
     }
   ];
 }
