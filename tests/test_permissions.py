@@ -300,3 +300,44 @@ def test_a_request_never_outlives_its_session(
         what="the request's file removed",
     )
     client.close()
+
+
+def test_the_magic_lists_and_answers_requests(
+    agents_state_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``%agent requests|allow|deny`` (IPython in this process, real tmux): what is
+    asked, and the answer taken once."""
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.setenv("JUPYTER_AGENTS_STATE_DIR", str(agents_state_dir))
+    monkeypatch.chdir(tmp_path)
+    shell: Any = InteractiveShell.instance()
+    try:
+        shell.run_line_magic("load_ext", "jupyter_agents")
+        sid = shell.run_line_magic("agent", "new shell --name asks").sessions[0].id
+        pending = PendingRequest.from_payload(
+            {"tool_name": "Bash", "tool_input": {"command": "make release", "description": "Ship"}},
+            sid,
+            60,
+            "dialog",
+            time.time(),
+        )
+        RequestFolder(agents_state_dir).add(pending)  # as a waiting hook leaves it
+        capsys.readouterr()
+        shell.run_line_magic("agent", "requests")
+        out = capsys.readouterr().out
+        assert f"{pending.id}  shell asks  Bash: make release" in out and "Ship" in out
+        shell.run_line_magic("agent", f"deny {pending.id[:6]} -m 'not on a Friday'")
+        assert capsys.readouterr().out.strip() == f"denied Bash for shell asks ({pending.id})"
+        answer = json.loads((agents_state_dir / "requests" / f"{pending.id}.answer").read_text())
+        assert (answer["decision"], answer["message"]) == ("deny", "not on a Friday")
+        with pytest.raises(UsageError, match="no pending permission request"):
+            shell.run_line_magic("agent", f"allow {pending.id}")
+        RequestFolder(agents_state_dir).remove(pending.id)
+        shell.run_line_magic("agent", "kill asks")
+    finally:
+        InteractiveShell.clear_instance()
