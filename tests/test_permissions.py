@@ -115,9 +115,20 @@ def test_allow_over_rest_runs_the_tool_with_no_key_pressed(
     spooled = (agents_state_dir / "spool" / f"{sid}.jsonl").read_text()
     assert "echo fake" not in spooled
 
-    # an answer to it now: it ended
-    again = server.request("POST", f"/api/agents/requests/{request['id']}", {"decision": "deny"})
-    assert again[0] == 404 and "no pending permission request" in again[1]["message"], again
+    # an answer to it now: it ended, allowed
+    again = poll(  # once the server read the hook's end
+        lambda: (
+            (
+                a := server.request(
+                    "POST", f"/api/agents/requests/{request['id']}", {"decision": "deny"}
+                )
+            )[0]
+            == 409
+            and a
+        ),
+        what="a 409",
+    )
+    assert again[1]["message"] == f"permission request {request['id']} was allowed", again
     n = len(events.of(sid, "request"))
     assert n >= 2, events.of(sid, "request")  # asked, then answered
     assert all("command" not in json.dumps(e) for e in events.of(sid, "request"))
@@ -181,8 +192,21 @@ def test_a_key_pressed_in_the_terminal_first_closes_the_request(
     assert ended[0]["decision"] == "closed"
     assert ended[0]["reason"] == "answered in the terminal"
     assert fake_agents.records("decision") == []  # the hook printed nothing
-    late = server.request("POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"})
-    assert late[0] == 404, late
+    late = poll(  # it says how it ended, once the server read the hook's end
+        lambda: (
+            (
+                a := server.request(
+                    "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
+                )
+            )[0]
+            == 409
+            and a
+        ),
+        what="a 409",
+    )
+    assert late[1]["message"] == (
+        f"permission request {request['id']} was closed: answered in the terminal"
+    )
     assert list((agents_state_dir / "requests").iterdir()) == []
 
     # the CLI says so too

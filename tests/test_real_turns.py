@@ -226,8 +226,19 @@ def test_a_permission_request_is_apart_from_a_finished_turn(rig: Rig) -> None:
     client.stdin("\r")
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 2, what="the tool's result")
     rig.none_pending(sid)
-    late = rig.server.request("POST", f"/api/agents/requests/{pending['id']}", {"decision": "deny"})
-    assert late[0] == 404, late
+    late = poll(
+        lambda: (
+            (
+                a := rig.server.request(
+                    "POST", f"/api/agents/requests/{pending['id']}", {"decision": "deny"}
+                )
+            )[0]
+            == 409
+            and a
+        ),
+        what="a 409 saying how it ended",
+    )
+    assert "answered in the terminal" in late[1]["message"], late
     done = rig.attention_becomes(sid, "waiting", "the finished turn")
     assert done["attention_reason"] is None
     assert written.read_text() == "scripted\n"

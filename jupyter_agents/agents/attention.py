@@ -429,6 +429,10 @@ class AttentionTracker:
         ended, or an event after it shows it answered in the terminal (the tool ran)
         or moot (the turn moved on), which closes it."""
         event = record.get("event")
+        if event == ENDED:
+            self.requests.note_ended(
+                record.get("request"), record.get("decision"), record.get("reason")
+            )
         if event in (ASKED, ENDED):
             return bool(record.get("request"))
         if event not in CLOSING_EVENTS:

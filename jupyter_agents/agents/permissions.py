@@ -328,8 +328,41 @@ class RequestFolder:
     """The pending requests of one state dir (module docstring). Safe across processes:
     every change is one rename, link or unlink."""
 
+    #: how many ended requests :meth:`how_ended` remembers
+    REMEMBERED = 1000
+
     def __init__(self, state_dir: Path) -> None:
         self.folder = state_dir / "requests"
+        self._ended: dict[str, tuple[str, str | None]] = {}
+
+    def note_ended(self, request_id: object, decision: object, reason: object) -> None:
+        """Remember how a request ended (its hook spooled it): its id, decision and
+        reason only, the latest :attr:`REMEMBERED` of them."""
+        if not is_id(request_id) or not isinstance(decision, str):
+            return
+        self._ended[str(request_id)] = (decision, reason if isinstance(reason, str) else None)
+        while len(self._ended) > self.REMEMBERED:
+            del self._ended[next(iter(self._ended))]
+
+    def how_ended(self, request_id: str) -> str | None:
+        """A person's words for how the request ended, if it is remembered.
+
+        >>> f = RequestFolder(Path("/nonexistent"))
+        >>> f.note_ended("0" * 16, "closed", "answered in the terminal")
+        >>> f.how_ended("0" * 16)
+        'closed: answered in the terminal'
+        """
+        found = self._ended.get(request_id)
+        if found is None:
+            return None
+        decision, reason = found
+        words = {
+            "allow": "allowed",
+            "deny": "denied",
+            "dialog": "handed to the agent's own dialog",
+            "closed": "closed",
+        }.get(decision, decision)
+        return f"{words}: {reason}" if reason else words
 
     def _request(self, request_id: str) -> Path:
         return self.folder / f"{request_id}.json"

@@ -558,7 +558,9 @@ def cmd_requests(service: SessionService, args: argparse.Namespace) -> int:
 
 
 def _answer(service: SessionService, args: argparse.Namespace, body: dict[str, Any]) -> int:
-    request_id = _request_id(service, args.request)
+    service.apply_attention()  # what ended meanwhile, and how
+    ref = args.request
+    request_id = ref if service.requests.how_ended(ref) else _request_id(service, ref)
     done = service.answer_request(request_id, body, by=os.environ.get("USER"))
     request = done["request"]
     verb = "allowed" if done["decision"] == "allow" else "denied"

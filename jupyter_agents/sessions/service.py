@@ -226,6 +226,9 @@ class SessionService:
         answer = answer_from(body, by, time.time())
         request = self.requests.get(request_id)
         session = None if request is None else self.store.get_many([request.session_id])
+        how = self.requests.how_ended(request_id) if request is None else None
+        if how is not None:
+            raise Conflict(f"permission request {request_id} was {how}")
         if request is None or not session or session[0].status != "running":
             raise NotFound(
                 f"no pending permission request {request_id!r}: it was answered, "
