@@ -273,7 +273,7 @@ def test_a_second_answer_is_refused_while_the_first_is_taken(agents_server, agen
     first = server.request("POST", path, {"decision": "deny", "message": "not today"})
     assert first[0] == 200, first
     second = server.request("POST", path, {"decision": "allow"})
-    assert second[0] == 409 and "answered already (deny)" in second[1]["message"], second
+    assert second[0] == 409 and second[1]["message"].endswith("was denied"), second
     assert server.request("GET", path)[0] == 404  # answered: no longer pending
     answer = json.loads((agents_state_dir / "requests" / f"{pending.id}.answer").read_text())
     assert answer["decision"] == "deny" and answer["message"] == "not today"

@@ -60,7 +60,8 @@ async def test_every_route_is_authorized_and_authenticated(
     before = tmux_sessions(tmp_path / "st")
     routes = every_route(model["id"], model["name"])
     assert len(routes) >= 14, routes
-    # no token: 403 everywhere (the watch page and its assets: a redirect to log in)
+    # no token: 403 everywhere (the watch and requests pages and their assets: a
+    # redirect to log in)
     for method, path in routes:
         with pytest.raises(HTTPClientError) as e:
             if path.endswith("socket") or "websocket" in path:
@@ -73,7 +74,8 @@ async def test_every_route_is_authorized_and_authenticated(
                     headers={"Authorization": "token wrong"},
                     follow_redirects=False,
                 )
-        page = path.startswith("/agents/view/") and not path.endswith("socket")
+        pages = ("/agents/view/", "/agents/requests")
+        page = path.startswith(pages) and not path.endswith("socket")
         assert e.value.code == (302 if page else 403), (method, path, e.value.code)
         if page:
             assert "/login?" in e.value.response.headers["Location"]

@@ -324,6 +324,23 @@ def _write_private(path: Path, data: Mapping[str, Any]) -> Path:
     return tmp
 
 
+def ended_words(decision: str, reason: str | None) -> str:
+    """A person's words for how a request ended: the decision, then its reason.
+
+    >>> ended_words("closed", "answered in the terminal")
+    'closed: answered in the terminal'
+    >>> ended_words("deny", None)
+    'denied'
+    """
+    words = {
+        "allow": "allowed",
+        "deny": "denied",
+        "dialog": "handed to the agent's own dialog",
+        "closed": "closed",
+    }.get(decision, decision)
+    return f"{words}: {reason}" if reason else words
+
+
 class RequestFolder:
     """The pending requests of one state dir (module docstring). Safe across processes:
     every change is one rename, link or unlink."""
@@ -353,16 +370,7 @@ class RequestFolder:
         'closed: answered in the terminal'
         """
         found = self._ended.get(request_id)
-        if found is None:
-            return None
-        decision, reason = found
-        words = {
-            "allow": "allowed",
-            "deny": "denied",
-            "dialog": "handed to the agent's own dialog",
-            "closed": "closed",
-        }.get(decision, decision)
-        return f"{words}: {reason}" if reason else words
+        return None if found is None else ended_words(*found)
 
     def _request(self, request_id: str) -> Path:
         return self.folder / f"{request_id}.json"
@@ -474,10 +482,8 @@ class RequestFolder:
             os.link(tmp, self._answer(request_id))
         except FileExistsError:
             earlier = self.answer_of(request_id)
-            how = earlier.decision if earlier else "answered"
-            raise Conflict(
-                f"permission request {request_id} was answered already ({how})"
-            ) from None
+            how = ended_words(earlier.decision, earlier.reason) if earlier else "answered"
+            raise Conflict(f"permission request {request_id} was {how}") from None
         finally:
             with contextlib.suppress(OSError):
                 tmp.unlink()

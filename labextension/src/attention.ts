@@ -300,16 +300,25 @@ export class AttentionWatcher {
   private _offerAnswers(sessions: ISession[]): void {
     const { model, trans } = this._options;
     const pending = new Set(model.requests.map(r => r.id));
-    for (const id of Array.from(this._asked)) {
-      if (!pending.has(id)) {
-        this._asked.delete(id);
+    // an ended request's notification goes (answered here, in its terminal, or moot),
+    // whatever its session's attention says next
+    for (const [id, offered] of Array.from(this._asked)) {
+      if (pending.has(id)) {
+        continue;
+      }
+      this._asked.delete(id);
+      for (const [session, shown] of Array.from(this._shown)) {
+        if (offered !== null && shown === offered) {
+          Notification.dismiss(shown);
+          this._shown.delete(session);
+        }
       }
     }
     for (const r of model.requests) {
       if (this._asked.has(r.id)) {
         continue;
       }
-      this._asked.add(r.id);
+      this._asked.set(r.id, null);
       const session = sessions.find(s => s.id === r.session_id);
       if (!session || !this.notifications || this._watched(session)) {
         continue;
@@ -325,12 +334,14 @@ export class AttentionWatcher {
           autoClose: false,
           actions
         });
+        this._asked.set(r.id, shown);
       } else {
         const id = Notification.emit(message, 'warning', {
           autoClose: false,
           actions
         });
         this._shown.set(session.id, id);
+        this._asked.set(r.id, id);
       }
     }
   }
@@ -409,8 +420,9 @@ export class AttentionWatcher {
 
   private _seen = new Map<string, string>();
   private _shown = new Map<string, string>();
-  /** The requests already offered (or seen while watched). */
-  private _asked = new Set<string>();
+  /** The requests already seen: the notification offering each (null: none, the
+   * session was watched or notifications are off). */
+  private _asked = new Map<string, string | null>();
   private _first = true;
   private _browser = false;
 }
