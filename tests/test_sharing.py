@@ -21,6 +21,7 @@ import psutil
 import pytest
 import websocket
 
+from jupyter_agents.agents.permissions import PendingRequest, RequestFolder
 from jupyter_agents.pytest_plugin import (
     TOKEN,
     ServerProcess,
@@ -241,6 +242,16 @@ def test_bob_watches_alice_read_only(agents_server, users):
 
     # 3. every other route refuses bob; carol gets nothing; bob's grant is his alone
     other = server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    # a permission request of the shared session, as a waiting hook leaves it: answering
+    # is typing, so bob may neither see nor answer it
+    asked = PendingRequest.from_payload(
+        {"tool_name": "Bash", "tool_input": {"command": "rm -rf build"}},
+        sid,
+        60,
+        "shown",
+        time.time(),
+    )
+    RequestFolder(server.state_dir).add(asked)
     routes = [
         ("GET", "/api/agents/sessions"),
         ("GET", f"/api/agents/sessions/{sid}"),
@@ -259,18 +270,27 @@ def test_bob_watches_alice_read_only(agents_server, users):
         ("PUT", "/api/contents/x.txt"),
         ("GET", "/api/sessions"),
         ("GET", "/api/status"),
+        ("GET", "/api/agents/requests"),
+        ("GET", f"/api/agents/requests/{asked.id}"),
+        ("POST", f"/api/agents/requests/{asked.id}"),
+        ("GET", "/agents/requests"),
     ]
     for method, path in routes:
         body = {} if method in ("POST", "PUT") else None
-        assert call(server, method, path, BOB, body) == 403, (method, path)
-        assert call(server, method, path, CAROL, body) == 403, (method, path)
-        assert call(server, method, path, "nobody", body) == 403, (method, path)
+        # (an unknown token on a page is sent to log in, as test_security checks)
+        for token in (BOB, CAROL) if path.startswith("/agents/") else (BOB, CAROL, "nobody"):
+            got = call(server, method, path, token, body)
+            assert got == 403, (method, path, token, got)
     for path in (f"/terminals/websocket/{name}", "/api/events/subscribe"):
         assert refused(server, path, BOB) == 403, path
         assert refused(server, path, CAROL) == 403, path
     assert call(server, "GET", f"/agents/view/{grant['id']}", CAROL) == 403
     assert refused(server, f"/agents/view/{grant['id']}/socket", CAROL) == 403
     assert call(server, "GET", "/api/agents/shares", TOKEN) == 200  # alice still can
+    pending = server.request("GET", "/api/agents/requests")[1]
+    assert [r["id"] for r in pending] == [asked.id]  # still pending, unanswered
+    assert not (server.state_dir / "requests" / f"{asked.id}.answer").exists()
+    RequestFolder(server.state_dir).remove(asked.id)
 
     # 4. revoke closes bob's socket at once; then bob has no grant
     bob = watch(server, grant["id"])

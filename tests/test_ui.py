@@ -894,6 +894,8 @@ def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, p
     page.locator(".Toastify__toast", has_text=asks).first.wait_for()
     elsewhere.close()
     shot(page, "6-permission")
+    # ended, so its request ends too: no later test meets its notification
+    assert lab.server.request("DELETE", f"/api/agents/sessions/{sid}")[0] == 204
 
 
 def test_permission_request_answered_from_the_panel_the_notification_and_a_phone(
@@ -913,6 +915,8 @@ def test_permission_request_answered_from_the_panel_the_notification_and_a_phone
     panel.locator(".jp-AgentsPanel-filter").focus()  # working elsewhere
 
     # 1. the row: what it asks, and Allow
+    toast = page.locator(".Toastify__toast", has_text="asks to use Bash: echo fake")
+    assert toast.count() == 0  # no other session asks the same
     agent.stdin("/perm\r")
     asked = row(page, sid).locator(".jp-AgentsPanel-request")
     asked.wait_for()
@@ -920,7 +924,6 @@ def test_permission_request_answered_from_the_panel_the_notification_and_a_phone
     assert "a fake tool call" in asked.inner_text()
     labels = asked.locator("button").all_inner_texts()
     assert labels == ["Allow", "Allow Bash(echo:*) for this session", "Deny…"], labels
-    toast = page.locator(".Toastify__toast", has_text="asks to use Bash: echo fake")
     toast.first.wait_for()
     assert [t for t in toast.first.locator("button").all_inner_texts() if t] == ["Allow", "Deny"]
     page.set_viewport_size({"width": 1400, "height": 900})
