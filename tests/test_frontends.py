@@ -270,6 +270,16 @@ def test_dashboard_follows_changes_made_elsewhere(agents_state_dir, tmp_path):
     assert not dashboard._thread.is_alive() or dashboard._stop.is_set()
 
 
+#: a cell waiting (at most 60 s) until the fake agents' log at ``{log}`` has two starts
+STARTED = """import json as _json, pathlib as _pathlib, time as _time
+_log, _until = _pathlib.Path({log!r}), _time.monotonic() + 60
+while _time.monotonic() < _until and [
+    line for line in (_log.read_text().splitlines() if _log.exists() else [])
+    if _json.loads(line)["event"] == "start"
+].__len__() < 2:
+    _time.sleep(0.1)"""
+
+
 def test_example_notebook_runs(agents_state_dir, fake_agents, tmp_path, monkeypatch):
     for key, value in {
         **fake_agents.env,
@@ -279,9 +289,15 @@ def test_example_notebook_runs(agents_state_dir, fake_agents, tmp_path, monkeypa
     work = tmp_path / "nb"
     work.mkdir()
     nb = nbformat.read(EXAMPLE, as_version=4)
+    # before the notebook goes on (and at its end kills both), both stand-ins have
+    # started and logged their argv: under load that took longer than the cells between
+    started = nbformat.v4.new_code_cell(STARTED.format(log=str(fake_agents.log)))
+    after_codex = next(i for i, c in enumerate(nb.cells) if "%agent new codex" in c.source)
+    nb.cells.insert(after_codex + 1, started)
     NotebookClient(
         nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(work)}}
     ).execute()
+    nb.cells.remove(started)
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     html = "".join(o.get("data", {}).get("text/html", "") for o in outputs)

@@ -9,6 +9,7 @@ SQLite reports on a fresh connection, the start-up log, and a terminal that echo
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sqlite3
@@ -37,15 +38,25 @@ def mount_table(path: Path, mounts: dict[Path, str]) -> Path:
     return path
 
 
+#: the state dirs this module's tests put on a (pretended) network filesystem, under
+#: their ``tmp_path``
+NETWORK_STATES = ("state", "other", "third", "home/state")
+
+
 @pytest.fixture
-def runtime() -> Iterator[Path]:
+def runtime(tmp_path: Path) -> Iterator[Path]:
     """``/tmp/jupyter-agents-<uid>``, where sockets of a state dir on a network
-    filesystem go; the folders the test made there are removed after it."""
+    filesystem go; the folders of this test's state dirs are removed after it, and
+    only those: another worker's test may be using its own there at the same time."""
     root = Path(f"/tmp/jupyter-agents-{os.getuid()}")
-    before = set(root.glob("run-*"))
     yield root
-    for folder in set(root.glob("run-*")) - before:
-        shutil.rmtree(folder, ignore_errors=True)
+    for state in NETWORK_STATES:
+        digest = hashlib.sha256(str(tmp_path / state).encode()).hexdigest()[:12]
+        folder = root / f"run-{digest}"
+        if folder.is_symlink():
+            folder.unlink()
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_filesystem_of_a_path_is_its_longest_mount(

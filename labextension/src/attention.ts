@@ -302,14 +302,22 @@ export class AttentionWatcher {
     const pending = new Set(model.requests.map(r => r.id));
     // an ended request's notification goes (answered here, in its terminal, or moot),
     // whatever its session's attention says next
+    // (one notification offers a session's newest request: it stays while another
+    // request it offered is pending)
     for (const [id, offered] of Array.from(this._asked)) {
       if (pending.has(id)) {
         continue;
       }
       this._asked.delete(id);
+      const stillOffers = Array.from(this._asked).some(
+        ([other, by]) => by === offered && pending.has(other)
+      );
+      if (offered === null || stillOffers) {
+        continue;
+      }
+      Notification.dismiss(offered);
       for (const [session, shown] of Array.from(this._shown)) {
-        if (offered !== null && shown === offered) {
-          Notification.dismiss(shown);
+        if (shown === offered) {
           this._shown.delete(session);
         }
       }
