@@ -649,16 +649,21 @@ def test_the_hub_share_ends_with_the_grant(hub: Hub) -> None:
         path = f"/api/agents/shares/{model['id']}"
         assert hub.user_api(ALICE, alice_token, "DELETE", path)[0] == 204
 
+    def code_deleted(model: dict[str, Any]) -> None:
+        """Wait until the ended grant's share code is gone (deleted after the hub share
+        ends: the hub may give its id to the next code)."""
+        deadline = time.monotonic() + 10
+        while model["code_id"] in hub_codes(hub, alice_token):
+            assert time.monotonic() < deadline, "the ended grant's share code is still there"
+            time.sleep(0.1)
+
     # two grants: revoking one leaves his hub share (the other covers him), the second
     # ends it; each revoke deletes that grant's share code
     one, two = grant(), grant()
     accept(hub, one)
     assert BOB in hub_sharers(hub, alice_token)
     revoke(one)
-    deadline = time.monotonic() + 10
-    while one["code_id"] in hub_codes(hub, alice_token):
-        assert time.monotonic() < deadline, "the revoked grant's share code is still there"
-        time.sleep(0.1)
+    code_deleted(one)
     assert two["code_id"] in hub_codes(hub, alice_token)
     assert BOB in hub_sharers(hub, alice_token)
     assert http_status(hub, "GET", f"/agents/view/{two['id']}", hub.token(BOB)) == 200
@@ -678,6 +683,7 @@ def test_the_hub_share_ends_with_the_grant(hub: Hub) -> None:
     hub_share_ended(hub, alice_token, BOB, timeout=15)
     late = time.time() - expires_at(brief)
     print(f"the grant's expiry ended bob's hub share {1000 * late:.0f} ms after it")
+    code_deleted(brief)
     soon = grant(4)
     accept(hub, soon)
     hub.stop_server(ALICE)
