@@ -273,7 +273,8 @@ def test_a_server_that_cannot_share_says_why(plain_lab: Lab, page: Any) -> None:
     assert error.inner_text() == (
         "read-only sharing needs JupyterHub ($JUPYTERHUB_USER names the owner)"
     )
-    assert "Could not share Shell session" in dialog.locator(".jp-Dialog-header").inner_text()
+    # the header is a ReactWidget: React renders it a tick after the body is attached
+    dialog.locator(".jp-Dialog-header", has_text="Could not share Shell session").wait_for()
     assert dialog.locator("input[name='viewer']").count() == 0  # no form first
     shot(page, "share-refused")
     dialog.locator("button.jp-mod-accept", has_text="Close").click()
