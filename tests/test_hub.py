@@ -350,7 +350,10 @@ def test_two_users_isolated_restart_and_pod_restart(hub: Hub) -> None:
     hub.start_server(alice)
     status, models = hub.user_api(alice, tokens[alice], "GET", "/api/agents/sessions")
     by_id = {s["id"]: s for s in models}
-    assert by_id[agent["id"]]["status"] == "running"
+    assert by_id[agent["id"]]["status"] == "running", (
+        by_id[agent["id"]],
+        [line for line in hub.log_path.read_text().splitlines() if "jupyter_agents" in line][-30:],
+    )
     assert by_id[agent["id"]]["conversation_id"] == agent["conversation_id"]
     runs = [
         json.loads(line)
