@@ -27,8 +27,13 @@ def env_for(backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
     """The CLI's environment: the broker is the backend where tmux is not on PATH. No
     ``$SHELL``, as under a service manager or CI: the session runs the user's login shell
     (root's bash, whose prompt names the folder :meth:`Pty.attached` waits for), not
-    ``sh``."""
+    ``sh``. An empty ``$HOME``: the shell reads only the system's start-up files (Debian's
+    prompt names the folder), not this machine's ``~/.bashrc``, whose ``pyenv rehash``
+    waits on a lock that a shell killed mid-rehash by an earlier test leaves behind."""
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "SHELL")}
+    home = request.getfixturevalue("tmp_path") / "home"
+    home.mkdir(exist_ok=True)
+    env["HOME"] = str(home)
     if backend == "broker":
         env["PATH"] = request.getfixturevalue("path_without_tmux")
     return env

@@ -286,6 +286,12 @@ class TmuxControl:
             self._ready = False
             if not proc.stdin.is_closing():
                 proc.stdin.close()
+            # to EOF: the pipe (and the process transport) closes only once EOF is read,
+            # and a reader that stopped at %exit or an error, then paused by a full
+            # buffer or left to a closing loop, would never read it
+            with contextlib.suppress(OSError, ConnectionError, ValueError):
+                while await proc.stdout.read(1 << 16):
+                    pass
             status = await proc.wait()
             self._proc = None
             if not self.closed:
