@@ -286,7 +286,9 @@ class SessionService:
             if action.kind == "exit" and action.exit_code is not None:
                 reason = self._early_exit(action.session_id, action.exit_code)
                 if reason is not None:
-                    self.change(action.session_id, reason=reason)
+                    # only while it is still the exit recorded here: a restore's resume
+                    # check may have made it interrupted, with the CLI's words, meanwhile
+                    self.change(action.session_id, reason=reason, expect=("exited",))
             if boot or action.session_id in changed:
                 self.log.info("jupyter_agents: %s", action.describe())
         self.requests.sweep()  # left by hooks killed with their CLI
@@ -741,11 +743,14 @@ class SessionService:
         session = self.store.get(session_id)
         if session.kind == "shell" or exit_code == 0 or session.reason:
             return None
-        try:
-            started = clock.parse(session.created)
-        except ValueError:
-            return None
-        lived = (clock.now() - started).total_seconds()
+        if session.pid_created is not None:  # this process's start: a restore's, not the first
+            lived = time.time() - session.pid_created
+        else:
+            try:
+                started = clock.parse(session.created)
+            except ValueError:
+                return None
+            lived = (clock.now() - started).total_seconds()
         if lived > EARLY_EXIT:
             return None
         transcript = self._transcript(session)
