@@ -743,14 +743,15 @@ class SessionService:
         session = self.store.get(session_id)
         if session.kind == "shell" or exit_code == 0 or session.reason:
             return None
-        if session.pid_created is not None:  # this process's start: a restore's, not the first
-            lived = time.time() - session.pid_created
-        else:
-            try:
-                started = clock.parse(session.created)
-            except ValueError:
-                return None
-            lived = (clock.now() - started).total_seconds()
+        try:  # this process's start (a restore's), else the session's first
+            started = (
+                clock.from_epoch(session.pid_created)
+                if session.pid_created is not None
+                else clock.parse(session.created)
+            )
+        except ValueError:
+            return None
+        lived = (clock.now() - started).total_seconds()
         if lived > EARLY_EXIT:
             return None
         transcript = self._transcript(session)
