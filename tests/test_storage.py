@@ -9,7 +9,6 @@ SQLite reports on a fresh connection, the start-up log, and a terminal that echo
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sqlite3
@@ -20,7 +19,13 @@ from pathlib import Path
 import pytest
 
 from jupyter_agents.core.errors import StoreError, UnsafeStateDir
-from jupyter_agents.core.paths import MOUNTINFO_ENV, filesystem_type, runtime_dir, socket_dir
+from jupyter_agents.core.paths import (
+    MOUNTINFO_ENV,
+    filesystem_type,
+    runtime_dir,
+    runtime_path,
+    socket_dir,
+)
 from jupyter_agents.core.store import SessionStore, journal_mode
 from jupyter_agents.pytest_plugin import ServerProcess, kill_backends
 
@@ -51,8 +56,7 @@ def runtime(tmp_path: Path) -> Iterator[Path]:
     root = Path(f"/tmp/jupyter-agents-{os.getuid()}")
     yield root
     for state in NETWORK_STATES:
-        digest = hashlib.sha256(str(tmp_path / state).encode()).hexdigest()[:12]
-        folder = root / f"run-{digest}"
+        folder = runtime_path(tmp_path / state)
         if folder.is_symlink():
             folder.unlink()
         else:

@@ -194,9 +194,16 @@ def runtime_dir(state_dir: Path) -> Path | None:
     sockets stay in the state dir)."""
     if on_network_filesystem(state_dir) is None:
         return None
+    path = runtime_path(state_dir)
+    return ensure_private_dir(ensure_private_dir(path.parent) / path.name)
+
+
+def runtime_path(state_dir: Path) -> Path:
+    """Where :func:`runtime_dir` puts ``state_dir``'s sockets, whatever its filesystem;
+    neither made nor checked here."""
     digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return ensure_private_dir(ensure_private_dir(f"/tmp/jupyter-agents-{uid}") / f"run-{digest}")
+    return Path(f"/tmp/jupyter-agents-{uid}") / f"run-{digest}"
 
 
 def socket_dir(state_dir: Path, name: str) -> Path:
