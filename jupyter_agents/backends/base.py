@@ -315,6 +315,11 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
         terminal it runs in, and :data:`DETACH_KEY` (which then never reaches the
         session's program) returns from it with exit status 0, the session running."""
 
+    #: whether :meth:`debug_attach_command` discards output written to its terminal
+    #: just before it starts (tmux flushes the terminal's output queue as it takes it
+    #: over): a line printed before it must be given time to reach the screen
+    attach_flushes_output: bool = False
+
     def monitor(self, on_lost: Callable[[], object]) -> Callable[[], None]:
         """Start checking, from the running event loop, that the owning process lives.
 

@@ -331,6 +331,9 @@ class TmuxBackend(Backend):
         if control is not None:
             await control.aclose(timeout)
 
+    #: tmux's ``tty_start_tty`` does ``tcflush(TCOFLUSH)`` on the client's terminal
+    attach_flushes_output = True
+
     def debug_attach_command(self, session_id: str) -> list[str]:
         why = socket_not_ours(self.socket_path)
         if why is not None:
