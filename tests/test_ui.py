@@ -669,16 +669,30 @@ def test_reopened_tab_restored_in_place_offers_a_fresh_shell(lab: Lab, page: Any
 
     # the restart notification counts what is still interrupted (earlier tests left
     # some), not the two sessions the tabs restored in place
+    seen: dict[str, Any] = {}
+
     def toast_is_current() -> bool:
-        left = sum(s["status"] == "interrupted" for s in lab.sessions().values())
+        left = [
+            f"{s['kind']} {s['name']}"
+            for s in lab.sessions().values()
+            if s["status"] == "interrupted"
+        ]
         said = " ".join(page.locator(".Toastify__toast", has_text="restarted").all_inner_texts())
-        if left == 0:
+        seen.update(left=left, said=said)
+        if not left:
             return "interrupted" not in said
         # "N interrupted by this restart" and "M interrupted earlier" when both: N + M
         counted = [int(n) for n in re.findall(r"\b(\d+) sessions? interrupted", said)]
-        return sum(counted) == left
+        return sum(counted) == len(left)
 
-    poll(toast_is_current, what="a restart notification that counts what is interrupted now")
+    try:
+        poll(toast_is_current, what="a restart notification that counts what is interrupted now")
+    except AssertionError:
+        toasts = page.locator(".Toastify__toast").all_inner_texts()
+        raise AssertionError(
+            f"the restart notification says {seen['said']!r} while {len(seen['left'])} "
+            f"sessions are interrupted ({seen['left']}); every toast: {toasts}"
+        ) from None
     show_its_tab()  # again: the agent's tab, restored meanwhile, may have become current
     # its earlier output, above the new shell: in the tab's buffer (a tab made small by
     # the banner and the notifications may have it scrolled above its few rows)

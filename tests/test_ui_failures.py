@@ -114,6 +114,7 @@ def test_the_restart_notification_says_what_this_restart_did(lab: Lab, page: Any
         toast = page.locator(".Toastify__toast", has_text="Jupyter server restarted")
         toast.first.wait_for()
         said = toast.first.inner_text()
+        page.wait_for_timeout(800)  # the toast has slid in
         shot(page, "restart-toast-reminder")
         assert "1 terminal reattached (still running)." in said, said
         assert "1 session interrupted earlier can still be restored." in said, said

@@ -14,6 +14,7 @@ import { Widget } from '@lumino/widgets';
 
 import { Attention, ISession } from './api';
 import { kindLabel } from './icons';
+import { replaceNotification } from './notify';
 import { requestActions, requestSentence } from './requests';
 import { DOMAIN, IAgentSessions } from './tokens';
 
@@ -335,14 +336,18 @@ export class AttentionWatcher {
       const actions = requestActions(model, r, trans);
       const shown = this._shown.get(session.id);
       if (shown && Notification.manager.has(shown)) {
-        Notification.update({
-          id: shown,
-          message,
-          type: 'warning',
+        const id = replaceNotification(shown, message, 'warning', {
           autoClose: false,
           actions
         });
-        this._asked.set(r.id, shown);
+        // what the old notification offered, this one offers
+        for (const [other, by] of Array.from(this._asked)) {
+          if (by === shown) {
+            this._asked.set(other, id);
+          }
+        }
+        this._shown.set(session.id, id);
+        this._asked.set(r.id, id);
       } else {
         const id = Notification.emit(message, 'warning', {
           autoClose: false,

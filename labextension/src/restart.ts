@@ -14,6 +14,7 @@ import { IStateDB } from '@jupyterlab/statedb';
 import { TranslationBundle } from '@jupyterlab/translation';
 
 import { ISession, reconcileReport } from './api';
+import { replaceNotification } from './notify';
 import { CommandIDs, IAgentSessions } from './tokens';
 
 /** The `IStateDB` key: `{ started }`, the server start last notified. */
@@ -155,7 +156,7 @@ export async function notifyRestart(options: {
       : [])
   ];
   const notify = interrupted ? Notification.warning : Notification.info;
-  const id = notify(message, {
+  let id = notify(message, {
     autoClose: interrupted ? false : 8000,
     actions: actions(interrupted)
   });
@@ -178,10 +179,7 @@ export async function notifyRestart(options: {
       model.changed.disconnect(follow);
       return;
     }
-    Notification.update({
-      id,
-      message: text,
-      type: 'warning',
+    id = replaceNotification(id, text, 'warning', {
       autoClose: false,
       actions: actions(now)
     });
