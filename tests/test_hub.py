@@ -350,17 +350,19 @@ def test_two_users_isolated_restart_and_pod_restart(hub: Hub) -> None:
     hub.start_server(alice)
     status, models = hub.user_api(alice, tokens[alice], "GET", "/api/agents/sessions")
     by_id = {s["id"]: s for s in models}
-    assert by_id[agent["id"]]["status"] == "running", (
-        by_id[agent["id"]],
-        [line for line in hub.log_path.read_text().splitlines() if "jupyter_agents" in line][-30:],
+    # a string, not a tuple: pytest shortens the repr of a tuple message to one line
+    runs_log = Path(pwd.getpwnam(alice).pw_dir) / "fake-agents.jsonl"
+    assert by_id[agent["id"]]["status"] == "running", "\n".join(
+        [
+            json.dumps(by_id[agent["id"]], indent=1),
+            "fake agents' runs:",
+            *runs_log.read_text().splitlines(),
+            "the hub's log:",
+            *hub.log_path.read_text().splitlines()[-60:],
+        ]
     )
     assert by_id[agent["id"]]["conversation_id"] == agent["conversation_id"]
-    runs = [
-        json.loads(line)
-        for line in (Path(pwd.getpwnam(alice).pw_dir) / "fake-agents.jsonl")
-        .read_text()
-        .splitlines()
-    ]
+    runs = [json.loads(line) for line in runs_log.read_text().splitlines()]
     resumed = [r for r in runs if r["event"] == "start" and r["pid"] == by_id[agent["id"]]["pid"]]
     assert len(resumed) == 1
     argv = resumed[0]["argv"]  # resumed, with this session's own hooks (--settings)
