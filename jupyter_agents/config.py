@@ -42,6 +42,7 @@ from jupyter_agents.core.paths import default_state_dir, ensure_private_dir
 from jupyter_agents.core.store import JOURNAL_MODES, SessionStore
 from jupyter_agents.sessions import restore
 from jupyter_agents.sessions.service import SessionService
+from jupyter_agents.sessions.worktrees import Worktrees
 from jupyter_agents.spend import limits
 from jupyter_agents.spend.ledger import UsageLedger
 from jupyter_agents.spend.prices import DEFAULT_PRICES, PRICES_AS_OF, PriceTable, check_prices
@@ -122,6 +123,20 @@ class AgentsSettings(LoggingConfigurable):
         '"resume": ["aider", "--restore-chat-history"], "id": "none"}}. '
         "id is 'none' or 'assign' (a UUID replaces '{conversation_id}' in command and "
         "resume).",
+    )
+    worktree_dir = Unicode(
+        "",
+        config=True,
+        help="Where the git worktrees of agents started in a worktree go, as "
+        "<worktree_dir>/<repository name>/<branch>; empty: beside each repository, in "
+        "<repository>.worktrees. Never inside the repository.",
+    )
+    worktree_setup = Unicode(
+        "",
+        config=True,
+        help="A command run by /bin/sh in each new worktree before its agent starts (e.g. "
+        "'npm ci'); a failure removes the worktree and says why. Empty: none. Only this "
+        "setting runs a command: nothing in the repository does.",
     )
     restore_on_open = Bool(
         True,
@@ -295,6 +310,7 @@ class AgentsSettings(LoggingConfigurable):
             usage=UsageLedger(
                 store, PriceTable(self.prices), self.unattended_limit, self.log, kinds
             ),
+            worktrees=Worktrees(self.worktree_dir, self.worktree_setup, self.log),
         )
 
 

@@ -113,6 +113,7 @@ READ_ONLY = {
     "/api/agents/search?q=secret-output": 403,
     "/api/agents/sessions/{id}/conversation": 403,
     "/api/agents/sessions/{id}/conversation?format=jsonl": 403,
+    "/api/agents/sessions/{id}/worktree": 403,
 }
 
 

@@ -48,6 +48,7 @@ def test_round_trip_and_model(tmp_path):
         "attention_source",
         "title",
         "title_source",
+        "worktree",
     }
     assert "env" not in model and "pid_created" not in model
     assert (model["title"], model["title_source"]) == (None, None)
@@ -56,6 +57,9 @@ def test_round_trip_and_model(tmp_path):
     store.update("a", title="Fix the tests")
     model = store.get("a").to_model()
     assert (model["title"], model["title_source"]) == ("Fix the tests", "user")
+    record = {"repo": "/r", "path": "/r.worktrees/b", "branch": "b", "base": "main"}
+    store.update("a", worktree=record)
+    assert store.get("a").worktree == record  # kept as JSON
     with pytest.raises(NotFound):
         store.get("nope")
     assert sqlite3.connect(tmp_path / "s.db").execute("PRAGMA journal_mode").fetchone() == ("wal",)

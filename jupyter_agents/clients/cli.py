@@ -240,11 +240,41 @@ def cmd_limit(service: SessionService, args: argparse.Namespace) -> int:
 
 def cmd_new(service: SessionService, args: argparse.Namespace) -> int:
     session, _ = service.create(
-        name=args.name, cwd=args.cwd or os.getcwd(), kind=args.kind, args=args.args, strict=True
+        name=args.name,
+        cwd=args.cwd or os.getcwd(),
+        kind=args.kind,
+        args=args.args,
+        strict=True,
+        worktree=args.branch or args.worktree or None,
     )
     if args.attach:
         return attach(service, session)
     print(json.dumps(session.to_model(), indent=2) if args.json else session.id)
+    return 0
+
+
+def cmd_diff(service: SessionService, args: argparse.Namespace) -> int:
+    review = service.review_worktree(service.lookup(args.id).id)
+    if args.json:
+        print(json.dumps(review.to_model(), indent=2))
+        return 0
+    tree = review.worktree
+    print(f"{tree.branch}: {_count(review.ahead, 'commit')} ahead of {tree.base}, ", end="")
+    print(f"{review.behind} behind; worktree {tree.path}")
+    for changed in review.files:
+        renamed = f"{changed.old_path} -> " if changed.old_path else ""
+        state = "" if changed.committed else "  (not committed)"
+        print(f"  {changed.status} {renamed}{changed.path}{state}")
+    if not review.files:
+        print("  no changes")
+    return 0
+
+
+def cmd_finish(service: SessionService, args: argparse.Namespace) -> int:
+    session = service.finish_worktree(
+        service.lookup(args.id).id, "merge" if args.merge else "discard", args.yes
+    )
+    print(f"{session.id}: worktree {(session.worktree or {}).get('ended')}")
     return 0
 
 
@@ -621,6 +651,8 @@ COMMANDS = {
     "deny": cmd_deny,
     "show": cmd_show,
     "new": cmd_new,
+    "diff": cmd_diff,
+    "finish": cmd_finish,
     "log": cmd_log,
     "grep": cmd_grep,
     "export": cmd_export,
@@ -715,7 +747,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="terminal name (default: the next free number)")
     p.add_argument("--json", action="store_true", help="print the model, not just the id")
     p.add_argument("--attach", action="store_true", help="then attach this terminal to it")
+    p.add_argument(
+        "--worktree",
+        action="store_true",
+        help="in a new git worktree of the folder's repository, on branch agents/ID",
+    )
+    p.add_argument("--branch", help="in a new git worktree, on this new branch")
     p.add_argument("args", nargs="*", help="arguments for the agent CLI (after --)")
+    p = add(
+        "diff",
+        "what a worktree session changed: its branch's commits ahead and behind its "
+        "base, and every changed file",
+    )
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true", help="JSON, the REST model")
+    p = add(
+        "finish",
+        "finish a worktree session: merge its branch into the base, or discard it; the "
+        "worktree and branch are removed",
+    )
+    p.add_argument("id")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--merge", action="store_true", help="merge into the base branch")
+    how.add_argument("--discard", action="store_true", help="drop the branch, unmerged")
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="end the session if it still runs, and drop uncommitted changes",
+    )
     p = add("log", "print a session's raw transcript")
     p.add_argument("id")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing while it runs")

@@ -169,7 +169,7 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
-def fields(data: Mapping[str, Any], types: Mapping[str, type]) -> None:
+def fields(data: Mapping[str, Any], types: Mapping[str, type | tuple[type, ...]]) -> None:
     """Check that each field of ``data`` named in ``types`` has that type (absent or
     null is fine: a default applies).
 
@@ -183,7 +183,8 @@ def fields(data: Mapping[str, Any], types: Mapping[str, type]) -> None:
     for name, kind in types.items():
         value = data.get(name)
         if value is not None and not isinstance(value, kind):
-            what = names.get(kind, kind.__name__)
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            what = " or ".join(names.get(k, k.__name__) for k in kinds)
             raise InvalidRequest(f"{name} must be {what}, got {shown(value)}")
 
 

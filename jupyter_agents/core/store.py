@@ -191,6 +191,10 @@ MIGRATIONS: tuple[str, ...] = (
         skipped             INTEGER NOT NULL DEFAULT 0
     );
     """,
+    # the git worktree a session works in (jupyter_agents.sessions.worktrees), as JSON
+    """
+    ALTER TABLE sessions ADD COLUMN worktree TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -241,6 +245,9 @@ class Session:
     program_title: str | None = None
     #: the modes its program set at a transcript offset (terminal_state.Followed.dump)
     modes: str | None = None
+    #: the git worktree it works in (:class:`~jupyter_agents.sessions.worktrees.Worktree`
+    #: as a record), None for a session started in a folder as it is
+    worktree: dict[str, Any] | None = None
 
     def to_model(self) -> dict[str, Any]:
         """The session model of the REST API (everything but process identity and env):
@@ -300,7 +307,7 @@ class Admission:
 
 _COLUMNS = [f.name for f in dataclasses.fields(Session)]
 _SHARE_COLUMNS = [f.name for f in dataclasses.fields(Share)]
-_JSON_COLUMNS = ("argv", "args", "env")
+_JSON_COLUMNS = ("argv", "args", "env", "worktree")
 #: the tables of jupyter_agents.spend.ledger, keyed by session_id
 _USAGE_TABLES = ("usage_totals", "usage_messages", "usage_files", "usage_sessions")
 

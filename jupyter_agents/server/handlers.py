@@ -133,7 +133,9 @@ class TerminalHandler(ApiHandler):
 
 class SessionsHandler(ApiHandler):
     """``GET /api/agents/sessions``: every record, any status, oldest first (after a
-    reconcile). ``POST`` ``{kind, cwd?, name?, args?}``: start a session (201)."""
+    reconcile). ``POST`` ``{kind, cwd?, name?, args?, worktree?}``: start a session
+    (201); ``worktree`` true (or a branch name): in a new git worktree of ``cwd``'s
+    repository (409 saying why when it cannot be made)."""
 
     @web.authenticated
     @authorized
@@ -144,8 +146,8 @@ class SessionsHandler(ApiHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        data = self.body({"kind", "cwd", "name", "args"})
-        self.parsed(params.fields, data, {"cwd": str})
+        data = self.body({"kind", "cwd", "name", "args", "worktree"})
+        self.parsed(params.fields, data, {"cwd": str, "worktree": (bool, str)})
         session, _ = await self.call(
             self.service.create,
             name=data.get("name"),
@@ -153,6 +155,7 @@ class SessionsHandler(ApiHandler):
             kind=data.get("kind", "shell"),
             args=data.get("args"),
             strict=True,
+            worktree=data.get("worktree"),
         )
         self.set_header("Location", url_path_join(self.base_url, "api/agents/sessions", session.id))
         self.reply(session.to_model(), 201)
@@ -376,6 +379,34 @@ class FreshHandler(ApiHandler):
         self.reply(session.to_model(), 201)
 
 
+class WorktreeHandler(ApiHandler):
+    """``GET /api/agents/sessions/<id>/worktree``: what a worktree session did: its
+    branch, base, commits ``ahead`` and ``behind``, and every changed file (``status``
+    git's letter, ``committed`` false for a change not committed yet). ``POST``
+    ``{action: "merge" | "discard", confirm?}``: finish it (worktree and branch removed;
+    the session's model after); 409 saying why while it runs or has uncommitted
+    changes (unless ``confirm``), or when the merge would conflict (which files)."""
+
+    @web.authenticated
+    @authorized_to_see_output
+    async def get(self, session_id: str) -> None:
+        review = await self.call(self.service.review_worktree, session_id)
+        self.reply(review.to_model())
+
+    @web.authenticated
+    @authorized
+    async def post(self, session_id: str) -> None:
+        data = self.body({"action", "confirm"})
+        self.parsed(params.fields, data, {"action": str, "confirm": bool})
+        session = await self.call(
+            self.service.finish_worktree,
+            session_id,
+            data.get("action"),
+            bool(data.get("confirm")),
+        )
+        self.reply(session.to_model())
+
+
 class AdoptHandler(ApiHandler):
     """``POST /api/agents/sessions/<id>/adopt``: an orphaned session becomes a running
     terminal (listed in ``/api/terminals``); its model."""
@@ -497,6 +528,7 @@ def handlers(
         (r"/api/agents/sessions/(\w+)/restore", RestoreHandler, rest),
         (r"/api/agents/sessions/(\w+)/adopt", AdoptHandler, rest),
         (r"/api/agents/sessions/(\w+)/fresh", FreshHandler, rest),
+        (r"/api/agents/sessions/(\w+)/worktree", WorktreeHandler, rest),
         (r"/api/agents/restore", RestoreAllHandler, rest),
         (r"/api/agents/requests", RequestsHandler, rest),
         (r"/api/agents/requests/(\w+)", RequestHandler, rest),

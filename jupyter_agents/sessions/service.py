@@ -55,6 +55,7 @@ from jupyter_agents.sessions.restore import (
     prelude_argv,
     write_prelude,
 )
+from jupyter_agents.sessions.worktrees import Finish, Review, Worktree, Worktrees, worktree_of
 from jupyter_agents.spend.ledger import Change, Throttle, UsageLedger
 from jupyter_agents.spend.limits import parse_override
 from jupyter_agents.terminal.state import Followed, ModeFollower
@@ -92,6 +93,7 @@ class SessionService:
         log: logging.Logger | None = None,
         archive: ConversationArchive | None = None,
         usage: UsageLedger | None = None,
+        worktrees: Worktrees | None = None,
     ) -> None:
         self.store = store
         self.backends = backends
@@ -129,6 +131,8 @@ class SessionService:
         #: the kinds whose CLIs record what they spend
         self.usage_kinds = [name for name, kind in kinds.items() if kind.reports_usage]
         self._usage_events = Throttle()
+        #: the git worktrees of sessions started in one (:mod:`.worktrees`)
+        self.worktrees = worktrees or Worktrees(log=self.log)
         #: what each running session's program has set, followed from its transcript
         self.modes = ModeFollower()
         backends.follow_modes(self.modes_at)
@@ -527,13 +531,17 @@ class SessionService:
         args: object = None,
         strict: bool = False,
         after: Session | None = None,
+        worktree: object = None,
     ) -> tuple[Session, bool]:
         """Start a session of ``kind`` (a shell by default), or return the running one
         already called ``name`` (``strict``: refuse with :class:`Conflict`; a ``cwd``
         that is not a directory is refused too instead of falling back to the root).
 
         ``after``: an earlier session whose transcript's tail the new terminal shows
-        first, with a marker line (:meth:`start_fresh`).
+        first, with a marker line (:meth:`start_fresh`). ``worktree``: True (or a branch
+        name) starts it in a new git worktree of ``cwd``'s repository
+        (:meth:`~.worktrees.Worktrees.add`), in the same folder within it; removed
+        again if the session cannot start.
 
         Returns ``(session, created)``. Everything is validated before anything runs;
         the process is started and recorded under the state lock, so a concurrent
@@ -541,53 +549,116 @@ class SessionService:
         """
         if name is not None:
             validate_name(name)
+        if worktree not in (None, False, True) and not isinstance(worktree, str):
+            raise InvalidRequest("worktree must be true, false or a branch name")
         agent = self.kind(kind)
         checked = agent.check_args(args)
-        workdir = self.env.resolve_cwd(cwd, strict=strict)
+        workdir = self.env.resolve_cwd(cwd, strict=strict or bool(worktree))
         launch = agent.launch(checked)
         env = self.env.environment()
         why = agent.unavailable(env.get("PATH"))
         if why is not None:
             raise Conflict(f"cannot start a {agent.name} session: {why}")
         backend = self.backends.default()
-        with state_lock(self.state_dir):
-            if name is not None:
-                existing = self.store.find_live(name)
-                if existing is not None:
-                    if strict:
-                        raise Conflict(f"a running session is already called {name!r}")
-                    return existing, False
-            else:
-                name = next_free_name(self.store.live_names())
-            session = Session(
-                id=new_session_id(),
-                name=name,
-                status="running",
-                backend=backend.name,
-                kind=agent.name,
-                cwd=workdir,
-                args=checked,
-                env=env,
-                rows=24,
-                cols=80,
-            )
-            session.attention_source = agent.reports
-            argv = agent.with_reporting(launch.argv, self.state_dir, session.id)
-            if after is not None:
-                shown = write_prelude(
-                    self.state_dir,
-                    session,
-                    self._transcript(after),
-                    self.restorer.tail_bytes,
-                    fresh_banner(agent.name, after),
+        if name is not None and self.store.find_live(name) is not None and (strict or worktree):
+            raise Conflict(f"a running session is already called {name!r}")
+        session_id = new_session_id()
+        made: Worktree | None = None
+        if worktree:
+            branch = worktree if isinstance(worktree, str) else None
+            made = self.worktrees.add(workdir, session_id, branch)
+            workdir = made.cwd
+        try:
+            with state_lock(self.state_dir):
+                if name is not None:
+                    existing = self.store.find_live(name)
+                    if existing is not None:
+                        if strict or made is not None:
+                            raise Conflict(f"a running session is already called {name!r}")
+                        return existing, False
+                else:
+                    name = next_free_name(self.store.live_names())
+                session = Session(
+                    id=session_id,
+                    name=name,
+                    status="running",
+                    backend=backend.name,
+                    kind=agent.name,
+                    cwd=workdir,
+                    args=checked,
+                    env=env,
+                    rows=24,
+                    cols=80,
+                    worktree=None if made is None else made.to_record(),
                 )
-                self._transcript(session).mark_replay(shown.read_bytes())
-                argv = prelude_argv(shown, argv)
-            self.launch(session, launch, argv, was=None)
+                session.attention_source = agent.reports
+                argv = agent.with_reporting(launch.argv, self.state_dir, session.id)
+                if after is not None:
+                    shown = write_prelude(
+                        self.state_dir,
+                        session,
+                        self._transcript(after),
+                        self.restorer.tail_bytes,
+                        fresh_banner(agent.name, after),
+                    )
+                    self._transcript(session).mark_replay(shown.read_bytes())
+                    argv = prelude_argv(shown, argv)
+                self.launch(session, launch, argv, was=None)
+        except BaseException:
+            if made is not None:
+                self.worktrees.remove(made, force=True)
+            raise
         if agent.reports_usage:
             self.usage.track(session)
         self.publish("created", session)
         return session, True
+
+    # -- worktrees ---------------------------------------------------------------------
+
+    def _worktree(self, session_id: str) -> Worktree:
+        worktree = worktree_of(self.store.get(session_id).worktree)
+        if worktree is None:
+            raise Conflict(f"session {session_id} was not started in a worktree")
+        if worktree.ended is not None:
+            raise Conflict(f"session {session_id}'s worktree is finished: {worktree.ended}")
+        return worktree
+
+    def review_worktree(self, session_id: str) -> Review:
+        """What a worktree session did so far (:meth:`~.worktrees.Worktrees.review`)."""
+        return self.worktrees.review(self._worktree(session_id))
+
+    def finish_worktree(self, session_id: str, how: object, confirm: bool = False) -> Session:
+        """Merge a worktree session's branch into its base, or discard it; either way its
+        worktree and branch go, and the record says how it ended (the conversation and
+        transcript stay). A session still running is ended first only with ``confirm``
+        (:class:`Conflict` otherwise), as are uncommitted changes dropped; a merge that
+        conflicts changes nothing and names the files."""
+        if how not in ("merge", "discard"):
+            raise InvalidRequest("finish a worktree with action 'merge' or 'discard'")
+        action: Finish = "merge" if how == "merge" else "discard"
+        worktree = self._worktree(session_id)
+        session = self.store.get(session_id)
+        if session.status in ("running", "orphaned"):
+            if not confirm:
+                raise Conflict(
+                    f"session {session_id} is still {session.status}: end it first, or "
+                    "confirm to end it and finish its worktree"
+                )
+            if action == "merge":  # nothing ends before the merge can be known to work
+                self.worktrees.check_merge(worktree)
+            self.terminate(session_id, reason=f"ended to {action} its worktree")
+        if action == "merge":
+            commit = self.worktrees.merge(worktree, confirm)
+            ended = f"merged into {worktree.base} at {commit[:12]}"
+        else:
+            self.worktrees.discard(worktree, confirm)
+            ended = "discarded"
+        finished = dataclasses.replace(worktree, ended=ended)
+        self.log.info(
+            "jupyter_agents: session %s: worktree %s %s", session_id, worktree.path, ended
+        )
+        changed = self.change(session_id, "updated", worktree=finished.to_record())
+        return changed or self.store.get(session_id)
 
     def start_fresh(self, session_id: str) -> Session:
         """A new session of an ended session's kind, in its folder, with its launch

@@ -40,6 +40,8 @@ Lines typed into the fake claude (a "turn" runs ``UserPromptSubmit`` first):
   it (reply, ``Stop``). So ``/hold`` then ``/perm`` then ``/hold`` then ``/fail`` walks
   working -> permission -> working -> error with every state held until the next line;
 - ``/idle``: ``Notification`` (``idle_prompt``), no turn;
+- ``/write PATH TEXT``: an edit, as its tools make one: TEXT and a newline written to
+  PATH (relative to its folder), then ``wrote PATH``; no turn;
 - ``/bulk N``: N assistant records of about 1 KiB each appended to the conversation;
 - ``/spend N [S]``: works (``PreToolUse``) and writes an assistant record using ``N``
   output tokens (and :data:`SPEND_USAGE`) every ``S`` seconds (default 0.2) until it
@@ -565,6 +567,10 @@ def claude(args: list[str]) -> None:
                 for n in range(kib):
                     assistant([{"type": "text", "text": f"bulk {n} {chunk}"}])
                 print(f"bulk wrote {kib} records", flush=True)
+            elif text.startswith("/write "):
+                _, target, content = text.split(" ", 2)
+                Path(target).write_text(content + "\n")
+                print(f"wrote {target}", flush=True)
             elif text == "/idle":
                 fire(
                     "Notification",

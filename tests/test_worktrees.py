@@ -1,0 +1,266 @@
+"""Agents side by side: a git worktree per agent session (real git, real tmux, a real
+server, the fake Claude, which edits a file when told ``/write PATH TEXT``).
+
+Two agents in worktrees of one repository edit the same file and each sees only its
+own edit; the first is merged into the base, the second then conflicts and says which
+file, and is discarded; every bad request is refused with a 4xx and leaves the
+repository's worktrees and branches as they were; after a reboot a worktree session is
+restored in its own worktree with its conversation.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_agents.clients.cli import main
+from jupyter_agents.core.errors import Conflict
+from jupyter_agents.pytest_plugin import poll, power_loss
+from jupyter_agents.sessions.worktrees import Worktrees
+
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "Ada",
+    "GIT_AUTHOR_EMAIL": "ada@example.org",
+    "GIT_COMMITTER_NAME": "Ada",
+    "GIT_COMMITTER_EMAIL": "ada@example.org",
+}
+
+
+def git(folder: Path | str, *args: str) -> str:
+    env = {**os.environ, **IDENTITY, "LC_ALL": "C"}
+    done = subprocess.run(
+        ["git", "-C", str(folder), *args], capture_output=True, text=True, env=env, check=True
+    )
+    return done.stdout
+
+
+def make_repo(path: Path) -> Path:
+    """A repository on ``main`` with one commit: ``shared.txt``, ``sub/notes.txt``, an
+    ignored ``.env`` that ``.worktreeinclude`` lists."""
+    (path / "sub").mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    (path / "shared.txt").write_text("base\n")
+    (path / "sub" / "notes.txt").write_text("notes\n")
+    (path / ".gitignore").write_text(".env\n")
+    (path / ".env").write_text("SECRET=1\n")
+    (path / ".worktreeinclude").write_text("# copied into each worktree\n.env\n../outside\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "base")
+    return path
+
+
+def layout(repo: Path) -> tuple[str, str]:
+    """What must not change when a request is refused: git's worktrees and branches."""
+    return git(repo, "worktree", "list", "--porcelain"), git(repo, "branch", "--list")
+
+
+def typed(server: Any, name: str, line: str, expect: str) -> None:
+    server.type_line(name, line, expect)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    # a space and a non-ASCII letter: every git call gets its path as one argument
+    return make_repo(tmp_path / "the repo é")
+
+
+@pytest.fixture
+def server(agents_server: Any, fake_agents: Any) -> Any:
+    return agents_server(env={**fake_agents.env, **IDENTITY})
+
+
+def test_two_agents_in_worktrees_of_one_repository(
+    server: Any, fake_agents: Any, repo: Path
+) -> None:
+    a, b = (server.new("claude", repo / "sub", worktree=True) for _ in range(2))
+    trees = {}
+    for model in (a, b):
+        tree = model["worktree"]
+        assert tree["branch"] == f"agents/{model['id']}"
+        assert tree["base"] == "main" and tree["folder"] == "sub" and tree["ended"] is None
+        path = Path(tree["path"])
+        assert path.parent == repo.parent / "the repo é.worktrees"  # beside, never inside
+        assert model["cwd"] == str(path / "sub")
+        assert (path / ".env").read_text() == "SECRET=1\n"  # .worktreeinclude
+        assert not (path.parent / "outside").exists()
+        trees[model["id"]] = path
+    started = poll(lambda: len(fake_agents.records("start")) == 2 and fake_agents.records("start"))
+    assert {r["cwd"] for r in started} == {a["cwd"], b["cwd"]}
+    assert len(git(repo, "worktree", "list").splitlines()) == 3
+
+    # both edit the same file; each sees only its own edit, the base neither
+    typed(server, a["name"], "/write ../shared.txt from-a", "wrote ../shared.txt")
+    typed(server, b["name"], "/write ../shared.txt from-b", "wrote ../shared.txt")
+    assert (trees[a["id"]] / "shared.txt").read_text() == "from-a\n"
+    assert (trees[b["id"]] / "shared.txt").read_text() == "from-b\n"
+    assert (repo / "shared.txt").read_text() == "base\n"
+
+    status, review = server.request("GET", f"/api/agents/sessions/{a['id']}/worktree")
+    assert status == 200, review
+    assert (review["ahead"], review["behind"]) == (0, 0)
+    assert review["files"] == [
+        {"path": "shared.txt", "status": "M", "committed": False, "old_path": None}
+    ]
+    for model in (a, b):
+        git(trees[model["id"]], "commit", "-q", "-am", f"edit of {model['id']}")
+    status, review = server.request("GET", f"/api/agents/sessions/{a['id']}/worktree")
+    assert (review["ahead"], review["behind"]) == (1, 0)
+    assert review["files"] == [
+        {"path": "shared.txt", "status": "M", "committed": True, "old_path": None}
+    ]
+
+    # finishing: not while the agent runs, unless confirmed
+    finish = f"/api/agents/sessions/{a['id']}/worktree"
+    status, body = server.request("POST", finish, {"action": "merge"})
+    assert status == 409 and "still running" in body["message"], body
+    assert server.model(a["id"])["status"] == "running"
+    status, body = server.request("POST", finish, {"action": "merge", "confirm": True})
+    assert status == 200, body
+    assert body["status"] == "killed"
+    assert body["worktree"]["ended"].startswith("merged into main at ")
+    assert (repo / "shared.txt").read_text() == "from-a\n"
+    assert not trees[a["id"]].exists()
+    assert f"agents/{a['id']}" not in git(repo, "branch", "--list")
+
+    # the other now conflicts: nothing changes, it keeps running, the file is named
+    finish = f"/api/agents/sessions/{b['id']}/worktree"
+    before = layout(repo)
+    status, body = server.request("POST", finish, {"action": "merge", "confirm": True})
+    assert status == 409, body
+    assert "conflicts in shared.txt" in body["message"] and "nothing was merged" in body["message"]
+    assert server.model(b["id"])["status"] == "running"
+    assert layout(repo) == before and (repo / "shared.txt").read_text() == "from-a\n"
+    assert git(repo, "status", "--porcelain") == ""
+
+    status, body = server.request("POST", finish, {"action": "discard", "confirm": True})
+    assert status == 200, body
+    assert body["worktree"]["ended"] == "discarded"
+    assert not trees[b["id"]].exists()
+    assert len(git(repo, "worktree", "list").splitlines()) == 1
+    assert git(repo, "branch", "--list").split() == ["*", "main"]
+    status, body = server.request("POST", finish, {"action": "discard"})
+    assert status == 409 and "is finished: discarded" in body["message"], body
+
+
+def test_bad_requests_are_refused_and_leave_nothing(
+    server: Any, fake_agents: Any, repo: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "plain folder"
+    outside.mkdir()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q", "-b", "main")
+    with_modules = make_repo(tmp_path / "modules")
+    (with_modules / ".gitmodules").write_text('[submodule "x"]\n\tpath = x\n\turl = ../x\n')
+    git(with_modules, "add", ".gitmodules")
+    git(with_modules, "commit", "-q", "-m", "modules")
+    git(repo, "branch", "taken")
+
+    def refused(cwd: Path, worktree: object, status: int, words: str) -> None:
+        before = layout(repo)
+        fields = {"kind": "claude", "cwd": str(cwd), "worktree": worktree}
+        got, body = server.request("POST", "/api/agents/sessions", fields)
+        assert (got, words in body.get("message", "")) == (status, True), (fields, body)
+        assert layout(repo) == before
+        assert not (repo.parent / "the repo é.worktrees").exists()
+
+    refused(outside, True, 409, "is not inside a git repository")
+    refused(empty, True, 409, "has no commit yet")
+    refused(with_modules, True, 409, "has submodules")
+    refused(repo, "taken", 409, "the branch taken already exists")
+    refused(repo, "bad..name", 400, "is not a branch name git accepts")
+    refused(repo, "-x", 400, "is not a branch name git accepts")
+    refused(repo, 5, 400, "worktree must be true or false or a string")
+    refused(repo / "missing", True, 400, "")
+    (repo / "shared.txt").write_text("a person's unsaved work\n")
+    refused(repo, True, 409, "has uncommitted changes to 1 tracked file")
+    git(repo, "checkout", "-q", "--", "shared.txt")
+    git(repo, "checkout", "-q", "--detach")
+    refused(repo, True, 409, "a detached HEAD")
+    git(repo, "checkout", "-q", "main")
+    assert server.request("GET", "/api/agents/sessions")[1] == []
+    assert fake_agents.records("start") == []
+
+    # finishing what has no worktree, or with an action that is neither
+    shell = server.new("shell", repo)
+    path = f"/api/agents/sessions/{shell['id']}/worktree"
+    status, body = server.request("POST", path, {"action": "merge"})
+    assert status == 409 and "was not started in a worktree" in body["message"], body
+    status, body = server.request("GET", path)
+    assert status == 409, body
+    agent = server.new("claude", repo, worktree=True)
+    path = f"/api/agents/sessions/{agent['id']}/worktree"
+    for body in ({"action": "rebase"}, {"action": "merge", "confirm": "yes"}, {"how": 1}):
+        status, said = server.request("POST", path, body)
+        assert status == 400, (body, said)
+    assert Path(agent["worktree"]["path"]).is_dir()
+
+
+def test_a_worktree_session_is_restored_in_its_worktree_after_a_reboot(
+    agents_server: Any, agents_state_dir: Path, fake_agents: Any, repo: Path
+) -> None:
+    server = agents_server(env={**fake_agents.env, **IDENTITY})
+    agent = server.new("claude", repo / "sub", worktree=True)
+    typed(server, agent["name"], "remember-the-walrus", "claude heard: remember-the-walrus")
+    conversation = poll(lambda: server.model(agent["id"])["conversation_id"])
+    power_loss(agents_state_dir)
+    server.stop(signal.SIGKILL)
+    server = agents_server(env={**fake_agents.env, **IDENTITY})
+    assert server.model(agent["id"])["status"] == "interrupted"
+    status, body = server.request("POST", f"/api/agents/sessions/{agent['id']}/restore")
+    assert status == 200 and body["status"] == "running", body
+    resumed = fake_agents.records("start")[-1]
+    assert resumed["cwd"] == agent["cwd"] == str(Path(agent["worktree"]["path"], "sub"))
+    assert resumed["argv"][resumed["argv"].index("--resume") + 1] == conversation
+    assert body["worktree"] == agent["worktree"]
+
+
+def test_the_cli_starts_reviews_and_finishes_a_worktree_session(
+    agents_state_dir: Path,
+    fake_agents: Any,
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for key, value in {**fake_agents.env, **IDENTITY}.items():
+        monkeypatch.setenv(key, value)
+    state = ["--state-dir", str(agents_state_dir)]
+    assert main(["new", "claude", "--cwd", str(repo), "--branch", "try-it", *state]) == 0
+    sid = capsys.readouterr().out.strip()
+    tree = repo.parent / "the repo é.worktrees" / "try-it"
+    (tree / "new file.txt").write_text("hello\n")
+    assert main(["diff", sid, *state]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"try-it: 0 commits ahead of main, 0 behind; worktree {tree}"
+    assert "  ? new file.txt  (not committed)" in out
+    assert main(["finish", sid, "--discard", *state]) == 4  # it still runs
+    assert "still running" in capsys.readouterr().err
+    assert main(["finish", sid, "--discard", "--yes", *state]) == 0
+    assert capsys.readouterr().out.strip() == f"{sid}: worktree discarded"
+    assert not tree.exists()
+
+
+def test_set_up_command_and_include_file(repo: Path, tmp_path: Path) -> None:
+    """The configured set-up command runs in the new worktree; one that fails removes
+    the worktree and its branch and says why; ``.worktreeinclude`` copies only what git
+    does not track, never from outside the repository."""
+    (tmp_path / "outside").write_text("not ours\n")
+    root = tmp_path / "trees"
+    made = Worktrees(str(root), "echo set-up ran > ready.txt").add(str(repo), "s1")
+    assert Path(made.path) == root / "the repo é" / "agents-s1"
+    assert (Path(made.path) / "ready.txt").read_text() == "set-up ran\n"
+    assert (Path(made.path) / ".env").read_text() == "SECRET=1\n"
+    assert not (Path(made.path).parent / "outside").exists()
+    before = layout(repo)
+    with pytest.raises(Conflict, match="exited with 3: no network"):
+        Worktrees(str(root), "echo no network >&2; exit 3").add(str(repo), "s2")
+    assert layout(repo) == before
+    assert not (root / "the repo é" / "agents-s2").exists()
+    with pytest.raises(Conflict, match="inside the repository"):
+        Worktrees(str(repo / "trees")).add(str(repo), "s3")
+    assert layout(repo) == before
