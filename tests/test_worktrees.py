@@ -11,12 +11,15 @@ restored in its own worktree with its conversation.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_agents.clients.cli import main
 from jupyter_agents.core.errors import Conflict
@@ -204,20 +207,65 @@ def test_bad_requests_are_refused_and_leave_nothing(
 def test_a_worktree_session_is_restored_in_its_worktree_after_a_reboot(
     agents_server: Any, agents_state_dir: Path, fake_agents: Any, repo: Path
 ) -> None:
+    """A reboot: restored in the same worktree and folder, with its conversation; after
+    a second one with the worktree's folder removed by hand, the worktree is made again
+    from its branch (what was committed is there) and the agent resumes in it."""
     server = agents_server(env={**fake_agents.env, **IDENTITY})
     agent = server.new("claude", repo / "sub", worktree=True)
+    tree = Path(agent["worktree"]["path"])
     typed(server, agent["name"], "remember-the-walrus", "claude heard: remember-the-walrus")
+    typed(server, agent["name"], "/write kept.txt committed-work", "wrote kept.txt")
+    git(tree, "add", "sub/kept.txt")
+    git(tree, "commit", "-q", "-m", "the agent's work")
     conversation = poll(lambda: server.model(agent["id"])["conversation_id"])
-    power_loss(agents_state_dir)
-    server.stop(signal.SIGKILL)
-    server = agents_server(env={**fake_agents.env, **IDENTITY})
-    assert server.model(agent["id"])["status"] == "interrupted"
-    status, body = server.request("POST", f"/api/agents/sessions/{agent['id']}/restore")
-    assert status == 200 and body["status"] == "running", body
-    resumed = fake_agents.records("start")[-1]
-    assert resumed["cwd"] == agent["cwd"] == str(Path(agent["worktree"]["path"], "sub"))
-    assert resumed["argv"][resumed["argv"].index("--resume") + 1] == conversation
-    assert body["worktree"] == agent["worktree"]
+    for removed_by_hand in (False, True):
+        power_loss(agents_state_dir)
+        server.stop(signal.SIGKILL)
+        if removed_by_hand:
+            shutil.rmtree(tree)
+        server = agents_server(env={**fake_agents.env, **IDENTITY})
+        assert server.model(agent["id"])["status"] == "interrupted"
+        status, body = server.request("POST", f"/api/agents/sessions/{agent['id']}/restore")
+        assert status == 200 and body["status"] == "running", body
+        resumed = fake_agents.records("start")[-1]
+        assert resumed["cwd"] == agent["cwd"] == str(tree / "sub")
+        assert resumed["argv"][resumed["argv"].index("--resume") + 1] == conversation
+        assert body["worktree"] == agent["worktree"]
+        assert (tree / "sub" / "kept.txt").read_text() == "committed-work\n"
+        assert (tree / ".env").read_text() == "SECRET=1\n"
+        assert git(tree, "branch", "--show-current").strip() == agent["worktree"]["branch"]
+    log = server.log_path.read_text()
+    assert "its worktree was removed outside jupyter_agents; made again from its branch" in log
+
+
+def test_the_magic_starts_reviews_and_finishes_a_worktree_session(
+    agents_state_dir: Path,
+    fake_agents: Any,
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for key, value in {**fake_agents.env, **IDENTITY}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("JUPYTER_AGENTS_STATE_DIR", str(agents_state_dir))
+    monkeypatch.chdir(repo)
+    shell: Any = InteractiveShell.instance()
+    try:
+        shell.run_line_magic("load_ext", "jupyter_agents")
+        session = shell.run_line_magic("agent", "new claude --worktree").sessions[0]
+        tree = Path(session.worktree["path"])
+        assert session.cwd == str(tree)
+        (tree / "shared.txt").write_text("changed\n")
+        capsys.readouterr()
+        shell.run_line_magic("agent", f"diff {session.id}")
+        assert "  M shared.txt  (not committed)" in capsys.readouterr().out
+        with pytest.raises(UsageError, match="still running"):
+            shell.run_line_magic("agent", f"finish {session.id} --discard")
+        shell.run_line_magic("agent", f"finish {session.id} --discard --yes")
+        assert capsys.readouterr().out.strip() == f"{session.id}: worktree discarded"
+        assert not tree.exists()
+    finally:
+        InteractiveShell.clear_instance()
 
 
 def test_the_cli_starts_reviews_and_finishes_a_worktree_session(

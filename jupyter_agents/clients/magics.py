@@ -22,6 +22,8 @@ from jupyter_agents.agents import BUILTIN
 from jupyter_agents.clients.cli import (
     cmd_allow,
     cmd_deny,
+    cmd_diff,
+    cmd_finish,
     cmd_requests,
     cost_report,
     cost_text,
@@ -52,6 +54,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("kind")
     p.add_argument("--cwd")
     p.add_argument("--name")
+    p.add_argument("--worktree", action="store_true")
+    p.add_argument("--branch")
+    p = sub.add_parser("diff", add_help=False)
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("finish", add_help=False)
+    p.add_argument("id")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--merge", action="store_true")
+    how.add_argument("--discard", action="store_true")
+    p.add_argument("--yes", action="store_true")
     for verb in ("ls", "list"):
         sub.add_parser(verb, add_help=False).add_argument("--all", action="store_true")
     p = sub.add_parser("show", add_help=False)
@@ -173,8 +186,14 @@ class AgentMagics(Magics):
     def agent(self, line: str) -> Any:
         """Start, list, resume, kill and follow terminal and agent sessions.
 
-        %agent new KIND [--cwd DIR] [--name NAME] [-- ARGS...]
-            start a session: {kinds} or a configured kind
+        %agent new KIND [--cwd DIR] [--name NAME] [--worktree | --branch B] [-- ARGS...]
+            start a session: {kinds} or a configured kind; --worktree: in a new git
+            worktree of the folder's repository (on branch agents/ID, or B)
+        %agent diff ID [--json]
+            what a worktree session changed: commits ahead/behind, changed files
+        %agent finish ID --merge | --discard [--yes]
+            merge its branch into the base or drop it; worktree and branch go
+            (--yes: end it if it runs, drop uncommitted changes)
         %agent ls [--all]   (or: list)
             the sessions to act on (--all: every record), an HTML table in notebooks,
             with why each ended session ended
@@ -259,14 +278,24 @@ class AgentMagics(Magics):
         print("\n".join(hit_line(hit) for hit in hits) if hits else "no match")
 
     def _run(self, service: SessionService, args: argparse.Namespace, extra: list[str]) -> Any:
-        if args.command in ("requests", "allow", "deny"):
-            {"requests": cmd_requests, "allow": cmd_allow, "deny": cmd_deny}[args.command](
-                service, args
-            )
+        cli = {
+            "requests": cmd_requests,
+            "allow": cmd_allow,
+            "deny": cmd_deny,
+            "diff": cmd_diff,
+            "finish": cmd_finish,
+        }
+        if args.command in cli:
+            cli[args.command](service, args)
             return None
         if args.command == "new":
             session, _ = service.create(
-                name=args.name, cwd=args.cwd or ".", kind=args.kind, args=extra, strict=True
+                name=args.name,
+                cwd=args.cwd or ".",
+                kind=args.kind,
+                args=extra,
+                strict=True,
+                worktree=args.branch or args.worktree or None,
             )
             return SessionTable([session])
         if args.command in ("ls", "list"):

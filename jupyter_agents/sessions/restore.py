@@ -34,6 +34,7 @@ from jupyter_agents.core.errors import AgentsError, BackendUnavailable, Conflict
 from jupyter_agents.core.launch import next_free_name
 from jupyter_agents.core.paths import create_private_file, state_lock
 from jupyter_agents.core.store import Session, Status
+from jupyter_agents.sessions.worktrees import Worktrees, worktree_of
 from jupyter_agents.terminal.render import clean_text
 from jupyter_agents.terminal.transcripts import Transcript
 from jupyter_agents.terminal.vt import QUERIES
@@ -260,9 +261,12 @@ class Restorer:
         resume_check: float = 3.0,
         log: logging.Logger | None = None,
         archive: ConversationArchive | None = None,
+        worktrees: Worktrees | None = None,
     ) -> None:
         self.store = store
         self.backends = backends
+        #: what makes a worktree session's worktree again when it was removed by hand
+        self.worktrees = worktrees
         #: where a conversation whose file is gone is put back from before a resume
         self.archive = archive
         self.kinds = kinds
@@ -310,6 +314,12 @@ class Restorer:
                 backend.remove(session_id)
             if session.kind not in self.kinds:
                 raise Conflict(f"session {session_id}: kind {session.kind!r} is not configured")
+            if self._revive_worktree(session):  # its commits are on its branch
+                self.log.warning(
+                    "jupyter_agents: session %s: its worktree was removed outside "
+                    "jupyter_agents; made again from its branch",
+                    session_id,
+                )
             if not session.cwd or not Path(session.cwd).is_dir():
                 reason = f"cannot restore: its working directory {session.cwd!r} is gone"
                 self.changes.change(session_id, reason=reason)
@@ -351,6 +361,14 @@ class Restorer:
                 self.log.info("jupyter_agents: session %s %s", session.id, note)
         self.changes.publish("status", session, previous)
         return session
+
+    def _revive_worktree(self, session: Session) -> bool:
+        """Whether the worktree of ``session`` (a worktree session not finished) was gone
+        and is made again (:meth:`~.worktrees.Worktrees.revive`)."""
+        worktree = worktree_of(session.worktree)
+        if worktree is None or worktree.ended is not None or self.worktrees is None:
+            return False
+        return self.worktrees.revive(worktree)
 
     def _choose(self, session: Session, kind: AgentKind, conversation: str) -> None:
         """Make ``conversation`` the one ``session`` resumes: it must be one of its

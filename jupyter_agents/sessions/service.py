@@ -109,6 +109,8 @@ class SessionService:
         self.publish = self.events.publish
         #: copies of the agents' conversation files (:mod:`jupyter_agents.agents.archive`)
         self.archive = archive or ConversationArchive(state_dir, log=self.log)
+        #: the git worktrees of sessions started in one (:mod:`.worktrees`)
+        self.worktrees = worktrees or Worktrees(log=self.log)
         self.restorer = Restorer(
             store,
             backends,
@@ -120,6 +122,7 @@ class SessionService:
             resume_check,
             self.log,
             archive=self.archive,
+            worktrees=self.worktrees,
         )
         self.attention = AttentionTracker(
             state_dir, store, kinds, self.change, self.log, self._requests_changed
@@ -131,8 +134,6 @@ class SessionService:
         #: the kinds whose CLIs record what they spend
         self.usage_kinds = [name for name, kind in kinds.items() if kind.reports_usage]
         self._usage_events = Throttle()
-        #: the git worktrees of sessions started in one (:mod:`.worktrees`)
-        self.worktrees = worktrees or Worktrees(log=self.log)
         #: what each running session's program has set, followed from its transcript
         self.modes = ModeFollower()
         backends.follow_modes(self.modes_at)

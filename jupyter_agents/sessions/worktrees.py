@@ -293,6 +293,32 @@ class Worktrees:
                 f"{proc.returncode}: {said}"
             )
 
+    def revive(self, worktree: Worktree) -> bool:
+        """Make ``worktree`` again from its branch when its folder was removed outside
+        jupyter_agents (what was committed is on the branch; what was not is gone with
+        the folder): True if it was made, False if it is there. :class:`Conflict` when
+        its branch is gone too. The branch is never removed here."""
+        path = Path(worktree.path)
+        if path.is_dir():
+            return False
+        repo = Git(worktree.repo)
+        if not repo.ok("show-ref", "--verify", "--quiet", f"refs/heads/{worktree.branch}"):
+            raise Conflict(
+                f"its worktree {path} and its branch {worktree.branch} are gone: start a "
+                "fresh session instead"
+            )
+        repo.run("worktree", "prune")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repo.run("worktree", "add", "--quiet", str(path), worktree.branch)
+        try:
+            self._include(Path(worktree.repo), path)
+            self._set_up(path)
+            Path(worktree.cwd).mkdir(parents=True, exist_ok=True)
+        except BaseException:
+            repo.run("worktree", "remove", "--force", str(path), check=False)
+            raise
+        return True
+
     # -- review ---------------------------------------------------------------------------
 
     def review(self, worktree: Worktree) -> Review:
@@ -433,4 +459,3 @@ def _porcelain(text: str) -> list[ChangedFile]:
 def worktree_of(record: Mapping[str, Any] | None) -> Worktree | None:
     """The worktree of a session's record field, if it has one."""
     return None if not record else Worktree.from_record(record)
-
