@@ -224,7 +224,10 @@ def test_a_worktree_session_is_restored_in_its_worktree_after_a_reboot(
         if removed_by_hand:
             shutil.rmtree(tree)
         server = agents_server(env={**fake_agents.env, **IDENTITY})
-        assert server.model(agent["id"])["status"] == "interrupted"
+        model = server.model(agent["id"])
+        assert model["status"] == "interrupted"
+        lost = f"its worktree {tree} was removed outside jupyter_agents; a restore makes it"
+        assert (lost in (model["reason"] or "")) == removed_by_hand, model["reason"]
         status, body = server.request("POST", f"/api/agents/sessions/{agent['id']}/restore")
         assert status == 200 and body["status"] == "running", body
         resumed = fake_agents.records("start")[-1]

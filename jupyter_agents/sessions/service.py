@@ -286,6 +286,7 @@ class SessionService:
                 for k in ("reattach", "interrupt", "orphan", "exit", "release")
             }
             self.log.info("jupyter_agents: reconciled at start: %s", counts)
+            self._note_lost_worktrees()
         changed = {a.session_id: a for a in actions if a.kind in ("exit", "interrupt", "orphan")}
         for action in actions:
             if action.kind == "exit" and action.exit_code is not None:
@@ -623,6 +624,21 @@ class SessionService:
         if worktree.ended is not None:
             raise Conflict(f"session {session_id}'s worktree is finished: {worktree.ended}")
         return worktree
+
+    def _note_lost_worktrees(self) -> None:
+        """At boot: a session whose worktree was removed outside jupyter_agents says so
+        in its reason (a restore makes the worktree again from its branch)."""
+        for session in self.store.list(["running", "interrupted", "exited", "orphaned"]):
+            worktree = worktree_of(session.worktree)
+            if worktree is None or worktree.ended is not None or Path(worktree.path).is_dir():
+                continue
+            reason = (
+                f"its worktree {worktree.path} was removed outside jupyter_agents; a restore "
+                f"makes it again from branch {worktree.branch}"
+            )
+            if session.reason != reason:
+                self.change(session.id, reason=reason)
+                self.log.warning("jupyter_agents: session %s: %s", session.id, reason)
 
     def review_worktree(self, session_id: str) -> Review:
         """What a worktree session did so far (:meth:`~.worktrees.Worktrees.review`)."""
