@@ -105,7 +105,7 @@ def test_two_agents_in_worktrees_of_one_repository(
 
     status, review = server.request("GET", f"/api/agents/sessions/{a['id']}/worktree")
     assert status == 200, review
-    assert (review["ahead"], review["behind"]) == (0, 0)
+    assert (review["ahead"], review["behind"], review["files_total"]) == (0, 0, 1)
     assert review["files"] == [
         {"path": "shared.txt", "status": "M", "committed": False, "old_path": None}
     ]
@@ -307,6 +307,10 @@ def test_set_up_command_and_include_file(repo: Path, tmp_path: Path) -> None:
     assert (Path(made.path) / "ready.txt").read_text() == "set-up ran\n"
     assert (Path(made.path) / ".env").read_text() == "SECRET=1\n"
     assert not (Path(made.path).parent / "outside").exists()
+    for n in range(3):
+        (Path(made.path) / f"new-{n}.txt").write_text("x\n")
+    listed = Worktrees().review(made).to_model(limit=2)  # ready.txt and three more
+    assert (len(listed["files"]), listed["files_total"]) == (2, 4)
     before = layout(repo)
     with pytest.raises(Conflict, match="exited with 3: no network"):
         Worktrees(str(root), "echo no network >&2; exit 3").add(str(repo), "s2")

@@ -44,6 +44,8 @@ SETUP_TIMEOUT = 600.0
 INCLUDE_FILE = ".worktreeinclude"
 #: branch names of worktree sessions start with this
 BRANCH_PREFIX = "agents/"
+#: changed files a review lists at most (an agent can make any number)
+MAX_LISTED = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,14 +103,16 @@ class Review:
     def uncommitted(self) -> list[ChangedFile]:
         return [f for f in self.files if not f.committed]
 
-    def to_model(self) -> dict[str, Any]:
+    def to_model(self, limit: int = MAX_LISTED) -> dict[str, Any]:
+        """The REST model: the first ``limit`` files, and how many there are."""
         return {
             "branch": self.worktree.branch,
             "base": self.worktree.base,
             "path": self.worktree.path,
             "ahead": self.ahead,
             "behind": self.behind,
-            "files": [dataclasses.asdict(f) for f in self.files],
+            "files": [dataclasses.asdict(f) for f in self.files[:limit]],
+            "files_total": len(self.files),
         }
 
 
