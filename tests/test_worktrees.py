@@ -77,6 +77,15 @@ def server(agents_server: Any, fake_agents: Any) -> Any:
     return agents_server(env={**fake_agents.env, **IDENTITY})
 
 
+@pytest.fixture
+def here(fake_agents: Any, agents_state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process as a person's shell or kernel: the fake agents on PATH, a git
+    identity, the state dir."""
+    for key, value in {**fake_agents.env, **IDENTITY}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("JUPYTER_AGENTS_STATE_DIR", str(agents_state_dir))
+
+
 def test_two_agents_in_worktrees_of_one_repository(
     server: Any, fake_agents: Any, repo: Path
 ) -> None:
@@ -242,15 +251,8 @@ def test_a_worktree_session_is_restored_in_its_worktree_after_a_reboot(
 
 
 def test_the_magic_starts_reviews_and_finishes_a_worktree_session(
-    agents_state_dir: Path,
-    fake_agents: Any,
-    repo: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    here: None, repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for key, value in {**fake_agents.env, **IDENTITY}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("JUPYTER_AGENTS_STATE_DIR", str(agents_state_dir))
     monkeypatch.chdir(repo)
     shell: Any = InteractiveShell.instance()
     try:
@@ -272,14 +274,8 @@ def test_the_magic_starts_reviews_and_finishes_a_worktree_session(
 
 
 def test_the_cli_starts_reviews_and_finishes_a_worktree_session(
-    agents_state_dir: Path,
-    fake_agents: Any,
-    repo: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    here: None, agents_state_dir: Path, repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for key, value in {**fake_agents.env, **IDENTITY}.items():
-        monkeypatch.setenv(key, value)
     state = ["--state-dir", str(agents_state_dir)]
     assert main(["new", "claude", "--cwd", str(repo), "--branch", "try-it", *state]) == 0
     sid = capsys.readouterr().out.strip()

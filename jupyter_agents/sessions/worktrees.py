@@ -127,15 +127,7 @@ class Git:
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true"}
         try:
-            proc = subprocess.run(
-                ["git", "-C", self.folder, *args],
-                capture_output=True,
-                text=True,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                timeout=GIT_TIMEOUT,
-                check=False,
-            )
+            proc = _run(["git", "-C", self.folder, *args], None, GIT_TIMEOUT, env)
         except FileNotFoundError:
             raise Conflict("git is not installed on the server: install git first") from None
         except subprocess.TimeoutExpired:
@@ -279,15 +271,7 @@ class Worktrees:
         if not self.setup:
             return
         try:
-            proc = subprocess.run(
-                ["/bin/sh", "-c", self.setup],
-                cwd=path,
-                capture_output=True,
-                text=True,
-                stdin=subprocess.DEVNULL,
-                timeout=SETUP_TIMEOUT,
-                check=False,
-            )
+            proc = _run(["/bin/sh", "-c", self.setup], path, SETUP_TIMEOUT)
         except subprocess.TimeoutExpired:
             raise Conflict(f"the worktree set-up command took over {SETUP_TIMEOUT:.0f} s") from None
         if proc.returncode:
@@ -416,6 +400,22 @@ class Worktrees:
                 shutil.rmtree(worktree.path, ignore_errors=True)
         repo.run("worktree", "prune", check=False)
         repo.run("branch", "-D" if force else "-d", worktree.branch, check=False)
+
+
+def _run(
+    argv: list[str], cwd: Path | None, timeout: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` run with its output captured as text, no input, at most ``timeout``."""
+    return subprocess.run(
+        argv,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _conflict_message(worktree: Worktree, files: Sequence[str]) -> str:
