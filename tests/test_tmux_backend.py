@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -301,6 +302,41 @@ def test_replays_reuse_older_history_only_while_nothing_changed(agents_server):
     again = replay()
     assert numbers("new", again) == list(range(1, 101))
     assert numbers("old", again) == cleared
+
+
+def test_a_spawn_waits_for_a_killed_server_that_a_client_keeps(backend, tmp_path):
+    """After ``kill-server`` tmux waits for its clients to leave before it exits, and
+    until then every new command fails ("server exited unexpectedly"). A spawn then
+    (a server starting right after a pod restart's kill, with an old control client
+    slow to go) waits for that server to be gone and starts a new one; here a stopped
+    client holds it 1 s."""
+    env = {"PATH": os.environ["PATH"]}
+    backend.spawn(SpawnRequest("old", ["sleep", "30"], str(tmp_path), env))
+    client = subprocess.Popen(
+        ["tmux", "-S", str(backend.socket_path), "-C", "attach", "-t", "old"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        poll(lambda: backend._run("list-clients").stdout.strip(), what="the client")
+        client.send_signal(signal.SIGSTOP)
+        backend._run("kill-server")
+        refused = subprocess.run(
+            ["tmux", "-S", str(backend.socket_path), "list-sessions"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert "server exited unexpectedly" in refused.stderr  # exiting, held by the client
+        threading.Timer(1.0, client.kill).start()
+        backend.spawn(SpawnRequest("new", ["sleep", "30"], str(tmp_path), env))
+        assert client.poll() is not None  # made only once the client had gone
+        assert [s.session_id for s in backend.list_live()] == ["new"]
+    finally:
+        client.kill()
+        client.wait()
+        assert client.stdin is not None
+        client.stdin.close()
 
 
 def test_a_spawn_while_the_last_session_is_removed_starts(backend, tmp_path):

@@ -58,8 +58,9 @@ from jupyter_agents.terminal.segments import migrate_legacy
 #: how long :meth:`TmuxBackend.kill_server` lets the tmux server take to exit, before
 #: and after signalling it
 KILL_GRACE = 1.0
-#: tries of a spawn that met a tmux server exiting as its last session ended
-SPAWN_TRIES = 3
+#: seconds a spawn waits for a tmux server that is exiting (its last session just ended,
+#: or kill-server, with a client still to leave) to be gone, trying again every 0.1 s
+EXITING_WAIT = 5.0
 
 
 def default_terminal() -> str:
@@ -218,7 +219,8 @@ class TmuxBackend(Backend):
             + shlex.join([str(env_file), *request.argv])
         )
         pipe = transcript_pipe(transcript, self.transcript_max_bytes)
-        for attempt in range(SPAWN_TRIES):
+        deadline = time.monotonic() + EXITING_WAIT
+        while True:
             try:
                 proc = self._run(
                     "new-session", "-d", "-s", sid, "-x", str(request.cols), "-y",
@@ -230,8 +232,11 @@ class TmuxBackend(Backend):
                 break
             except BackendUnavailable as e:
                 # the server was exiting as it took the command (its last session had
-                # just ended: exit-empty): nothing was made; the next try starts a new one
-                if "server exited unexpectedly" in str(e) and attempt + 1 < SPAWN_TRIES:
+                # just ended: exit-empty; or kill-server, and it waits for its clients to
+                # leave, as long as a stopped or slow one takes): nothing was made; a try
+                # once it is gone starts a new server
+                exiting = "server exited unexpectedly" in str(e)
+                if exiting and time.monotonic() < deadline:
                     time.sleep(0.1)
                     continue
                 env_file.unlink(missing_ok=True)
