@@ -225,9 +225,10 @@ class SessionService:
     ) -> dict[str, Any]:
         """Answer a pending request with ``body`` ``{decision: "allow"|"deny", message?,
         suggestion?}`` (:func:`~jupyter_agents.agents.permissions.answer_from`), once.
-        :class:`InvalidRequest` for a malformed body, :class:`NotFound` for an unknown
-        or ended request (or one of a session that no longer runs), :class:`Conflict`
-        when answered already. Returns ``{request, decision}``."""
+        :class:`InvalidRequest` for a malformed body; :class:`Conflict` saying how it
+        ended for a request that ended (answered here or in the terminal, moot) while
+        this server remembers it (the latest 1,000); :class:`NotFound` for an unknown
+        one, or one of a session that no longer runs. Returns ``{request, decision}``."""
         answer = answer_from(body, by, time.time())
         request = self.requests.get(request_id)
         session = None if request is None else self.store.get_many([request.session_id])
