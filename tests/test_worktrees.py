@@ -311,7 +311,10 @@ def test_set_up_command_and_include_file(repo: Path, tmp_path: Path) -> None:
     with pytest.raises(Conflict, match="exited with 3: no network"):
         Worktrees(str(root), "echo no network >&2; exit 3").add(str(repo), "s2")
     assert layout(repo) == before
-    assert not (root / "the repo é" / "agents-s2").exists()
+    assert sorted(p.name for p in (root / "the repo é").iterdir()) == ["agents-s1"]
+    with pytest.raises(Conflict, match="exited with 4"):  # the first worktree of a root
+        Worktrees(str(tmp_path / "other"), "exit 4").add(str(repo), "s4")
+    assert list((tmp_path / "other").iterdir()) == []  # its repository's folder went too
     with pytest.raises(Conflict, match="inside the repository"):
         Worktrees(str(repo / "trees")).add(str(repo), "s3")
     assert layout(repo) == before

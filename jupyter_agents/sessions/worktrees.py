@@ -22,6 +22,7 @@ and branch it made are removed). Blocking: callers run it off the IO loop.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -220,6 +221,8 @@ class Worktrees:
                 Path(worktree.cwd).mkdir(parents=True)
         except BaseException:
             self.remove(worktree, force=True)
+            with contextlib.suppress(OSError):  # the folder of worktrees, if it was the only one
+                path.parent.rmdir()
             raise
         self.log.info(
             "jupyter_agents: worktree %s on branch %s (from %s at %s) for session %s",
