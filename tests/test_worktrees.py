@@ -280,6 +280,8 @@ def test_the_cli_starts_reviews_and_finishes_a_worktree_session(
     assert main(["new", "claude", "--cwd", str(repo), "--branch", "try-it", *state]) == 0
     sid = capsys.readouterr().out.strip()
     tree = repo.parent / "the repo é.worktrees" / "try-it"
+    assert main(["show", sid, *state]) == 0
+    assert f"worktree: {tree} on branch try-it from main\n" in capsys.readouterr().out
     (tree / "new file.txt").write_text("hello\n")
     assert main(["diff", sid, *state]) == 0
     out = capsys.readouterr().out
@@ -290,6 +292,8 @@ def test_the_cli_starts_reviews_and_finishes_a_worktree_session(
     assert main(["finish", sid, "--discard", "--yes", *state]) == 0
     assert capsys.readouterr().out.strip() == f"{sid}: worktree discarded"
     assert not tree.exists()
+    assert main(["show", sid, *state]) == 0
+    assert f"worktree: {tree} on branch try-it from main; discarded" in capsys.readouterr().out
 
 
 def test_set_up_command_and_include_file(repo: Path, tmp_path: Path) -> None:

@@ -115,6 +115,9 @@ def describe_session(model: dict[str, Any], width: int | None) -> str:
             text = cost_cell(value) + f" ({format_tokens(value['tokens']['total'])} tokens)"
         elif key == "argv" and isinstance(value, list):
             text = shlex.join(str(v) for v in value)
+        elif key == "worktree" and isinstance(value, dict):
+            text = f"{value['path']} on branch {value['branch']} from {value['base']}"
+            text += f"; {value['ended']}" if value.get("ended") else ""
         elif isinstance(value, (dict, list)):
             text = json.dumps(value)
         else:
