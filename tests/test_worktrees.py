@@ -274,8 +274,13 @@ def test_the_magic_starts_reviews_and_finishes_a_worktree_session(
 
 
 def test_the_cli_starts_reviews_and_finishes_a_worktree_session(
-    here: None, agents_state_dir: Path, repo: Path, capsys: pytest.CaptureFixture[str]
+    here: None,
+    agents_state_dir: Path,
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)  # show's lines in full, as in a pipe
     state = ["--state-dir", str(agents_state_dir)]
     assert main(["new", "claude", "--cwd", str(repo), "--branch", "try-it", *state]) == 0
     sid = capsys.readouterr().out.strip()
