@@ -10,10 +10,13 @@ restored in its own worktree with its conversation.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shutil
 import signal
 import subprocess
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -327,3 +330,74 @@ def test_set_up_command_and_include_file(repo: Path, tmp_path: Path) -> None:
     with pytest.raises(Conflict, match="inside the repository"):
         Worktrees(str(repo / "trees")).add(str(repo), "s3")
     assert layout(repo) == before
+
+
+def test_the_review_shows_each_changed_file_before_and_now(server: Any, repo: Path) -> None:
+    """A notebook as nbdime's diff (its changed cell source and output), a text file as
+    its two texts, an image as its two pictures, a binary file by size; a path the
+    review does not list is a 404 and nothing outside it is read."""
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": 1,
+                "id": "c1",
+                "metadata": {},
+                "outputs": [{"name": "stdout", "output_type": "stream", "text": ["1\n"]}],
+                "source": ["print(1)"],
+            }
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (repo / "analysis.ipynb").write_text(json.dumps(nb))
+    (repo / "plot.png").write_bytes(b"\x89PNG\r\n\x1a\nbefore")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a notebook and a picture")
+    agent = server.new("claude", repo, worktree=True)
+    tree = Path(agent["worktree"]["path"])
+    cell = nb["cells"][0]
+    cell["source"], cell["outputs"][0]["text"] = ["print(2)"], ["2\n"]
+    (tree / "analysis.ipynb").write_text(json.dumps(nb))
+    (tree / "plot.png").write_bytes(b"\x89PNG\r\n\x1a\nafter")
+    (tree / "shared.txt").write_text("base\nmore\n")
+    (tree / "blob.bin").write_bytes(b"\0\1\2")
+    git(tree, "add", "analysis.ipynb")
+    git(tree, "commit", "-q", "-m", "print 2")
+
+    def file(path: str) -> dict[str, Any]:
+        status, body = server.request("GET", f"{url}?path={urllib.parse.quote(path)}")
+        assert status == 200, body
+        return body
+
+    url = f"/api/agents/sessions/{agent['id']}/worktree/file"
+    notebook = file("analysis.ipynb")
+    assert (notebook["kind"], notebook["status"], notebook["committed"]) == (
+        "notebook",
+        "M",
+        True,
+    )
+    assert notebook["base"]["cells"][0]["source"] == "print(1)"
+    (cells,) = notebook["diff"]  # nbdime's: cell 0's source and output changed, no more
+    assert (cells["key"], [d["key"] for d in cells["diff"]]) == ("cells", [0])
+    changed = {d["key"] for d in cells["diff"][0]["diff"]}
+    assert changed == {"source", "outputs"}, cells
+    text = file("shared.txt")
+    assert (text["kind"], text["before"], text["after"]) == ("text", "base\n", "base\nmore\n")
+    image = file("plot.png")
+    assert (image["kind"], image["mime"]) == ("image", "image/png")
+    assert base64.b64decode(image["after"]).endswith(b"after")
+    assert base64.b64decode(image["before"]).endswith(b"before")
+    binary = file("blob.bin")
+    assert (binary["kind"], binary["status"], binary["before_size"], binary["after_size"]) == (
+        "binary",
+        "?",
+        None,
+        3,
+    )
+    for path in ("../the repo é/.env", "sub/notes.txt", "/etc/passwd"):
+        status, body = server.request("GET", f"{url}?path={urllib.parse.quote(path)}")
+        assert status == 404 and "is not a file the worktree" in body["message"], body
+    status, body = server.request("GET", url)
+    assert status == 400 and "say which file" in body["message"], body

@@ -407,6 +407,21 @@ class WorktreeHandler(ApiHandler):
         self.reply(session.to_model())
 
 
+class WorktreeFileHandler(ApiHandler):
+    """``GET /api/agents/sessions/<id>/worktree/file?path=P``: one file the review lists,
+    before (where the branch left its base) and now (in the worktree), by ``kind``:
+    ``notebook`` (nbdime's ``{base, diff}``), ``text``, ``image`` (base64), ``binary`` or
+    ``large`` (sizes only); 404 for a path the review does not list."""
+
+    @web.authenticated
+    @authorized_to_see_output
+    async def get(self, session_id: str) -> None:
+        path = self.get_query_argument("path", "", strip=False)
+        if not path:
+            raise http_error(InvalidRequest("say which file: ?path=<a path the review lists>"))
+        self.reply(await self.call(self.service.worktree_file, session_id, path))
+
+
 class AdoptHandler(ApiHandler):
     """``POST /api/agents/sessions/<id>/adopt``: an orphaned session becomes a running
     terminal (listed in ``/api/terminals``); its model."""
@@ -529,6 +544,7 @@ def handlers(
         (r"/api/agents/sessions/(\w+)/adopt", AdoptHandler, rest),
         (r"/api/agents/sessions/(\w+)/fresh", FreshHandler, rest),
         (r"/api/agents/sessions/(\w+)/worktree", WorktreeHandler, rest),
+        (r"/api/agents/sessions/(\w+)/worktree/file", WorktreeFileHandler, rest),
         (r"/api/agents/restore", RestoreAllHandler, rest),
         (r"/api/agents/requests", RequestsHandler, rest),
         (r"/api/agents/requests/(\w+)", RequestHandler, rest),

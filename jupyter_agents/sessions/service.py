@@ -46,6 +46,7 @@ from jupyter_agents.core.procs import (
     terminate_tree,
 )
 from jupyter_agents.core.store import Session, SessionStore, Status, new_session_id, utcnow_iso
+from jupyter_agents.sessions.filediff import file_diff
 from jupyter_agents.sessions.reconcile import Action, apply_plan
 from jupyter_agents.sessions.restore import (
     TAIL_BYTES,
@@ -644,6 +645,12 @@ class SessionService:
     def review_worktree(self, session_id: str) -> Review:
         """What a worktree session did so far (:meth:`~.worktrees.Worktrees.review`)."""
         return self.worktrees.review(self._worktree(session_id))
+
+    def worktree_file(self, session_id: str, path: str) -> dict[str, Any]:
+        """One file a worktree session changed, before and now, as the review's diff view
+        shows it (:func:`~.filediff.file_diff`); :class:`NotFound` for a path its review
+        does not list."""
+        return file_diff(self.worktrees.versions(self._worktree(session_id), path))
 
     def finish_worktree(self, session_id: str, how: object, confirm: bool = False) -> Session:
         """Merge a worktree session's branch into its base, or discard it; either way its

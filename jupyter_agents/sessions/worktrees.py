@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from jupyter_agents.core.errors import Conflict, InvalidRequest
+from jupyter_agents.core.errors import Conflict, InvalidRequest, NotFound
 
 #: what finishing a worktree session does with its branch
 Finish = Literal["merge", "discard"]
@@ -47,6 +47,8 @@ INCLUDE_FILE = ".worktreeinclude"
 BRANCH_PREFIX = "agents/"
 #: changed files a review lists at most (an agent can make any number)
 MAX_LISTED = 1000
+#: bytes of one version of one file a review reads at most (a bigger one is only sized)
+MAX_SHOWN = 4 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,6 +119,18 @@ class Review:
         }
 
 
+@dataclasses.dataclass(frozen=True)
+class Versions:
+    """A changed file's ``before`` and ``after`` bytes (None: it did not exist, or is
+    over :data:`MAX_SHOWN` bytes: then only its ``*_size`` is known)."""
+
+    file: ChangedFile
+    before: bytes | None
+    before_size: int | None
+    after: bytes | None
+    after_size: int | None
+
+
 class Git:
     """``git`` run in one folder, with its arguments as a list, English messages and no
     prompts; :class:`Conflict` with git's own words when it fails (unless ``check``
@@ -145,6 +159,21 @@ class Git:
 
     def ok(self, *args: str) -> bool:
         return self.run(*args, check=False).returncode == 0
+
+    def blob(self, spec: str) -> bytes:
+        """The bytes of ``git cat-file blob <spec>`` (not decoded)."""
+        proc = subprocess.run(
+            ["git", "-C", self.folder, "cat-file", "blob", spec],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=GIT_TIMEOUT,
+            env={**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"},
+            check=False,
+        )
+        if proc.returncode:
+            said = proc.stderr.decode(errors="replace").strip()
+            raise Conflict(f"git cat-file failed in {self.folder}: {said}")
+        return proc.stdout
 
 
 class Worktrees:
@@ -327,6 +356,42 @@ class Worktrees:
         status = Git(worktree.path).run("status", "--porcelain=v1", "-z", "--untracked-files=all")
         files += _porcelain(status.stdout)
         return Review(worktree, ahead, behind, files)
+
+    def versions(self, worktree: Worktree, path: str) -> Versions:
+        """One changed file of :meth:`review` before (at the commit where the branch left
+        its base) and now (in the worktree, committed or not): :class:`NotFound` for a
+        path the review does not list (nothing else is read: no path leaves the
+        repository). A version over :data:`MAX_SHOWN` bytes is only sized; a symbolic
+        link is its target's name, never followed."""
+        review = self.review(worktree)
+        changed = next((f for f in review.files if f.path == path), None)
+        if changed is None:
+            raise NotFound(f"{path!r} is not a file the worktree of {worktree.branch} changed")
+        repo = Git(worktree.repo)
+        fork = repo.out("merge-base", worktree.base, worktree.branch)
+        before: bytes | None = None
+        before_size: int | None = None
+        old = changed.old_path or changed.path
+        if changed.status not in "A?":
+            spec = f"{fork}:{old}"
+            listed = repo.run("cat-file", "-s", spec, check=False)
+            if listed.returncode == 0:
+                before_size = int(listed.stdout)
+                if before_size <= MAX_SHOWN:
+                    before = repo.blob(spec)
+        after: bytes | None = None
+        after_size: int | None = None
+        file = Path(worktree.path, changed.path)
+        if os.path.lexists(file):
+            if file.is_symlink():
+                after = os.fsencode(os.readlink(file))
+                after_size = len(after)
+            elif file.is_file():
+                after_size = file.stat().st_size
+                if after_size <= MAX_SHOWN:
+                    with open(file, "rb") as f:
+                        after = f.read(MAX_SHOWN + 1)[:MAX_SHOWN]
+        return Versions(changed, before, before_size, after, after_size)
 
     # -- finish ---------------------------------------------------------------------------
 
