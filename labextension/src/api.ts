@@ -53,6 +53,58 @@ export interface ISession {
    * older than cost tracking, and from the replies of POST.
    */
   usage?: IUsage | null;
+  /**
+   * Where a worktree session works: a git worktree of `repo` on its own `branch`, made
+   * from `base`; `ended` says how it was finished (`merged <commit>`, `discarded`).
+   * Null for other sessions; absent from servers older than worktrees.
+   */
+  worktree?: IWorktree | null;
+}
+
+/** A worktree session's worktree (`worktree` of the session model). */
+export interface IWorktree {
+  repo: string;
+  path: string;
+  branch: string;
+  base: string;
+  base_commit: string;
+  folder: string;
+  ended: string | null;
+}
+
+/** One file a worktree session changed (`git`'s letter in `status`). */
+export interface IChangedFile {
+  path: string;
+  status: string;
+  committed: boolean;
+  old_path: string | null;
+}
+
+/** `GET /api/agents/sessions/<id>/worktree`: what a worktree session did. */
+export interface IWorktreeReview {
+  branch: string;
+  base: string;
+  path: string;
+  ahead: number;
+  behind: number;
+  files: IChangedFile[];
+  files_total: number;
+}
+
+/**
+ * `GET /api/agents/sessions/<id>/worktree/file?path=`: one changed file, before and now:
+ * a notebook as nbdime's `{base, diff}`, text as two texts, an image as two base64
+ * pictures; a binary or large file by size only.
+ */
+export interface IWorktreeFile extends IChangedFile {
+  kind: 'notebook' | 'text' | 'image' | 'binary' | 'large';
+  before_size: number | null;
+  after_size: number | null;
+  base?: any;
+  diff?: any[];
+  before?: string | null;
+  after?: string | null;
+  mime?: string;
 }
 
 /** Tokens by kind (disjoint: `total` is their sum). */
@@ -203,14 +255,56 @@ export interface ISharing {
 export const getSharing = (s: Settings): Promise<ISharing> =>
   request<ISharing>(s, 'api/agents/sharing');
 
+/**
+ * `POST /api/agents/sessions`: start a session of `kind` in `cwd` (the server's root
+ * when not given); with `worktree`, in a new git worktree of `cwd`'s repository (a
+ * folder outside one is an `AgentsError`, 409, saying so).
+ */
 export const createSession = (
   s: Settings,
   kind: string,
-  cwd?: string
+  cwd?: string,
+  worktree?: boolean
 ): Promise<ISession> =>
   request<ISession>(s, 'api/agents/sessions', {
     method: 'POST',
-    body: JSON.stringify(cwd ? { kind, cwd } : { kind })
+    body: JSON.stringify({
+      kind,
+      ...(cwd ? { cwd } : {}),
+      ...(worktree ? { worktree: true } : {})
+    })
+  });
+
+export const reviewWorktree = (
+  s: Settings,
+  id: string
+): Promise<IWorktreeReview> =>
+  request<IWorktreeReview>(s, `api/agents/sessions/${id}/worktree`);
+
+export const worktreeFile = (
+  s: Settings,
+  id: string,
+  path: string
+): Promise<IWorktreeFile> =>
+  request<IWorktreeFile>(
+    s,
+    `api/agents/sessions/${id}/worktree/file?path=${encodeURIComponent(path)}`
+  );
+
+/**
+ * `POST /api/agents/sessions/<id>/worktree {action, confirm}`: merge the branch into its
+ * base, or discard it; 409 (an `AgentsError` with the server's words) while it runs or
+ * has uncommitted changes unless `confirm`, or when the merge would conflict.
+ */
+export const finishWorktree = (
+  s: Settings,
+  id: string,
+  action: 'merge' | 'discard',
+  confirm: boolean
+): Promise<ISession> =>
+  request<ISession>(s, `api/agents/sessions/${id}/worktree`, {
+    method: 'POST',
+    body: JSON.stringify({ action, confirm })
   });
 
 /**

@@ -176,11 +176,24 @@ export function addCommands(options: Commands.IOptions): void {
       const kind = String(args.kind ?? 'shell');
       const cwd = args.cwd ? String(args.cwd) : options.cwd?.();
       try {
-        const session = await createSession(settings, kind, cwd || undefined);
+        const session = await createSession(
+          settings,
+          kind,
+          cwd || undefined,
+          args.worktree === true
+        );
         await model.refresh();
         await open(session.name);
       } catch (error) {
-        fail(trans.__('Could not start a %1 session', label(kind)), error);
+        fail(
+          args.worktree === true
+            ? trans.__(
+                'Could not start a %1 session in a worktree',
+                label(kind)
+              )
+            : trans.__('Could not start a %1 session', label(kind)),
+          error
+        );
       }
     }
   });

@@ -31,6 +31,17 @@ export const limitIcon = new LabIcon({
   )
 });
 
+/** A git branch: two commits, one branching off. */
+export const branchIcon = new LabIcon({
+  name: 'jupyter-agents:branch',
+  svgstr: svg(
+    '<g class="jp-icon3" fill="#616161">' +
+      '<path d="M4 1.5a2 2 0 0 1 .75 3.86v5.28a2 2 0 1 1-1.5 0V5.36A2 2 0 0 1 4 1.5zm0 1.3a.7.7 0 1 0 0 1.4.7.7 0 0 0 0-1.4zm0 9.5a.7.7 0 1 0 0 1.4.7.7 0 0 0 0-1.4z"/>' +
+      '<path d="M12 1.5a2 2 0 0 1 .75 3.86V6.5a3 3 0 0 1-3 3h-2a1.5 1.5 0 0 0-1.5 1.5H4.75A3 3 0 0 1 7.75 8h2a1.5 1.5 0 0 0 1.5-1.5V5.36A2 2 0 0 1 12 1.5zm0 1.3a.7.7 0 1 0 0 1.4.7.7 0 0 0 0-1.4z"/>' +
+      '</g>'
+  )
+});
+
 export const replayIcon = new LabIcon({
   name: 'jupyter-agents:replay',
   svgstr: svg(

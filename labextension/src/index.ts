@@ -13,7 +13,9 @@
  * - `clipboard` (OSC 52 copies from programs in terminal tabs) needs only the
  *   terminal tracker;
  * - `conversation` (an agent's conversation as a document, a fresh session where one
- *   cannot be resumed: `conversation.ts`) requires it and the rendermime registry.
+ *   cannot be resumed: `conversation.ts`) requires it and the rendermime registry;
+ * - `worktree` (the review of a worktree session in a tab: its files, their diffs,
+ *   notebooks through nbdime; merge or discard: `worktree.ts`) requires both too.
  */
 import {
   ILayoutRestorer,
@@ -42,6 +44,7 @@ import { TerminalSizing } from './sizing';
 import { terminalLinkFactory } from './terminallink';
 import { addCommands } from './commands';
 import { conversationPlugin } from './conversation';
+import { worktreePlugin } from './worktree';
 import { EventConnection } from './events';
 import { InterruptedTabs, TerminalWidget } from './interrupted';
 import { DEFAULT_POLL_INTERVAL, SessionsModel } from './model';
@@ -422,7 +425,8 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   clipboard,
   sizing,
   terminalLink,
-  conversationPlugin
+  conversationPlugin,
+  worktreePlugin
 ];
 
 export default plugins;

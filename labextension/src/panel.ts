@@ -37,6 +37,7 @@ import { requestElement } from './requests';
 import { el } from './dom';
 import {
   agentsIcon,
+  branchIcon,
   kindIcon,
   kindLabel,
   limitIcon,
@@ -68,8 +69,11 @@ export interface IPanelActions {
   fresh(session: Pick<ISession, 'id'>): void | Promise<void>;
   /** Ask for its own unattended limit, and give it that. */
   limit(session: Pick<ISession, 'id'>): void | Promise<void>;
+  /** Open the review of its worktree (files, diffs; merge or discard). */
+  review(session: Pick<ISession, 'id'>): void | Promise<void>;
   restoreAll(): void | Promise<void>;
-  create(kind: string): void | Promise<void>;
+  /** Start a session of `kind`; with `worktree`, in a new git worktree. */
+  create(kind: string, worktree?: boolean): void | Promise<void>;
   refresh(): void | Promise<void>;
 }
 
@@ -92,8 +96,10 @@ export function commandActions(commands: CommandRegistry): IPanelActions {
     conversation: s => run(CommandIDs.conversation, { id: s.id }),
     fresh: s => run(CommandIDs.fresh, { id: s.id }),
     limit: s => run(CommandIDs.limit, { id: s.id }),
+    review: s => run(CommandIDs.review, { id: s.id }),
     restoreAll: () => run(CommandIDs.restoreAll),
-    create: kind => run(CommandIDs.create, { kind }),
+    create: (kind, worktree) =>
+      run(CommandIDs.create, worktree ? { kind, worktree } : { kind }),
     refresh: () => run(CommandIDs.refresh)
   };
 }
@@ -108,7 +114,8 @@ type Action =
   | 'replay'
   | 'conversation'
   | 'fresh'
-  | 'limit';
+  | 'limit'
+  | 'review';
 
 /**
  * The actions of a session in each status, the most likely first: it is the row's
@@ -133,7 +140,8 @@ const ACTION_ICONS: Record<Action, LabIcon> = {
   replay: replayIcon,
   conversation: markdownIcon,
   fresh: launchIcon,
-  limit: limitIcon
+  limit: limitIcon,
+  review: branchIcon
 };
 
 /** The prefix of the row menu's commands (`agents-row:<action>`, args `{id}`). */
@@ -142,12 +150,16 @@ export const ROW_COMMAND = 'agents-row:';
 /**
  * A session's actions (its status's, the first being the primary one): its
  * conversation when it has one; Share only where this server can share (`canShare`);
- * a limit only for an agent that reports what it spends.
+ * a limit only for an agent that reports what it spends; Review for a session whose
+ * worktree is not finished (second: after Open, Adopt or Restore).
  */
 export function actionsOf(s: ISession, canShare: boolean): Action[] {
   const actions = (ACTIONS[s.status] ?? []).filter(
     a => (a !== 'share' || canShare) && (a !== 'limit' || !!s.usage)
   );
+  if (s.worktree && !s.worktree.ended) {
+    actions.splice(Math.min(1, actions.length), 0, 'review');
+  }
   if (s.conversation_id) {
     const kill = actions.indexOf('kill');
     actions.splice(kill < 0 ? actions.length : kill, 0, 'conversation');
@@ -268,7 +280,8 @@ export class AgentsPanel extends Widget {
       replay: trans.__('Replay'),
       conversation: trans.__('Conversation'),
       fresh: trans.__('Start fresh here'),
-      limit: trans.__('Spending limit…')
+      limit: trans.__('Spending limit…'),
+      review: trans.__('Review')
     };
     this._actionTitles = {
       open: trans.__('Open its terminal'),
@@ -288,6 +301,9 @@ export class AgentsPanel extends Widget {
       ),
       limit: trans.__(
         'What it may spend while nobody watches before it is stopped…'
+      ),
+      review: trans.__(
+        'What it changed in its worktree (files, diffs); merge or discard it'
       )
     };
     this._menuCommands = new CommandRegistry();
@@ -525,6 +541,22 @@ export class AgentsPanel extends Widget {
   private _renderToolbar(): void {
     const trans = this._trans;
     this._toolbar.replaceChildren();
+    // where the next agent starts: in the folder, or in a new git worktree of its
+    // repository (a choice kept while the panel lives)
+    const place = el('label', 'jp-AgentsPanel-worktreeToggle');
+    const box = el('input');
+    box.type = 'checkbox';
+    box.checked = this._inWorktree;
+    box.dataset.action = 'worktree-toggle';
+    box.onchange = () => {
+      this._inWorktree = box.checked;
+    };
+    place.title = trans.__(
+      'Start each new session in a new git worktree of the folder’s repository, on a branch of its own, to review and merge later'
+    );
+    branchIcon.element({ container: place, tag: 'span' });
+    place.prepend(box);
+    place.append(el('span', '', trans.__('In a new worktree')));
     for (const kind of this._model.kinds) {
       const button = el('button', 'jp-AgentsPanel-new jp-mod-styled');
       button.dataset.action = 'new';
@@ -550,9 +582,10 @@ export class AgentsPanel extends Widget {
         this._toolbar.append(button, why);
         continue;
       }
-      button.onclick = () => this._actions.create(kind);
+      button.onclick = () => this._actions.create(kind, this._inWorktree);
       this._toolbar.append(button);
     }
+    this._toolbar.append(place);
   }
 
   /** A session's row; `repeated`: another session has its name. */
@@ -768,6 +801,40 @@ export class AgentsPanel extends Widget {
       }
     }
 
+    // the branch of its worktree, and how the worktree ended
+    if (s.worktree) {
+      const line = el('div', 'jp-AgentsPanel-worktree');
+      line.dataset.branch = s.worktree.branch;
+      line.title = trans.__(
+        'works in the git worktree %1, on branch %2 from %3',
+        s.worktree.path,
+        s.worktree.branch,
+        s.worktree.base
+      );
+      branchIcon.element({ container: line, tag: 'span' });
+      line.append(el('bdi', 'jp-AgentsPanel-branch', s.worktree.branch));
+      if (s.worktree.ended) {
+        line.append(
+          el('span', 'jp-AgentsPanel-worktreeEnded', s.worktree.ended)
+        );
+      } else {
+        const review = el(
+          'button',
+          'jp-AgentsPanel-action jp-mod-styled',
+          this._actionLabels.review
+        );
+        review.dataset.action = 'review';
+        review.title = this._actionTitles.review;
+        review.tabIndex = -1;
+        review.onclick = event => {
+          event.stopPropagation();
+          void this._run('review', s, review);
+        };
+        line.append(review);
+      }
+      row.append(line);
+    }
+
     // its live read-only shares, on a line of their own under it
     const shares = this._model.shares.filter(
       share => share.session_id === s.id
@@ -972,4 +1039,5 @@ export class AgentsPanel extends Widget {
   private _actionTitles: Record<Action, string>;
   private _menuCommands: CommandRegistry;
   private _menu: MenuSvg | null = null;
+  private _inWorktree = false;
 }

@@ -95,6 +95,7 @@ export namespace PluginIDs {
   export const terminalLink = 'jupyter-agents:terminal-link';
   export const titles = 'jupyter-agents:titles';
   export const conversation = 'jupyter-agents:conversation';
+  export const worktree = 'jupyter-agents:worktree';
 }
 
 export namespace CommandIDs {
@@ -115,4 +116,5 @@ export namespace CommandIDs {
   export const renameTerminal = 'jupyter-agents:rename-terminal';
   export const conversation = 'jupyter-agents:conversation';
   export const fresh = 'jupyter-agents:fresh';
+  export const review = 'jupyter-agents:review';
 }

@@ -42,6 +42,8 @@ Lines typed into the fake claude (a "turn" runs ``UserPromptSubmit`` first):
 - ``/idle``: ``Notification`` (``idle_prompt``), no turn;
 - ``/write PATH TEXT``: an edit, as its tools make one: TEXT and a newline written to
   PATH (relative to its folder), then ``wrote PATH``; no turn;
+- ``/commit MESSAGE``: what its Bash tool does when asked to commit: ``git add -A`` and
+  ``git commit -m MESSAGE`` in its folder, then ``committed`` (or git's words); no turn;
 - ``/bulk N``: N assistant records of about 1 KiB each appended to the conversation;
 - ``/spend N [S]``: works (``PreToolUse``) and writes an assistant record using ``N``
   output tokens (and :data:`SPEND_USAGE`) every ``S`` seconds (default 0.2) until it
@@ -571,6 +573,15 @@ def claude(args: list[str]) -> None:
                 _, target, content = text.split(" ", 2)
                 Path(target).write_text(content + "\n")
                 print(f"wrote {target}", flush=True)
+            elif text.startswith("/commit "):
+                message = text.split(" ", 1)[1]
+                done = subprocess.run(["git", "add", "-A"], capture_output=True, text=True)
+                if not done.returncode:
+                    done = subprocess.run(
+                        ["git", "commit", "-q", "-m", message], capture_output=True, text=True
+                    )
+                said = (done.stderr or done.stdout).strip()
+                print("committed" if not done.returncode else f"git: {said}", flush=True)
             elif text == "/idle":
                 fire(
                     "Notification",

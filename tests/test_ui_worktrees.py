@@ -1,0 +1,228 @@
+"""Worktree sessions in JupyterLab (real server, real git, real headless Chromium, the
+fake Claude, which edits a file with ``/write`` and commits with ``/commit``).
+
+From the Agents panel with "In a new worktree" ticked, a Claude session starts in a new
+worktree of the repository the file browser shows (and in a folder outside any
+repository, the person reads why it cannot); the agent edits a notebook's cell and its
+output and commits; the session's row shows its branch and Review; the review tab lists
+the notebook, and nbdime's rendered diff shows the changed cell's source and output; a
+text file shows side by side; Merge (after a confirmation that says the session will be
+ended) puts the commit on the base branch, removes the worktree and the branch, and the
+row says how it ended. Screenshots at 1400x900 and 360x740 go to
+``tests/artifacts/ui/`` (the docs embed copies kept in ``docs/ui/``).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import test_ui
+from test_ui import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    Lab,
+    open_lab,
+    row,
+    shot,
+    show_panel,
+    wait_notification,
+)
+from test_worktrees import IDENTITY, git, make_repo
+
+from jupyter_agents.pytest_plugin import kill_backends, poll
+
+page = test_ui.page
+jp_asyncio_loop = test_ui.jp_asyncio_loop
+jp_server_cleanup = test_ui.jp_server_cleanup
+
+pytestmark = [pytest.mark.ui, pytest.mark.timeout(300)]
+
+
+def notebook(source: str, output: str) -> dict[str, Any]:
+    """A one-cell notebook: ``source`` and its printed ``output``."""
+    return {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": 1,
+                "id": "first-cell",
+                "metadata": {},
+                "outputs": [{"name": "stdout", "output_type": "stream", "text": [output]}],
+                "source": [source],
+            }
+        ],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    sync_api = test_ui.playwright()
+    root = tmp_path_factory.mktemp("ui-worktrees")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        lab = Lab(root, browser)
+        lab.server.extra_env.update(IDENTITY)  # the agent's commits and the merge
+        repo = make_repo(lab.work / "project")
+        (repo / "analysis.ipynb").write_text(json.dumps(notebook("print(6 * 7)", "42\n")))
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "the analysis")
+        try:
+            lab.server.start()
+            yield lab
+        finally:
+            lab.server.stop(signal.SIGKILL)
+            kill_backends(lab.state_dir)
+            browser.close()
+
+
+def go_to(page: Any, folder: str) -> None:
+    """The file browser shows ``folder`` (where a new session starts)."""
+    page.evaluate(
+        "path => window.jupyterapp.commands.execute('filebrowser:go-to-path', {path})",
+        folder,
+    )
+    poll(
+        lambda: (
+            page.evaluate(
+                "() => window.jupyterapp.shell.widgets('left')"
+                "  && [...window.jupyterapp.shell.widgets('left')]"
+                "    .find(w => w.id === 'filebrowser').model.path"
+            )
+            == folder.strip("/")
+        ),
+        what=f"the file browser in {folder}",
+    )
+
+
+def start_in_worktree(lab: Lab, page: Any) -> dict[str, Any]:
+    """Tick "In a new worktree", click New Claude; the new session's model."""
+    panel = show_panel(page)
+    toggle = panel.locator("input[data-action='worktree-toggle']")
+    if not toggle.is_checked():
+        toggle.check()
+    before = set(lab.sessions())
+    panel.locator("button[data-action='new'][data-kind='claude']").click()
+    return poll(  # type: ignore[no-any-return]
+        lambda: next((s for i, s in lab.sessions().items() if i not in before), None),
+        what="the new session",
+    )
+
+
+def test_review_a_worktree_session_and_merge_it(lab: Lab, page: Any) -> None:
+    repo = lab.work / "project"
+    open_lab(page, lab, reset=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+
+    # 1. outside a repository: the person reads why, and nothing starts
+    go_to(page, "")
+    before = set(lab.sessions())
+    show_panel(page).locator("input[data-action='worktree-toggle']").check()
+    page.locator("#jupyter-agents-panel button[data-action='new'][data-kind='claude']").click()
+    toast = page.locator(".Toastify__toast", has_text="in a worktree")
+    toast.wait_for()  # shown for 10 s
+    page.wait_for_timeout(500)  # slid in, for the screenshot
+    said = toast.inner_text()
+    assert said.startswith("Could not start a Claude Code session in a worktree: "), said
+    assert f"{lab.work} is not inside a git repository" in said, said
+    shot(page, "worktree-not-a-repository")
+    assert set(lab.sessions()) == before
+
+    # 2. in the repository: a session in a new worktree, beside it
+    go_to(page, "project")
+    agent = start_in_worktree(lab, page)
+    tree = agent["worktree"]
+    assert tree and tree["base"] == "main" and tree["repo"] == str(repo)
+    path = Path(tree["path"])
+    assert path.parent == lab.work / "project.worktrees" and agent["cwd"] == str(path)
+
+    # 3. it edits the notebook's cell and output, and commits
+    edited = json.dumps(notebook("print(6 * 9)", "54\n"))
+    lab.server.type_line(agent["name"], f"/write analysis.ipynb {edited}", "wrote analysis.ipynb")
+    lab.server.type_line(agent["name"], "/write notes.md the answer is 54", "wrote notes.md")
+    lab.server.type_line(agent["name"], "/commit the answer", "committed")
+    assert (repo / "analysis.ipynb").read_text().count("6 * 7") == 1  # the base: untouched
+
+    # 4. its row: the branch and Review
+    line = row(page, agent["id"]).locator(".jp-AgentsPanel-worktree")
+    line.wait_for()
+    assert line.locator(".jp-AgentsPanel-branch").inner_text() == tree["branch"]
+    shot(page, "worktree-panel")
+    line.locator("button[data-action='review']").click()
+    review = page.locator(f".jp-AgentsWorktree[data-session-id='{agent['id']}']")
+    summary = review.locator(".jp-AgentsWorktree-summary")
+    poll(lambda: "1 commit ahead of main" in summary.inner_text(), what="the review summary")
+    assert "0 behind" in summary.inner_text() and "2 files changed" in summary.inner_text()
+    files = review.locator(".jp-AgentsWorktree-fileButton")
+    assert sorted(files.evaluate_all("bs => bs.map(b => b.dataset.path)")) == [
+        "analysis.ipynb",
+        "notes.md",
+    ]
+
+    # 5. the notebook through nbdime: the changed cell, its source and its output
+    review.locator(".jp-AgentsWorktree-fileButton[data-path='analysis.ipynb']").click()
+    diff = review.locator(".jp-AgentsWorktree-fileDiff[data-kind='notebook']")
+    cell = diff.locator(".jp-Cell-diff").first
+    cell.wait_for()
+    assert diff.locator(".jp-Cell-diff").count() == 1
+    source = cell.locator(".jp-Cellrow-source")
+    poll(lambda: "6 * 9" in source.inner_text(), what="the new source in nbdime's diff")
+    assert "6 * 7" in source.inner_text()  # before and after, side by side
+    outputs = cell.locator(".jp-Cellrow-outputs")
+    assert "54" in outputs.inner_text() and "42" in outputs.inner_text()
+    assert cell.locator(".jp-Diff-twoway, .jp-Diff-added, .jp-Diff-deleted").count() >= 1
+    shot(page, "worktree-review-notebook")
+
+    # 6. a text file side by side (it is new: nothing before)
+    review.locator(".jp-AgentsWorktree-fileButton[data-path='notes.md']").click()
+    text = review.locator(".jp-AgentsWorktree-fileDiff[data-kind='text']")
+    text.locator(".cm-mergeView").wait_for()
+    assert "the answer is 54" in text.locator(".cm-merge-b").inner_text()
+    assert "added" in text.locator(".jp-AgentsWorktree-diffStatus").inner_text()
+
+    # 7. the same review on a phone
+    phone = page.context.new_page()
+    try:
+        phone.set_viewport_size({"width": 360, "height": 740})
+        open_lab(phone, lab, reset=True)
+        phone.evaluate(
+            "id => window.jupyterapp.commands.execute('jupyter-agents:review', {id})",
+            agent["id"],
+        )
+        small = phone.locator(f".jp-AgentsWorktree[data-session-id='{agent['id']}']")
+        small.locator(".jp-AgentsWorktree-fileButton[data-path='analysis.ipynb']").click()
+        small.locator(".jp-Cell-diff").first.wait_for()
+        box = small.locator(".jp-AgentsWorktree-fileButton").first.bounding_box()
+        assert box and box["height"] >= 32 and box["x"] + box["width"] <= 360, box
+        assert phone.evaluate("() => document.documentElement.scrollWidth") <= 360
+        shot(phone, "phone-worktree-review")
+    finally:
+        phone.close()
+
+    # 8. merge: asked first (the session runs: it is ended), then on main, all removed
+    page.locator(".jp-AgentsWorktreeDocument .jp-Toolbar [data-action='merge'] button").click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.wait_for()
+    words = dialog.inner_text()
+    assert f"Merge {tree['branch']} into main?" in words, words
+    assert "still running: it will be ended first" in words, words
+    shot(page, "worktree-merge-confirm")
+    dialog.locator("button.jp-mod-accept").click()
+    wait_notification(page, f"{tree['branch']}: merged into main at ")
+    poll(lambda: review.get_attribute("data-ended") or "", what="the review to say it ended")
+    assert "finished: merged" in summary.inner_text()
+    assert "6 * 9" in (repo / "analysis.ipynb").read_text()
+    assert git(repo, "log", "-1", "--format=%s").strip() == "the answer"
+    assert not path.exists()
+    assert tree["branch"] not in git(repo, "branch", "--list")
+    ended = row(page, agent["id"]).locator(".jp-AgentsPanel-worktreeEnded")
+    ended.wait_for(state="attached")  # in the Ended group, folded
+    assert ended.text_content().startswith("merged into main at "), ended.text_content()
+    assert row(page, agent["id"]).locator("button[data-action='review']").count() == 0
