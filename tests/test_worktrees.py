@@ -184,7 +184,7 @@ def test_bad_requests_are_refused_and_leave_nothing(
         assert layout(repo) == before
         assert not (repo.parent / "the repo é.worktrees").exists()
 
-    refused(outside, True, 409, "is not inside a git repository")
+    refused(outside, True, 409, f"no git repository: {outside} is not inside one")
     refused(empty, True, 409, "has no commit yet")
     refused(with_modules, True, 409, "has submodules")
     refused(repo, "taken", 409, "the branch taken already exists")
@@ -401,3 +401,33 @@ def test_the_review_shows_each_changed_file_before_and_now(server: Any, repo: Pa
         assert status == 404 and "is not a file the worktree" in body["message"], body
     status, body = server.request("GET", url)
     assert status == 400 and "say which file" in body["message"], body
+
+
+def test_a_fresh_start_goes_on_in_the_same_worktree(server: Any, repo: Path) -> None:
+    """ "Start fresh here" after a worktree session ended: the new session works in the
+    same worktree and folder and owns it (reviews, finishes it); the old one says it was
+    handed on, and its review is refused."""
+    agent = server.new("claude", repo / "sub", worktree=True)
+    tree = Path(agent["worktree"]["path"])
+    typed(server, agent["name"], "/write mine.txt before-the-end", "wrote mine.txt")
+    client = server.ws(agent["name"])
+    try:
+        client.wait_for(lambda c: len(c.messages) >= 2)
+        client.stdin("/exit\r")
+        poll(lambda: server.model(agent["id"])["status"] == "exited", what="the agent to exit")
+    finally:
+        client.close()
+    status, fresh = server.request("POST", f"/api/agents/sessions/{agent['id']}/fresh")
+    assert status == 201, fresh
+    assert fresh["cwd"] == agent["cwd"] == str(tree / "sub")
+    assert fresh["worktree"] == agent["worktree"]
+    old = server.model(agent["id"])["worktree"]
+    assert old["ended"] == f"handed on to session {fresh['id']}", old
+    status, body = server.request("GET", f"/api/agents/sessions/{agent['id']}/worktree")
+    assert status == 409 and "handed on to session" in body["message"], body
+    status, review = server.request("GET", f"/api/agents/sessions/{fresh['id']}/worktree")
+    assert status == 200 and [f["path"] for f in review["files"]] == ["sub/mine.txt"], review
+    body = {"action": "discard", "confirm": True}
+    status, done = server.request("POST", f"/api/agents/sessions/{fresh['id']}/worktree", body)
+    assert status == 200 and done["worktree"]["ended"] == "discarded", done
+    assert not tree.exists()

@@ -545,7 +545,9 @@ class SessionService:
         first, with a marker line (:meth:`start_fresh`). ``worktree``: True (or a branch
         name) starts it in a new git worktree of ``cwd``'s repository
         (:meth:`~.worktrees.Worktrees.add`), in the same folder within it; removed
-        again if the session cannot start.
+        again if the session cannot start. A :class:`~.worktrees.Worktree`: it goes on
+        in that existing worktree, in its folder (``cwd`` ignored; made again from its
+        branch if it was removed by hand), which is never removed here.
 
         Returns ``(session, created)``. Everything is validated before anything runs;
         the process is started and recorded under the state lock, so a concurrent
@@ -553,10 +555,15 @@ class SessionService:
         """
         if name is not None:
             validate_name(name)
-        if worktree not in (None, False, True) and not isinstance(worktree, str):
+        inherited = worktree if isinstance(worktree, Worktree) else None
+        loose = worktree not in (None, False, True) and not isinstance(worktree, str)
+        if inherited is None and loose:
             raise InvalidRequest("worktree must be true, false or a branch name")
         agent = self.kind(kind)
         checked = agent.check_args(args)
+        if inherited is not None:
+            self.worktrees.revive(inherited)  # its folder removed by hand: made again
+            cwd = inherited.cwd
         workdir = self.env.resolve_cwd(cwd, strict=strict or bool(worktree))
         launch = agent.launch(checked)
         env = self.env.environment()
@@ -568,10 +575,11 @@ class SessionService:
             raise Conflict(f"a running session is already called {name!r}")
         session_id = new_session_id()
         made: Worktree | None = None
-        if worktree:
+        if worktree and inherited is None:
             branch = worktree if isinstance(worktree, str) else None
             made = self.worktrees.add(workdir, session_id, branch)
             workdir = made.cwd
+        tree = made or inherited
         try:
             with state_lock(self.state_dir):
                 if name is not None:
@@ -593,7 +601,7 @@ class SessionService:
                     env=env,
                     rows=24,
                     cols=80,
-                    worktree=None if made is None else made.to_record(),
+                    worktree=None if tree is None else tree.to_record(),
                 )
                 session.attention_source = agent.reports
                 argv = agent.with_reporting(launch.argv, self.state_dir, session.id)
@@ -689,13 +697,26 @@ class SessionService:
         """A new session of an ended session's kind, in its folder, with its launch
         args, whose terminal first shows the end of the old one's transcript: a fresh
         start where a conversation cannot be resumed. The old record stays as it is
-        (its id, conversation id and reason); :class:`Conflict` while it still runs."""
+        (its id, conversation id and reason), except that an unfinished worktree passes
+        to the new session (the old one's says it was handed on); :class:`Conflict`
+        while it still runs."""
         earlier = self.store.get(session_id)
         if earlier.status not in ENDED:
             raise Conflict(f"session {session_id} is {earlier.status}; it has not ended")
+        tree = worktree_of(earlier.worktree)
+        if tree is not None and tree.ended is not None:
+            tree = None  # merged or discarded: nothing to go on in; its folder is asked
         session, _ = self.create(
-            cwd=earlier.cwd, kind=earlier.kind, args=earlier.args, strict=True, after=earlier
+            cwd=earlier.cwd,
+            kind=earlier.kind,
+            args=earlier.args,
+            strict=True,
+            after=earlier,
+            worktree=tree,
         )
+        if tree is not None:  # one session owns a worktree: the new one reviews, finishes
+            handed = dataclasses.replace(tree, ended=f"handed on to session {session.id}")
+            self.change(session_id, "updated", worktree=handed.to_record())
         self.log.info(
             "jupyter_agents: session %s started fresh after session %s", session.id, session_id
         )

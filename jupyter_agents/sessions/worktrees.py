@@ -198,8 +198,8 @@ class Worktrees:
         git = Git(folder)
         if not git.ok("rev-parse", "--is-inside-work-tree"):
             raise Conflict(
-                f"{folder} is not inside a git repository: run `git init` there and commit, "
-                "or start the agent without a worktree"
+                f"no git repository: {folder} is not inside one; run `git init` there and "
+                "commit, or start the agent without a worktree"
             )
         top = git.out("rev-parse", "--show-toplevel")
         repo = Git(top)
