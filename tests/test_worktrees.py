@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -27,7 +28,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_agents.clients.cli import main
 from jupyter_agents.core.errors import Conflict
 from jupyter_agents.pytest_plugin import poll, power_loss
-from jupyter_agents.sessions.worktrees import Worktrees
+from jupyter_agents.sessions import filediff
+from jupyter_agents.sessions.worktrees import ChangedFile, Versions, Worktrees
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Ada",
@@ -431,3 +433,46 @@ def test_a_fresh_start_goes_on_in_the_same_worktree(server: Any, repo: Path) -> 
     status, done = server.request("POST", f"/api/agents/sessions/{fresh['id']}/worktree", body)
     assert status == 200 and done["worktree"]["ended"] == "discarded", done
     assert not tree.exists()
+
+
+def test_a_notebook_diff_nbdime_cannot_finish_in_time_is_shown_as_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """nbdime's diff is quadratic in what changed (two 180 KB notebooks whose 200 cells
+    all changed: 198 s of CPU): past its CPU limit the child is killed and the file is
+    shown as text, saying why; a small change is still a notebook diff."""
+    monkeypatch.setattr(filediff, "NOTEBOOK_DIFF_SECONDS", 1)
+    rng = random.Random(7)
+
+    def notebook(cells: int, seed: int) -> bytes:
+        rng.seed(seed)
+        lines = lambda: [f"x = {rng.random()}\n" for _ in range(10)]  # noqa: E731
+        return json.dumps(
+            {
+                "cells": [
+                    {
+                        "cell_type": "code",
+                        "execution_count": 1,
+                        "id": f"c{i}",
+                        "metadata": {},
+                        "outputs": [{"name": "stdout", "output_type": "stream", "text": lines()}],
+                        "source": lines(),
+                    }
+                    for i in range(cells)
+                ],
+                "metadata": {},
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            }
+        ).encode()
+
+    def shown(before: bytes, after: bytes) -> dict[str, Any]:
+        changed = ChangedFile("big.ipynb", "M", True)
+        return filediff.file_diff(Versions(changed, before, len(before), after, len(after)))
+
+    costly = shown(notebook(200, 1), notebook(200, 2))
+    assert costly["kind"] == "text", costly["kind"]
+    assert costly["note"] == "nbdime needed over 1 s to compare these notebooks: shown as text"
+    assert costly["after"] == notebook(200, 2).decode()
+    cheap = shown(notebook(3, 1), notebook(3, 1).replace(b"x = ", b"y = ", 1))
+    assert cheap["kind"] == "notebook" and "note" not in cheap, cheap.get("note")

@@ -105,6 +105,8 @@ export interface IWorktreeFile extends IChangedFile {
   before?: string | null;
   after?: string | null;
   mime?: string;
+  /** Why it is not shown as its kind would be (a notebook nbdime took too long on). */
+  note?: string;
 }
 
 /** Tokens by kind (disjoint: `total` is their sum). */

@@ -230,6 +230,9 @@ export class WorktreeReview extends Panel {
     holder.node.dataset.path = file.path;
     holder.node.dataset.kind = file.kind;
     holder.addWidget(new Widget({ node: title }));
+    if (file.note) {
+      holder.addWidget(this._note(file.note)); // e.g. why a notebook shows as text
+    }
     holder.addWidget(body);
     this._setDiff(holder);
   }
@@ -382,7 +385,9 @@ export class WorktreeReview extends Panel {
           a: side(file.before ?? ''),
           b: side(file.after ?? ''),
           parent: node,
-          collapseUnchanged: { margin: 3, minSize: 6 }
+          collapseUnchanged: { margin: 3, minSize: 6 },
+          // a huge file: a coarser diff rather than a page that stops answering
+          diffConfig: { scanLimit: 1000, timeout: 2000 }
         });
         const widget = new Widget({ node });
         widget.disposed.connect(() => view.destroy());
