@@ -4,7 +4,8 @@ fake Claude, which edits a file with ``/write`` and commits with ``/commit``).
 From the Agents panel with "In a new worktree" ticked, a Claude session starts in a new
 worktree of the repository the file browser shows (and in a folder outside any
 repository, the person reads why it cannot); the agent edits a notebook's cell and its
-output and commits; the session's row shows its branch and Review; the review tab lists
+output and commits; the session's row shows its branch, its commits ahead and files
+changed (read again when its turn ends), a click away from its review, which lists
 the notebook, and nbdime's rendered diff shows the changed cell's source and output; a
 text file shows side by side; Merge (after a confirmation that says the session will be
 ended) puts the commit on the base branch, removes the worktree and the branch, and the
@@ -153,12 +154,16 @@ def test_review_a_worktree_session_and_merge_it(lab: Lab, page: Any) -> None:
     lab.server.type_line(agent["name"], "/commit the answer", "committed")
     assert (repo / "analysis.ipynb").read_text().count("6 * 7") == 1  # the base: untouched
 
-    # 4. its row: the branch and Review
+    # 4. its row: the branch, what it changed (read again when its turn ends), Review
     line = row(page, agent["id"]).locator(".jp-AgentsPanel-worktree")
     line.wait_for()
     assert line.locator(".jp-AgentsPanel-branch").inner_text() == tree["branch"]
+    lab.server.type_line(agent["name"], "all-done", "claude heard: all-done")  # a turn
+    summary_of_row = line.locator(".jp-AgentsPanel-worktreeSummary")
+    poll(lambda: summary_of_row.inner_text() == "1 ahead · 2 files", what="the row's summary")
     shot(page, "worktree-panel")
-    line.locator("button[data-action='review']").click()
+    assert line.get_attribute("data-action") == "review"  # the line is the way in
+    line.click()
     review = page.locator(f".jp-AgentsWorktree[data-session-id='{agent['id']}']")
     summary = review.locator(".jp-AgentsWorktree-summary")
     poll(lambda: "1 commit ahead of main" in summary.inner_text(), what="the review summary")

@@ -25,7 +25,14 @@ import { CommandRegistry } from '@lumino/commands';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { displayName, ISession, IShare, Status } from './api';
+import {
+  displayName,
+  ISession,
+  IShare,
+  IWorktreeReview,
+  reviewWorktree,
+  Status
+} from './api';
 import {
   attentionLabel,
   attentionSentence,
@@ -801,9 +808,11 @@ export class AgentsPanel extends Widget {
       }
     }
 
-    // the branch of its worktree, and how the worktree ended
+    // the branch of its worktree and what it changed, a click away from its review;
+    // once finished, how it ended
     if (s.worktree) {
-      const line = el('div', 'jp-AgentsPanel-worktree');
+      const open = !s.worktree.ended;
+      const line = el(open ? 'button' : 'div', 'jp-AgentsPanel-worktree');
       line.dataset.branch = s.worktree.branch;
       line.title = trans.__(
         'works in the git worktree %1, on branch %2 from %3',
@@ -813,24 +822,19 @@ export class AgentsPanel extends Widget {
       );
       branchIcon.element({ container: line, tag: 'span' });
       line.append(el('bdi', 'jp-AgentsPanel-branch', s.worktree.branch));
-      if (s.worktree.ended) {
-        line.append(
-          el('span', 'jp-AgentsPanel-worktreeEnded', s.worktree.ended)
-        );
-      } else {
-        const review = el(
-          'button',
-          'jp-AgentsPanel-action jp-mod-styled',
-          this._actionLabels.review
-        );
-        review.dataset.action = 'review';
-        review.title = this._actionTitles.review;
-        review.tabIndex = -1;
-        review.onclick = event => {
+      if (open && line instanceof HTMLButtonElement) {
+        line.append(this._reviewSummary(s));
+        line.dataset.action = 'review';
+        line.title += `\n${this._actionTitles.review}`;
+        line.tabIndex = -1;
+        line.onclick = event => {
           event.stopPropagation();
-          void this._run('review', s, review);
+          void this._run('review', s, line);
         };
-        line.append(review);
+      } else {
+        line.append(
+          el('span', 'jp-AgentsPanel-worktreeEnded', s.worktree.ended ?? '')
+        );
       }
       row.append(line);
     }
@@ -856,6 +860,56 @@ export class AgentsPanel extends Widget {
       }
     };
     return row;
+  }
+
+  /**
+   * "1 ahead · 2 files": what a worktree session changed, as last read. Read again
+   * (`GET .../worktree`) when its status or attention changes (an agent's turn ended:
+   * it may have edited), never on a timer; the row's span is filled in when it comes.
+   */
+  private _reviewSummary(s: ISession): HTMLElement {
+    const span = el('span', 'jp-AgentsPanel-worktreeSummary');
+    const key = `${s.status}/${s.attention ?? ''}`;
+    const known = this._reviews.get(s.id);
+    if (known?.review) {
+      this._showReview(span, known.review);
+    }
+    if (known?.key !== key) {
+      const entry = { key, review: known?.review ?? null };
+      this._reviews.set(s.id, entry);
+      reviewWorktree(this._model.serverSettings, s.id).then(
+        review => {
+          entry.review = review;
+          // the row may have been drawn again meanwhile: fill in the one shown now
+          const shown = this._rowOf(s.id)?.querySelector<HTMLElement>(
+            '.jp-AgentsPanel-worktreeSummary'
+          );
+          if (shown) {
+            this._showReview(shown, review);
+          }
+        },
+        () => this._reviews.delete(s.id) // finished or gone: the next event says
+      );
+    }
+    return span;
+  }
+
+  private _showReview(span: HTMLElement, review: IWorktreeReview): void {
+    const trans = this._trans;
+    span.textContent = trans.__(
+      '%1 ahead · %2',
+      review.ahead,
+      trans._n('%1 file', '%1 files', review.files_total)
+    );
+    span.dataset.ahead = String(review.ahead);
+    span.dataset.files = String(review.files_total);
+    span.title = trans.__(
+      '%1 commits ahead of %2, %3 behind; %4 files changed',
+      review.ahead,
+      review.base,
+      review.behind,
+      review.files_total
+    );
   }
 
   /** A live read-only share: who watches now (or "shared"), and its Revoke button. */
@@ -1040,4 +1094,8 @@ export class AgentsPanel extends Widget {
   private _menuCommands: CommandRegistry;
   private _menu: MenuSvg | null = null;
   private _inWorktree = false;
+  private _reviews = new Map<
+    string,
+    { key: string; review: IWorktreeReview | null }
+  >();
 }
