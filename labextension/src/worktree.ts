@@ -45,6 +45,11 @@ import { branchIcon, kindLabel } from './icons';
 import { Notification } from '@jupyterlab/apputils';
 import { CommandIDs, DOMAIN, IAgentSessions, PluginIDs } from './tokens';
 
+/** What an error says (the server's words for an `AgentsError`). */
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** git's letter of a changed file, in words. */
 export function statusWords(
   file: Pick<IChangedFile, 'status' | 'committed' | 'old_path'>,
@@ -140,7 +145,9 @@ export class WorktreeReview extends Panel {
     try {
       review = await reviewWorktree(model.serverSettings, this._session.id);
     } catch (error) {
-      this._showError(trans.__('Cannot review this worktree: %1', error));
+      this._showError(
+        trans.__('Cannot review this worktree: %1', messageOf(error))
+      );
       return;
     }
     this._review = review;
@@ -212,7 +219,7 @@ export class WorktreeReview extends Panel {
       file = await worktreeFile(model.serverSettings, this._session.id, path);
     } catch (error) {
       this._setDiff(
-        this._note(trans.__('Cannot show %1: %2', path, String(error)))
+        this._note(trans.__('Cannot show %1: %2', path, messageOf(error)))
       );
       return;
     }
