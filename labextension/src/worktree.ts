@@ -321,9 +321,7 @@ export class WorktreeReview extends Panel {
         action === 'merge'
           ? trans.__('Could not merge %1', review.branch)
           : trans.__('Could not discard %1', review.branch);
-      this._showError(
-        `${what}: ${error instanceof Error ? error.message : error}`
-      );
+      this._showError(`${what}: ${messageOf(error)}`);
       fail(what, error);
       return false;
     }
