@@ -234,3 +234,47 @@ def test_review_a_worktree_session_and_merge_it(lab: Lab, page: Any) -> None:
     ended.wait_for(state="attached")  # in the Ended group, folded
     assert ended.text_content().startswith("merged into main at "), ended.text_content()
     assert row(page, agent["id"]).locator("button[data-action='review']").count() == 0
+
+
+def test_a_merge_that_would_conflict_says_which_files_in_the_tab(lab: Lab, page: Any) -> None:
+    """Two agents commit different text to the same file; the first is merged; the
+    second's Merge… says in the review tab (and a notification) that it conflicts in
+    that file and nothing was merged; the worktree and the session are still there."""
+    repo = lab.work / "project"
+    agents = []
+    for text in ("from-a", "from-b"):
+        status, agent = lab.server.request(
+            "POST",
+            "/api/agents/sessions",
+            {"kind": "claude", "cwd": str(repo), "worktree": True},
+        )
+        assert status == 201, agent
+        lab.server.type_line(agent["name"], f"/write shared.txt {text}", "wrote shared.txt")
+        lab.server.type_line(agent["name"], f"/commit {text}", "committed")
+        agents.append(agent)
+    first, second = agents
+    body = {"action": "merge", "confirm": True}
+    status, done = lab.server.request("POST", f"/api/agents/sessions/{first['id']}/worktree", body)
+    assert status == 200 and done["worktree"]["ended"].startswith("merged"), done
+
+    open_lab(page, lab, reset=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.evaluate(
+        "id => window.jupyterapp.commands.execute('jupyter-agents:review', {id})", second["id"]
+    )
+    review = page.locator(f".jp-AgentsWorktree[data-session-id='{second['id']}']")
+    poll(lambda: "1 behind" in review.locator(".jp-AgentsWorktree-summary").inner_text())
+    page.locator(".jp-AgentsWorktreeDocument .jp-Toolbar [data-action='merge'] button").click()
+    page.locator(".jp-Dialog button.jp-mod-accept").click()
+    error = review.locator(".jp-AgentsWorktree-error")
+    error.wait_for()
+    words = error.inner_text()
+    branch = second["worktree"]["branch"]
+    assert words.startswith(f"Could not merge {branch}: merging {branch} into main "), words
+    assert "conflicts in shared.txt: nothing was merged" in words, words
+    wait_notification(page, f"Could not merge {branch}")
+    shot(page, "worktree-merge-conflict")
+    assert Path(second["worktree"]["path"]).is_dir()
+    assert lab.sessions()[second["id"]]["worktree"]["ended"] is None
+    assert lab.sessions()[second["id"]]["status"] == "running"  # not ended for nothing
+    assert (repo / "shared.txt").read_text() == "from-a\n"
