@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -177,14 +177,16 @@ def playwright() -> Any:
 
 
 @contextlib.contextmanager
-def running_lab(root: Path) -> Iterator[Lab]:
-    """A module's Lab in ``root``: its server started, a browser, both ended after (the
-    server SIGKILLed, its backend killed)."""
+def running_lab(root: Path, prepare: Callable[[Lab], None] | None = None) -> Iterator[Lab]:
+    """A module's Lab in ``root``: its server started (after ``prepare(lab)``, when
+    given), a browser, both ended after (the server SIGKILLed, its backend killed)."""
     sync_api = playwright()
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         lab = Lab(root, browser)
         try:
+            if prepare is not None:
+                prepare(lab)
             lab.server.start()
             yield lab
         finally:

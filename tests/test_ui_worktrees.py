@@ -16,26 +16,16 @@ row says how it ended. Screenshots at 1400x900 and 360x740 go to
 from __future__ import annotations
 
 import json
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import test_ui
-from test_ui import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    Lab,
-    open_lab,
-    row,
-    shot,
-    show_panel,
-    wait_notification,
-)
+from test_ui import Lab, open_lab, row, running_lab, shot, show_panel, wait_notification
 from test_worktrees import IDENTITY, git, make_repo
 
-from jupyter_agents.pytest_plugin import kill_backends, poll
+from jupyter_agents.pytest_plugin import poll
 
 page = test_ui.page
 jp_asyncio_loop = test_ui.jp_asyncio_loop
@@ -65,23 +55,15 @@ def notebook(source: str, output: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    sync_api = test_ui.playwright()
-    root = tmp_path_factory.mktemp("ui-worktrees")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        lab = Lab(root, browser)
+    def prepare(lab: Lab) -> None:
         lab.server.extra_env.update(IDENTITY)  # the agent's commits and the merge
         repo = make_repo(lab.work / "project")
         (repo / "analysis.ipynb").write_text(json.dumps(notebook("print(6 * 7)", "42\n")))
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", "the analysis")
-        try:
-            lab.server.start()
-            yield lab
-        finally:
-            lab.server.stop(signal.SIGKILL)
-            kill_backends(lab.state_dir)
-            browser.close()
+
+    with running_lab(tmp_path_factory.mktemp("ui-worktrees"), prepare) as lab:
+        yield lab
 
 
 def go_to(page: Any, folder: str) -> None:

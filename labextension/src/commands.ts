@@ -12,6 +12,7 @@ import {
 } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
+import { Widget } from '@lumino/widgets';
 
 import {
   adoptSession,
@@ -33,6 +34,31 @@ import { askLimit, describeLimit } from './usage';
 export function fail(what: string, error: unknown): void {
   const message = error instanceof Error ? error.message : String(error);
   Notification.error(`${what}: ${message}`, { autoClose: 10000 });
+}
+
+/**
+ * Show the main-area tab `id`: the open one, brought forward (and `refresh`ed, when
+ * given), else the one `make` builds, added; on a phone, alone. Resolves once the tab
+ * is ready.
+ */
+export async function showDocument<T extends Widget>(
+  app: JupyterFrontEnd,
+  id: string,
+  make: () => T & { ready: Promise<void> },
+  refresh?: (open: T) => Promise<void>
+): Promise<void> {
+  const open = Array.from(app.shell.widgets('main')).find(w => w.id === id);
+  if (open) {
+    app.shell.activateById(id);
+    phoneLayout(app);
+    await refresh?.(open as T);
+    return;
+  }
+  const doc = make();
+  app.shell.add(doc, 'main');
+  app.shell.activateById(doc.id);
+  phoneLayout(app);
+  await doc.ready;
 }
 
 /**

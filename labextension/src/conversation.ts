@@ -25,7 +25,7 @@ import { refreshIcon, ToolbarButton } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { conversationMarkdown, displayName, ISession, startFresh } from './api';
-import { fail, sessionOf } from './commands';
+import { fail, sessionOf, showDocument } from './commands';
 import { kindIcon, kindLabel } from './icons';
 import { OfflineSanitizer } from './offline';
 import { CommandIDs, DOMAIN, IAgentSessions, PluginIDs } from './tokens';
@@ -125,16 +125,11 @@ export function addConversationCommands(
       if (!session) {
         return;
       }
-      const id = `jupyter-agents-conversation-${session.id}`;
-      const open = Array.from(app.shell.widgets('main')).find(w => w.id === id);
-      if (open) {
-        app.shell.activateById(id);
-        return;
-      }
-      const doc = new ConversationDocument(options, session);
-      app.shell.add(doc, 'main');
-      app.shell.activateById(doc.id);
-      await doc.ready;
+      await showDocument(
+        app,
+        `jupyter-agents-conversation-${session.id}`,
+        () => new ConversationDocument(options, session)
+      );
     }
   });
 

@@ -15,7 +15,12 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { Dialog, MainAreaWidget, showDialog } from '@jupyterlab/apputils';
+import {
+  Dialog,
+  MainAreaWidget,
+  Notification,
+  showDialog
+} from '@jupyterlab/apputils';
 import { IEditorServices } from '@jupyterlab/codeeditor';
 import { jupyterTheme } from '@jupyterlab/codemirror';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
@@ -39,10 +44,9 @@ import {
   reviewWorktree,
   worktreeFile
 } from './api';
-import { fail, phoneLayout, sessionOf } from './commands';
+import { fail, sessionOf, showDocument } from './commands';
 import { el } from './dom';
 import { branchIcon, kindLabel } from './icons';
-import { Notification } from '@jupyterlab/apputils';
 import { CommandIDs, DOMAIN, IAgentSessions, PluginIDs } from './tokens';
 
 /** What an error says (the server's words for an `AgentsError`). */
@@ -545,19 +549,12 @@ export function addReviewCommand(
         );
         return;
       }
-      const id = `jupyter-agents-worktree-${session.id}`;
-      const open = Array.from(app.shell.widgets('main')).find(w => w.id === id);
-      if (open instanceof WorktreeReviewDocument) {
-        app.shell.activateById(id);
-        phoneLayout(app);
-        await open.content.load();
-        return;
-      }
-      const doc = new WorktreeReviewDocument(options, session);
-      app.shell.add(doc, 'main');
-      app.shell.activateById(doc.id);
-      phoneLayout(app); // on a phone, the review alone
-      await doc.ready;
+      await showDocument<WorktreeReviewDocument>(
+        app,
+        `jupyter-agents-worktree-${session.id}`,
+        () => new WorktreeReviewDocument(options, session),
+        open => open.content.load()
+      );
     }
   });
 }
