@@ -19,12 +19,11 @@ from typing import Any
 import pytest
 import test_ui
 from test_ui import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     Lab,
     act,
     open_lab,
     row,
+    running_lab,
     shot,
     show_panel,
     wait_notification,
@@ -33,7 +32,7 @@ from test_ui import (
 )
 
 from jupyter_agents.agents.archive import ConversationArchive
-from jupyter_agents.pytest_plugin import kill_backends, poll
+from jupyter_agents.pytest_plugin import poll
 
 page = test_ui.page
 jp_asyncio_loop = test_ui.jp_asyncio_loop
@@ -44,19 +43,11 @@ pytestmark = [pytest.mark.ui, pytest.mark.timeout(240)]
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    sync_api = test_ui.playwright()
-    root = tmp_path_factory.mktemp("ui-conversations")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        lab = Lab(root, browser)
+    def prepare(lab: Lab) -> None:
         lab.server.extra_args.append("--AgentsApp.refresh_interval=0.3")
-        try:
-            lab.server.start()
-            yield lab
-        finally:
-            lab.server.stop(signal.SIGKILL)
-            kill_backends(lab.state_dir)
-            browser.close()
+
+    with running_lab(tmp_path_factory.mktemp("ui-conversations"), prepare) as lab:
+        yield lab
 
 
 def talked(lab: Lab, words: str) -> tuple[dict[str, Any], Path]:

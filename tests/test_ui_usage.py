@@ -11,15 +11,14 @@ own that refreshes quickly, with an unattended limit). Screenshots go to
 from __future__ import annotations
 
 import json
-import signal
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import test_ui
-from test_ui import CHROMIUM, CHROMIUM_ARGS, Lab, open_lab, row, shot, show_panel, wait_notification
+from test_ui import Lab, open_lab, row, running_lab, shot, show_panel, wait_notification
 
-from jupyter_agents.pytest_plugin import kill_backends, poll
+from jupyter_agents.pytest_plugin import poll
 
 page = test_ui.page
 jp_asyncio_loop = test_ui.jp_asyncio_loop
@@ -33,22 +32,14 @@ LIMIT = 150_000
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    sync_api = test_ui.playwright()
-    root = tmp_path_factory.mktemp("ui-usage")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        lab = Lab(root, browser)
+    def prepare(lab: Lab) -> None:
         lab.server.extra_args += [
             "--AgentsApp.refresh_interval=0.3",
             f"--AgentsApp.unattended_limit={json.dumps({'tokens': LIMIT})}",
         ]
-        try:
-            lab.server.start()
-            yield lab
-        finally:
-            lab.server.stop(signal.SIGKILL)
-            kill_backends(lab.state_dir)
-            browser.close()
+
+    with running_lab(tmp_path_factory.mktemp("ui-usage"), prepare) as lab:
+        yield lab
 
 
 def agent(lab: Lab, model: str = SONNET) -> dict[str, Any]:
