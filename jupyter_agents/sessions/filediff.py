@@ -110,13 +110,13 @@ def _notebook_diff(
     before: bytes | None, after: bytes | None
 ) -> tuple[dict[str, Any] | None, str | None]:
     """nbdime's ``{base, diff}`` of two notebook versions (None: an empty notebook), and
-    None; or None and why not (None when a version is not a notebook nbdime reads, or
-    nbdime is not installed: no note for what a person can see)."""
+    None; or None and why not (None when a version is not a notebook nbdime reads: the
+    text shows that)."""
     try:
         import nbdime  # noqa: F401  (the child imports it; here: is it installed?)
         import nbformat
     except ImportError:
-        return None, None
+        return None, "nbdime is not installed on the server (pip install nbdime): shown as text"
     try:
         base, remote = (
             nbformat.reads(v.decode("utf-8"), as_version=4)  # type: ignore[no-untyped-call]
