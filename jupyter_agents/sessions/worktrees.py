@@ -131,6 +131,11 @@ class Versions:
     after_size: int | None
 
 
+def _git_env() -> dict[str, str]:
+    """git's environment: English messages, no prompts, no editor."""
+    return {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true"}
+
+
 class Git:
     """``git`` run in one folder, with its arguments as a list, English messages and no
     prompts; :class:`Conflict` with git's own words when it fails (unless ``check``
@@ -140,9 +145,8 @@ class Git:
         self.folder = str(folder)
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true"}
         try:
-            proc = _run(["git", "-C", self.folder, *args], None, GIT_TIMEOUT, env)
+            proc = _run(["git", "-C", self.folder, *args], None, GIT_TIMEOUT, _git_env())
         except FileNotFoundError:
             raise Conflict("git is not installed on the server: install git first") from None
         except subprocess.TimeoutExpired:
@@ -167,7 +171,7 @@ class Git:
             capture_output=True,
             stdin=subprocess.DEVNULL,
             timeout=GIT_TIMEOUT,
-            env={**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"},
+            env=_git_env(),
             check=False,
         )
         if proc.returncode:
