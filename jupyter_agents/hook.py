@@ -1,4 +1,6 @@
-"""The hook agent CLIs run: ``python -m jupyter_agents.hook [--ask WAIT FALLBACK] SPOOL [JSON]``.
+"""The hook agent CLIs run.
+
+``python -m jupyter_agents.hook [--as EVENT] [--ask WAIT FALLBACK] SPOOL [JSON]``.
 
 An agent CLI runs it for every hook event with the payload on stdin, or at the end of
 each turn (a ``notify`` command) with the payload as its last argument, as its kind sets
@@ -16,6 +18,10 @@ its answer, spools its end, and prints the decision the CLI reads (nothing when 
 is none: the CLI's own dialog decides). ``FALLBACK`` is ``shown`` when the CLI's dialog
 is on screen while the hook waits (Claude Code), ``dialog`` when the CLI shows it only
 after the hook ends (Codex).
+
+With ``--as EVENT``, the event is recorded as ``EVENT`` (one of the names
+:func:`jupyter_agents.agents.attention.state_after` knows), whatever the payload calls
+it: for CLIs whose hook events have other names, or whose payload names none.
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ import time
 def main(argv: list[str]) -> int:
     from jupyter_agents.agents.attention import digest
 
+    event: str | None = None
+    if argv[:1] == ["--as"] and len(argv) >= 2:
+        event, argv = argv[1][:80], argv[2:]
     ask: tuple[float, str] | None = None
     if argv[:1] == ["--ask"] and len(argv) >= 4:
         try:
@@ -49,6 +58,8 @@ def main(argv: list[str]) -> int:
     if not isinstance(payload, dict):
         return 0
     record = digest(payload, time.time())
+    if event is not None:
+        record["event"] = event
     if ask is not None and record["event"] == "PermissionRequest":
         return _ask(spool, payload, record, *ask)
     _spool(spool, record)
@@ -107,7 +118,9 @@ def _ask(
         "conversation": record.get("conversation"),
     }
     _spool(spool, ended)
-    output = permissions.hook_output(request, answer)
+    # Copilot CLI names its event in the payload and reads a bare decision
+    shape = "copilot" if payload.get("hookName") == "permissionRequest" else "claude"
+    output = permissions.hook_output(request, answer, shape)
     if output is not None:
         sys.stdout.write(json.dumps(output))
         sys.stdout.flush()

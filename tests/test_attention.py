@@ -391,3 +391,29 @@ def test_hooks_never_import_from_the_project_folder(
     assert fired and all(r["returncode"] == 0 for r in fired), fired
     assert reaches(server, agent["id"], "waiting")["attention_source"] in ("hooks", "notify")
     assert not mark.exists(), "a module of the project folder ran in the hook"
+
+
+@pytest.mark.parametrize(
+    ("event", "payload", "state"),
+    [
+        # a CLI whose payload names no event (Copilot's agentStop)
+        ("Stop", {"sessionId": "c-1", "stopReason": "end_turn"}, "waiting"),
+        # a CLI whose event has another name (Gemini's AfterAgent)
+        ("Stop", {"hook_event_name": "AfterAgent", "session_id": "c-1"}, "waiting"),
+        ("UserPromptSubmit", {"hook_event_name": "BeforeAgent", "prompt": SECRET}, "working"),
+    ],
+)
+def test_the_hook_records_an_event_under_the_name_it_is_given(
+    tmp_path: Path, event: str, payload: dict[str, Any], state: str
+) -> None:
+    from jupyter_agents.agents.attention import hook_command, spool_dir, state_after
+
+    spool_dir(tmp_path)
+    argv = hook_command(tmp_path, "s1", event=event)
+    done = subprocess.run(argv, input=json.dumps(payload), text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0
+    (line,) = (tmp_path / "spool" / "s1.jsonl").read_text().splitlines()
+    record = json.loads(line)
+    assert record["event"] == event
+    assert SECRET not in line
+    assert state_after(record) == (state, None)

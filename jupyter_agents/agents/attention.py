@@ -55,6 +55,9 @@ CLAUDE_EVENTS = (
 )
 #: the datagram socket in the spool dir a server listens on to hear of new lines
 WAKE_SOCKET = "wake"
+#: ``notification_type`` of a Notification that shows a permission dialog: Claude
+#: Code's, Gemini CLI's
+_PERMISSION_TYPES = frozenset({"permission_prompt", "ToolPermission"})
 
 
 def digest(payload: Mapping[str, Any], now: float) -> dict[str, Any]:
@@ -92,6 +95,8 @@ def state_after(
 
     >>> state_after({"event": "Notification", "type": "permission_prompt"})
     ('permission', None)
+    >>> state_after({"event": "Notification", "type": "ToolPermission"})  # Gemini CLI's
+    ('permission', None)
     >>> state_after({"event": "StopFailure", "error": "rate_limit"})
     ('error', 'rate_limit')
     >>> state_after({"event": "SessionStart"}), state_after({"event": "Stop"}, "ready")
@@ -106,7 +111,7 @@ def state_after(
         return None
     if event in ("UserPromptSubmit", "PreToolUse", "PostToolUse"):
         return "working", None
-    if event == "PermissionRequest" or (event == "Notification" and kind == "permission_prompt"):
+    if event == "PermissionRequest" or (event == "Notification" and kind in _PERMISSION_TYPES):
         return "permission", None
     if event == "Notification" and kind in ("idle_prompt", "elicitation_dialog"):
         return "waiting", kind if kind != "idle_prompt" else None
@@ -129,17 +134,25 @@ def spool_path(state_dir: Path, session_id: str) -> Path:
     return state_dir / "spool" / f"{session_id}.jsonl"
 
 
-def hook_command(state_dir: Path, session_id: str) -> list[str]:
+def hook_command(state_dir: Path, session_id: str, event: str | None = None) -> list[str]:
     """The argv of the hook for one session: the same Python and package as ours, which
-    never imports from the folder the CLI runs it in (:func:`python_module_argv`)."""
-    return python_module_argv("jupyter_agents.hook", str(spool_path(state_dir, session_id)))
+    never imports from the folder the CLI runs it in (:func:`python_module_argv`).
+    ``event``: record every event it is run for as this one (``--as``, for a CLI
+    whose event names are not Claude's)."""
+    named = [] if event is None else ["--as", event]
+    return python_module_argv("jupyter_agents.hook", *named, str(spool_path(state_dir, session_id)))
 
 
-def ask_command(state_dir: Path, session_id: str, wait: float, fallback: str) -> list[str]:
+def ask_command(
+    state_dir: Path, session_id: str, wait: float, fallback: str, event: str | None = None
+) -> list[str]:
     """The argv of the hook that makes a ``PermissionRequest`` a pending request and
-    waits up to ``wait`` seconds for its answer (:mod:`jupyter_agents.hook`)."""
+    waits up to ``wait`` seconds for its answer (:mod:`jupyter_agents.hook`); ``event``
+    as in :func:`hook_command` (``PermissionRequest`` for a CLI that calls it otherwise)."""
+    named = [] if event is None else ["--as", event]
     return python_module_argv(
         "jupyter_agents.hook",
+        *named,
         "--ask",
         f"{wait:g}",
         fallback,
@@ -170,11 +183,37 @@ def claude_settings(state_dir: Path, session_id: str) -> Path:
             "hooks": [{"type": "command", "command": ask, "timeout": int(CLAUDE_ASK_WAIT) + 30}],
         }
     ]
+    return write_hook_settings(state_dir, f"{session_id}.json", {"hooks": hooks})
+
+
+def merged_hooks(settings: Mapping[str, Any], ours: Mapping[str, list[Any]]) -> dict[str, Any]:
+    """``settings`` (an administrator's, in Claude's layout of ``hooks.<Event>``) with
+    our hook definitions added after its own of each event, its other settings as
+    they are (Gemini CLI and Qwen Code take every scope's hooks, in order).
+
+    >>> admin = {"ui": {"theme": "x"}, "hooks": {"Stop": [{"hooks": ["theirs"]}]}}
+    >>> merged = merged_hooks(admin, {"Stop": [{"hooks": ["ours"]}]})
+    >>> merged["ui"], merged["hooks"]["Stop"]
+    ({'theme': 'x'}, [{'hooks': ['theirs']}, {'hooks': ['ours']}])
+    """
+    theirs = settings.get("hooks")
+    hooks: dict[str, Any] = dict(theirs) if isinstance(theirs, Mapping) else {}
+    for event, definitions in ours.items():
+        before = hooks.get(event)
+        hooks[event] = [*(before if isinstance(before, list) else []), *definitions]
+    return {**settings, "hooks": hooks}
+
+
+def write_hook_settings(state_dir: Path, name: str, content: Mapping[str, Any]) -> Path:
+    """Write ``content`` as JSON to ``<state_dir>/hooks/<name>``, readable by its owner
+    only (a symlink there is refused), and return its path: a session's private
+    settings file, which its CLI reads on every start."""
     spool_dir(state_dir)
-    path = ensure_private_dir(state_dir / "hooks") / f"{session_id}.json"
+    path = ensure_private_dir(state_dir / "hooks") / name
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump({"hooks": hooks}, f)
+        os.fchmod(f.fileno(), 0o600)  # a file of an earlier run may have been loosened
+        json.dump(content, f)
     return path
 
 
@@ -447,8 +486,11 @@ class AttentionTracker:
         return bool(self.requests.close_before(session_id, record["t"], reason, conversation))
 
     def _follow(self, session: Session, conversation: object) -> Session:
-        """SessionStart names the exact conversation id (a new one after ``/clear``)."""
-        if not _is_uuid(conversation) or conversation == session.conversation_id:
+        """SessionStart names the exact conversation id (a new one after ``/clear``),
+        of the shape the session's kind uses (a UUID, or e.g. OpenCode's ``ses_...``)."""
+        kind = self.kinds.get(session.kind)
+        valid = kind.is_conversation_id(conversation) if kind else _is_uuid(conversation)
+        if not valid or conversation == session.conversation_id:
             return session
         try:
             followed = self.change(

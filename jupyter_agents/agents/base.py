@@ -186,6 +186,29 @@ class AgentKind(ABC):
         reporting for session ``session_id`` added (:mod:`jupyter_agents.agents.attention`)."""
         return argv
 
+    def reporting_env(self, state_dir: Path, session_id: str) -> dict[str, str]:
+        """Environment variables that give session ``session_id``'s process this kind's
+        attention reporting (for CLIs that take their hooks from a settings file named
+        in the environment rather than on the command line); set on every launch and
+        restore, on top of the session's own environment, and never stored."""
+        return {}
+
+    #: how long the permission hook of a CLI that shows no dialog while it waits
+    #: elsewhere (Codex, Copilot, Qwen) waits for an answer, in seconds
+    #: (``AgentsApp.permission_wait`` sets it); None for kinds whose dialog shows
+    #: meanwhile, or that ask nothing elsewhere
+    ask_wait: float | None = None
+
+    def is_conversation_id(self, value: object) -> bool:
+        """Whether ``value`` has the shape of this kind's conversation ids (a hook
+        event's conversation is followed only then): a UUID unless the kind says
+        otherwise."""
+        return is_uuid(value)
+
+    #: the server's state dir, set by the session service before any session is read
+    #: (for kinds whose conversation records live there); None until then
+    state_dir: Path | None = None
+
     #: whether the conversation id can change while the session runs (then
     #: :meth:`discover` is asked periodically)
     follows_conversation: bool = False
@@ -252,3 +275,67 @@ class AgentKind(ABC):
         if self.badge is not None:
             described["badge"] = {"letter": self.badge[0], "color": self.badge[1]}
         return described if why is None else {**described, "unavailable": why}
+
+
+class AssignedIdKind(AgentKind):
+    """A CLI whose conversation id we choose at launch (``--session-id <uuid4>``), so it
+    is exact from the first second, and that resumes a conversation by its id: Claude
+    Code, Gemini CLI, GitHub Copilot CLI, Qwen Code.
+
+    On resume: :meth:`resume_args` when the conversation has a file
+    (:meth:`~AgentKind.conversation_file`), or had one (the archive saw it: the CLI then
+    says why it cannot resume, instead of a new conversation starting under the old id);
+    ``--session-id <id>`` again when it never had one (no message was sent, so there is
+    nothing to resume yet); a new conversation (``fresh``) when the id is unknown. Never
+    the CLI's "most recent conversation", which may be another session's.
+    """
+
+    #: the flags that choose the conversation: ours to set, refused in a client's args
+    id_flags: frozenset[str] = frozenset()
+
+    def live_conversation(self, env: Mapping[str, str], pid: int) -> str | None:
+        """The conversation id CLI process ``pid`` holds now, from the file the CLI
+        keeps per process (Claude Code's and Qwen Code's ``sessions/<pid>.json``);
+        None when there is none. What :meth:`discover` follows a ``/clear`` by."""
+        return None
+
+    def discover(
+        self,
+        session: Session,
+        pids: Sequence[int],
+        env: Mapping[str, str],
+        taken: Set[str],
+    ) -> str | None:
+        for pid in pids:
+            cid = self.live_conversation(env, pid)
+            if cid is not None:
+                return cid
+        return None
+
+    def resume_args(self, conversation_id: str) -> list[str]:
+        """The arguments that resume conversation ``conversation_id``."""
+        return ["--resume", conversation_id]
+
+    def check_args(self, args: object) -> list[str]:
+        checked = super().check_args(args)
+        for arg in checked:
+            flag = arg.split("=", 1)[0]
+            if flag in self.id_flags:
+                raise InvalidRequest(
+                    f"{flag} is set by jupyter_agents (each session gets its own "
+                    "conversation id); to continue a conversation, restore its session"
+                )
+        return checked
+
+    def launch(self, args: list[str]) -> Launch:
+        cid = str(uuid.uuid4())
+        return Launch([*self.command, "--session-id", cid, *args], cid)
+
+    def resume(self, session: Session, env: Mapping[str, str], had_file: bool = False) -> Launch:
+        cid = session.conversation_id
+        if cid is None or not is_uuid(cid):
+            return dataclasses.replace(self.launch(session.args), fresh=True)
+        seen_by = dataclasses.replace(session, env=dict(env))  # where the new process looks
+        if had_file or self.conversation_file(seen_by, cid) is not None:
+            return Launch([*self.command, *self.resume_args(cid), *session.args], cid)
+        return Launch([*self.command, "--session-id", cid, *session.args], cid)

@@ -15,16 +15,19 @@ conversations are offered instead.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-import uuid
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from jupyter_agents.agents.attention import claude_settings
-from jupyter_agents.agents.base import AgentKind, FolderConversation, Launch, home_of, is_uuid
+from jupyter_agents.agents.base import (
+    AssignedIdKind,
+    FolderConversation,
+    home_of,
+    is_uuid,
+)
 from jupyter_agents.agents.markdown import code, one_line, timestamp, tool_call, tool_result, turn
 from jupyter_agents.agents.usage import (
     BadRecord,
@@ -37,7 +40,6 @@ from jupyter_agents.agents.usage import (
     price_row,
 )
 from jupyter_agents.core import clock
-from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.store import Session
 
 #: flags that choose the conversation: ours to set
@@ -247,10 +249,11 @@ def _text(text: str) -> str:
     return text
 
 
-class ClaudeKind(AgentKind):
+class ClaudeKind(AssignedIdKind):
     """``claude`` with an id assigned at launch and followed through ``/clear``."""
 
     name = "claude"
+    id_flags = _ID_FLAGS
     label = "Claude Code"
     badge = ("C", "#d97757")
     install = "npm install -g @anthropic-ai/claude-code"
@@ -288,30 +291,6 @@ class ClaudeKind(AgentKind):
     def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
         return [*argv, "--settings", str(claude_settings(state_dir, session_id))]
 
-    def check_args(self, args: object) -> list[str]:
-        checked = super().check_args(args)
-        for arg in checked:
-            flag = arg.split("=", 1)[0]
-            if flag in _ID_FLAGS:
-                raise InvalidRequest(
-                    f"{flag} is set by jupyter_agents (each session gets its own "
-                    "conversation id); to continue a conversation, restore its session"
-                )
-        return checked
-
-    def launch(self, args: list[str]) -> Launch:
-        cid = str(uuid.uuid4())
-        return Launch([*self.command, "--session-id", cid, *args], cid)
-
-    def resume(self, session: Session, env: Mapping[str, str], had_file: bool = False) -> Launch:
-        cid = session.conversation_id
-        if not is_uuid(cid):
-            return dataclasses.replace(self.launch(session.args), fresh=True)
-        assert cid is not None
-        exists = had_file or conversation_file(env, session.cwd, cid) is not None
-        flag = "--resume" if exists else "--session-id"
-        return Launch([*self.command, flag, cid, *session.args], cid)
-
     def folder_conversations(self, session: Session, limit: int = 5) -> list[FolderConversation]:
         """``projects/<slug of the folder>/<id>.jsonl``, newest first."""
         if not session.cwd:
@@ -334,15 +313,5 @@ class ClaudeKind(AgentKind):
             return None
         return conversation_file(session.env or {}, session.cwd, conversation_id)
 
-    def discover(
-        self,
-        session: Session,
-        pids: Sequence[int],
-        env: Mapping[str, str],
-        taken: Set[str],
-    ) -> str | None:
-        for pid in pids:
-            cid = live_conversation(env, pid)
-            if cid is not None:
-                return cid
-        return None
+    def live_conversation(self, env: Mapping[str, str], pid: int) -> str | None:
+        return live_conversation(env, pid)

@@ -197,14 +197,15 @@ class PendingRequest:
         fallback: Literal["dialog", "shown"],
         now: float,
     ) -> PendingRequest:
-        """The request a CLI's ``PermissionRequest`` hook payload makes."""
-        tool = _text(payload.get("tool_name"), 200) or "tool"
-        conversation = payload.get("session_id")
+        """The request a CLI's ``PermissionRequest`` hook payload makes (Claude's keys,
+        or Copilot CLI's ``toolName``, ``toolInput``, ``sessionId``)."""
+        tool = _text(payload.get("tool_name") or payload.get("toolName"), 200) or "tool"
+        conversation = payload.get("session_id") or payload.get("sessionId")
         return cls(
             id=new_id(),
             session_id=session_id,
             tool=tool,
-            summary=summarize(tool, payload.get("tool_input")),
+            summary=summarize(tool, payload.get("tool_input", payload.get("toolInput"))),
             suggestions=_suggestions(payload.get("permission_suggestions")),
             asked=now,
             until=now + wait,
@@ -287,9 +288,12 @@ class Answer:
         )
 
 
-def hook_output(request: PendingRequest, answer: Answer) -> dict[str, Any] | None:
+def hook_output(
+    request: PendingRequest, answer: Answer, shape: str = "claude"
+) -> dict[str, Any] | None:
     """What the hook prints for ``answer`` (the ``PermissionRequest`` decision Claude
-    Code and Codex read); None for no decision (the CLI's dialog decides).
+    Code and Codex read; with ``shape`` ``"copilot"``, the bare decision Copilot CLI's
+    ``permissionRequest`` hook prints); None for no decision (the CLI's dialog decides).
 
     >>> r = PendingRequest("0" * 16, "s", "Bash", {}, [{"type": "setMode"}], 0, 9, "shown", 1)
     >>> hook_output(r, Answer("allow", 1))["hookSpecificOutput"]["decision"]
@@ -300,6 +304,8 @@ def hook_output(request: PendingRequest, answer: Answer) -> dict[str, Any] | Non
     {'behavior': 'deny', 'message': 'no'}
     >>> hook_output(r, Answer("closed", 1)) is None
     True
+    >>> hook_output(r, Answer("allow", 1, suggestion=0), "copilot")
+    {'behavior': 'allow'}
     """
     if answer.decision == "allow":
         decision: dict[str, Any] = {"behavior": "allow"}
@@ -312,6 +318,8 @@ def hook_output(request: PendingRequest, answer: Answer) -> dict[str, Any] | Non
         }
     else:
         return None
+    if shape == "copilot":
+        return {k: v for k, v in decision.items() if k != "updatedPermissions"}
     return {"hookSpecificOutput": {"hookEventName": ASKED, "decision": decision}}
 
 

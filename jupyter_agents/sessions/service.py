@@ -100,6 +100,8 @@ class SessionService:
         self.backends = backends
         self.state_dir = state_dir
         self.kinds = kinds
+        for kind in kinds.values():
+            kind.state_dir = state_dir  # where kinds that keep records there find them
         self.env = env
         self.log = log or logging.getLogger("jupyter_agents")
         self.last_report = Report()
@@ -733,12 +735,18 @@ class SessionService:
         backend = self.backends.get(session.backend)
         launched = utcnow_iso()  # before the process runs: its first hook event is newer
         marker = session_marker(session.id, str(self.state_dir))
+        kind = self.kinds.get(session.kind)
+        reporting = {} if kind is None else kind.reporting_env(self.state_dir, session.id)
         live = backend.spawn(
             SpawnRequest(
                 session.id,
                 argv,
                 session.cwd or str(Path.home()),
-                {**(session.env or {}), SESSION_MARKER: marker},
+                {
+                    **(session.env or {}),
+                    **reporting,
+                    SESSION_MARKER: marker,
+                },
                 session.rows or 24,
                 session.cols or 80,
             )
