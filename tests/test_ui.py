@@ -1089,7 +1089,7 @@ def test_a_kind_that_is_not_installed_is_disabled_with_why(lab: Lab, page: Any) 
             panel = show_panel(page)
             button = panel.locator("button[data-action='new'][data-kind='codex']")
             assert button.is_disabled()
-            why = panel.locator(".jp-AgentsPanel-unavailable")
+            why = panel.locator("button[data-kind='codex'] + .jp-AgentsPanel-unavailable")
             assert why.inner_text() == (
                 "not installed: codex was not found on the server's PATH; "
                 "install it: npm install -g @openai/codex"

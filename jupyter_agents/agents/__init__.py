@@ -4,8 +4,9 @@ The kinds (what runs, how it resumes, how its conversation id is known), attenti
 their hooks and screens, their conversation files and the archive of them. Stands on the
 core only.
 
-Built in: ``shell`` (the terminal shell), ``claude`` (Claude Code) and ``codex`` (Codex
-CLI); more come from ``AgentsApp.agents`` (see :class:`~.shell.CustomKind`).
+Built in: ``shell`` (the terminal shell), ``claude`` (Claude Code), ``codex`` (Codex
+CLI), ``gemini`` (Gemini CLI), ``copilot`` (GitHub Copilot CLI), ``qwen`` (Qwen Code) and
+``opencode`` (OpenCode); more come from ``AgentsApp.agents`` (see :class:`~.shell.CustomKind`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from typing import Any
 from jupyter_agents.agents.base import AgentKind, Launch, is_uuid, validate_args
 from jupyter_agents.agents.claude import ClaudeKind
 from jupyter_agents.agents.codex import CodexKind
+from jupyter_agents.agents.copilot import CopilotKind
+from jupyter_agents.agents.gemini import GeminiKind
+from jupyter_agents.agents.opencode import OpenCodeKind
+from jupyter_agents.agents.qwen import QwenKind
 from jupyter_agents.agents.shell import CustomKind, ShellKind
 
 __all__ = [
@@ -24,8 +29,12 @@ __all__ = [
     "AgentKind",
     "ClaudeKind",
     "CodexKind",
+    "CopilotKind",
     "CustomKind",
+    "GeminiKind",
     "Launch",
+    "OpenCodeKind",
+    "QwenKind",
     "ShellKind",
     "is_uuid",
     "make_kinds",
@@ -34,7 +43,14 @@ __all__ = [
 
 _KIND_NAME = re.compile(r"\w{1,32}", re.ASCII)
 #: the agent CLIs known here (beside the shell): each a module of this folder
-BUILTIN: tuple[type[AgentKind], ...] = (ClaudeKind, CodexKind)
+BUILTIN: tuple[type[AgentKind], ...] = (
+    ClaudeKind,
+    CodexKind,
+    GeminiKind,
+    CopilotKind,
+    QwenKind,
+    OpenCodeKind,
+)
 
 
 def builtin_prices() -> dict[str, dict[str, float]]:
@@ -55,7 +71,7 @@ def make_kinds(
     ``config`` maps a kind name to ``{"command": [...], "resume": [...], "id": ...,
     "attention": "none" | "silence", "silence": seconds}``.
     ``permission_wait``: how long a kind whose CLI shows no dialog while a permission
-    request waits elsewhere (Codex) waits for an answer (its ``ask_wait``).
+    request waits elsewhere (Codex, Copilot, Qwen) waits for an answer (its ``ask_wait``).
     For a built-in kind (:data:`BUILTIN`) only ``command`` may be given (where the CLI is);
     ``shell`` is the terminal shell and cannot be configured here. Raises ``ValueError``
     naming the bad entry.
@@ -95,6 +111,6 @@ def make_kinds(
                 spec.get("silence", 5.0),
             )
     for kind in kinds.values():
-        if isinstance(kind, CodexKind):
+        if kind.ask_wait is not None:
             kind.ask_wait = permission_wait
     return kinds
