@@ -128,6 +128,16 @@ class Provider:
     #: the path (without query) of its model requests
     path = ""
 
+    def handles(self, path: str) -> bool:
+        """Whether a POST to ``path`` (without query) is one of its model requests."""
+        return path == self.path
+
+    def with_path(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``body`` with what the request's ``path`` (and query) tells that its reply
+        depends on (the Gemini API names the model and streaming there); by default the
+        body as sent. :attr:`Request.body` keeps the body as sent."""
+        return body
+
     def is_side_request(self, body: Mapping[str, Any]) -> bool:
         raise NotImplementedError
 
@@ -384,6 +394,276 @@ class OpenAIResponses(Provider):
         return response_id
 
 
+class OpenAIChat(Provider):
+    """OpenAI's chat completions API (``POST /v1/chat/completions``: what an
+    OpenAI-compatible client calls with a base URL ending in ``/v1``, as Qwen Code's
+    ``OPENAI_BASE_URL``), streamed as ``data: {chat.completion.chunk}`` lines ending with
+    ``data: [DONE]``: a chunk with ``delta.role`` and ``delta.content`` (the text), one
+    with ``delta.tool_calls`` (index, id, ``function.name``, JSON ``function.arguments``,
+    whole), one with ``finish_reason`` ("tool_calls" or "stop"), then, when the request
+    asks ``stream_options.include_usage``, a chunk with ``choices: []`` and the usage.
+    Without ``stream``: one ``chat.completion`` object with the usage.
+
+    Usage maps to the API's counts: ``prompt_tokens`` holds the cached ones
+    (``prompt_tokens_details.cached_tokens`` = cache_read), ``completion_tokens`` =
+    output. The API has no count of cache writes: cache_creation is sent inside
+    ``prompt_tokens`` (a client sees it as uncached input), so script ``Usage`` without
+    it when comparing with what a CLI records.
+
+    Side requests are those without ``tools`` (a title, a JSON check): a CLI's turn
+    sends its tools; ``side`` (a predicate on the body) replaces that rule for a CLI
+    whose side requests carry tools too (Qwen Code's follow-up suggestion does).
+    ``conversation`` is a header naming a session when the client sends one
+    (``header``), else None (Qwen Code sends none).
+
+    >>> import urllib.request
+    >>> script = [Reply("Running.", tool=bash("ls"), usage=Usage(10, 5, 3))]
+    >>> with ModelEndpoint(OpenAIChat(), script) as endpoint:
+    ...     ask = {"model": "m", "stream": True, "messages": [], "tools": [{"type": "function"}],
+    ...            "stream_options": {"include_usage": True}}
+    ...     url = endpoint.base_url + "/v1/chat/completions"
+    ...     with urllib.request.urlopen(url, json.dumps(ask).encode()) as r:
+    ...         lines = [line for line in r.read().decode().splitlines() if line]
+    >>> lines[-1]
+    'data: [DONE]'
+    >>> chunks = [json.loads(line[6:]) for line in lines[:-1]]
+    >>> [c["choices"][0]["delta"].get("content") for c in chunks if c["choices"]]
+    ['Running.', None, None]
+    >>> call = chunks[1]["choices"][0]["delta"]["tool_calls"][0]["function"]
+    >>> finish = chunks[2]["choices"][0]["finish_reason"]
+    >>> call["name"], json.loads(call["arguments"])["command"], finish
+    ('Bash', 'ls', 'tool_calls')
+    >>> chunks[-1]["usage"]["prompt_tokens"], chunks[-1]["usage"]["prompt_tokens_details"]
+    (13, {'cached_tokens': 3})
+    >>> endpoint.sent_usage(), endpoint.requests[0].side
+    (Usage(input=10, output=5, cache_read=3, cache_creation=0), False)
+    """
+
+    path = "/v1/chat/completions"
+
+    def __init__(
+        self,
+        path: str = "/v1/chat/completions",
+        header: str | None = None,
+        side: Callable[[Mapping[str, Any]], bool] | None = None,
+    ) -> None:
+        self.path = path
+        self.header = header
+        self.side = side
+
+    def is_side_request(self, body: Mapping[str, Any]) -> bool:
+        if self.side is not None:
+            return self.side(body)
+        return not body.get("tools")
+
+    def conversation(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+        if self.header is None:
+            return None
+        lower = {name.lower(): value for name, value in headers.items()}
+        return lower.get(self.header.lower())
+
+    @staticmethod
+    def usage(usage: Usage) -> dict[str, Any]:
+        prompt = usage.input + usage.cache_read + usage.cache_creation
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": usage.output,
+            "total_tokens": prompt + usage.output,
+            "prompt_tokens_details": {"cached_tokens": usage.cache_read},
+        }
+
+    @staticmethod
+    def tool_calls(reply: Reply) -> list[dict[str, Any]]:
+        if reply.tool is None:
+            return []
+        return [
+            {
+                "index": 0,
+                "id": "call_" + uuid.uuid4().hex[:24],
+                "type": "function",
+                "function": {"name": reply.tool.name, "arguments": json.dumps(reply.tool.input)},
+            }
+        ]
+
+    def write(self, out: Callable[[bytes], object], reply: Reply, body: Mapping[str, Any]) -> str:
+        completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
+        model = reply.model or body.get("model") or "gpt-4o"
+        finish = "tool_calls" if reply.tool is not None else "stop"
+        calls = self.tool_calls(reply)
+        head = {"id": completion_id, "created": int(time.time()), "model": model}
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+            if calls:
+                message["tool_calls"] = [
+                    {k: v for k, v in call.items() if k != "index"} for call in calls
+                ]
+            choice = {"index": 0, "message": message, "finish_reason": finish}
+            whole = {**head, "object": "chat.completion", "choices": [choice]}
+            out(json.dumps({**whole, "usage": self.usage(reply.usage)}).encode())
+            return completion_id
+
+        def chunk(choices: list[dict[str, Any]], **extra: Any) -> None:
+            data = {**head, "object": "chat.completion.chunk", "choices": choices, **extra}
+            out(f"data: {json.dumps(data)}\n\n".encode())
+
+        chunk([{"index": 0, "delta": {"role": "assistant", "content": reply.text}}])
+        if calls:
+            chunk([{"index": 0, "delta": {"tool_calls": calls}, "finish_reason": None}])
+        chunk([{"index": 0, "delta": {}, "finish_reason": finish}])
+        options = body.get("stream_options")
+        if isinstance(options, Mapping) and options.get("include_usage"):
+            chunk([], usage=self.usage(reply.usage))
+        out(b"data: [DONE]\n\n")
+        return completion_id
+
+
+def json_for_schema(schema: object, name: str = "") -> Any:
+    """A value that fits a JSON schema (or the Gemini API's OpenAPI subset, whose types
+    are upper case): an enum's ``user`` if it has one (a "who speaks next" check must
+    hand the turn back), else its first value; a string, a number at the schema's
+    minimum, false, an empty list, an object with every property.
+
+    >>> json_for_schema({"type": "OBJECT", "properties": {"next_speaker": {"type":
+    ...     "STRING", "enum": ["model", "user"]}, "n": {"type": "integer", "minimum": 1}}})
+    {'next_speaker': 'user', 'n': 1}
+    """
+    if not isinstance(schema, Mapping):
+        return "scripted"
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return "user" if "user" in enum else enum[0]
+    kind = str(schema.get("type", "object")).lower()
+    if kind == "object":
+        properties = schema.get("properties")
+        if not isinstance(properties, Mapping):
+            return {}
+        return {key: json_for_schema(value, key) for key, value in properties.items()}
+    if kind in ("integer", "number"):
+        low = schema.get("minimum")
+        return low if isinstance(low, (int, float)) else 1
+    if kind == "boolean":
+        return False
+    if kind == "array":
+        return []
+    return f"scripted {name}".strip()
+
+
+class GeminiGenerateContent(Provider):
+    """The Gemini API as Gemini CLI calls it with ``GOOGLE_GEMINI_BASE_URL`` (``POST
+    /v1beta/models/<model>:streamGenerateContent?alt=sse``, or ``:generateContent``):
+    streamed as ``data: {GenerateContentResponse}`` lines: one chunk with the text
+    part, one with a ``functionCall`` part (name, args), the last with ``finishReason``
+    ``STOP`` and ``usageMetadata``. Without streaming: one GenerateContentResponse.
+
+    Usage maps to the API's counts: ``promptTokenCount`` holds the cached ones
+    (``cachedContentTokenCount`` = cache_read), ``candidatesTokenCount`` = output. The
+    API has no count of cache writes: cache_creation is sent inside
+    ``promptTokenCount``, so script ``Usage`` without it when comparing.
+
+    Side requests are those without ``tools``: the CLI's model router asks which model
+    should answer, and its loop and "next speaker" checks ask for JSON
+    (``generationConfig.responseMimeType`` "application/json" with a
+    ``responseJsonSchema`` or ``responseSchema``); those get JSON that fits the schema
+    (:func:`json_for_schema`), others :attr:`ModelEndpoint.title`'s text. The request
+    names no conversation.
+
+    >>> import urllib.request
+    >>> script = [Reply("Running.", tool=ToolCall("run_shell_command", {"command": "ls"}),
+    ...                 usage=Usage(10, 5, 3))]
+    >>> with ModelEndpoint(GeminiGenerateContent(), script) as endpoint:
+    ...     ask = {"contents": [], "tools": [{"functionDeclarations": []}]}
+    ...     url = endpoint.base_url + "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+    ...     with urllib.request.urlopen(url, json.dumps(ask).encode()) as r:
+    ...         chunks = [json.loads(line[6:]) for line in r.read().decode().splitlines()
+    ...                   if line.startswith("data: ")]
+    ...     route = {"contents": [], "generationConfig": {"responseMimeType": "application/json",
+    ...              "responseJsonSchema": {"type": "object", "properties": {"model_choice":
+    ...              {"type": "string", "enum": ["flash", "pro"]}}}}}
+    ...     url = endpoint.base_url + "/v1beta/models/gemini-2.5-flash-lite:generateContent"
+    ...     with urllib.request.urlopen(url, json.dumps(route).encode()) as r:
+    ...         routed = json.loads(r.read())
+    >>> [list(c["candidates"][0]["content"]["parts"][0]) for c in chunks]
+    [['text'], ['functionCall'], ['text']]
+    >>> chunks[-1]["usageMetadata"]["promptTokenCount"], chunks[-1]["modelVersion"]
+    (13, 'gemini-2.5-pro')
+    >>> json.loads(routed["candidates"][0]["content"]["parts"][0]["text"])
+    {'model_choice': 'flash'}
+    >>> endpoint.sent_usage(), endpoint.requests[1].side
+    (Usage(input=10, output=5, cache_read=3, cache_creation=0), True)
+    """
+
+    path = "/v1beta/models/"
+
+    def handles(self, path: str) -> bool:
+        """``/v1beta/models/<model>:generateContent`` or ``:streamGenerateContent``."""
+        return path.startswith(self.path) and path.endswith(
+            (":generateContent", ":streamGenerateContent")
+        )
+
+    def with_path(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The body with ``_model`` (named in the path) and ``_stream`` (a
+        ``:streamGenerateContent`` request, answered as server-sent events)."""
+        model, _, method = path.partition("?")[0][len(self.path) :].partition(":")
+        return {**body, "_model": model, "_stream": method == "streamGenerateContent"}
+
+    def is_side_request(self, body: Mapping[str, Any]) -> bool:
+        return not body.get("tools")
+
+    def content_type(self, body: Mapping[str, Any]) -> str:
+        return "text/event-stream" if body.get("_stream") else "application/json"
+
+    @staticmethod
+    def usage(usage: Usage) -> dict[str, int]:
+        prompt = usage.input + usage.cache_read + usage.cache_creation
+        return {
+            "promptTokenCount": prompt,
+            "candidatesTokenCount": usage.output,
+            "cachedContentTokenCount": usage.cache_read,
+            "totalTokenCount": prompt + usage.output,
+        }
+
+    @staticmethod
+    def schema(body: Mapping[str, Any]) -> object | None:
+        """The JSON schema a request wants its answer in, if it asks for JSON."""
+        config = body.get("generationConfig")
+        if not isinstance(config, Mapping):
+            return None
+        if config.get("responseMimeType") != "application/json":
+            return None
+        return config.get("responseJsonSchema") or config.get("responseSchema") or {}
+
+    def write(self, out: Callable[[bytes], object], reply: Reply, body: Mapping[str, Any]) -> str:
+        response_id = uuid.uuid4().hex[:24]
+        model = reply.model or str(body.get("_model") or "gemini-2.5-pro")
+        text = reply.text
+        schema = self.schema(body) if self.is_side_request(body) else None
+        if schema is not None:
+            text = json.dumps(json_for_schema(schema))
+        parts: list[dict[str, Any]] = []
+        if text or reply.tool is None:
+            parts.append({"text": text})
+        if reply.tool is not None:
+            call = {"name": reply.tool.name, "args": dict(reply.tool.input)}
+            parts.append({"functionCall": call})
+        head = {"responseId": response_id, "modelVersion": model}
+
+        def response(parts: list[dict[str, Any]], last: bool) -> dict[str, Any]:
+            candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+            if not last:
+                return {**head, "candidates": [candidate]}
+            candidate["finishReason"] = "STOP"
+            return {**head, "candidates": [candidate], "usageMetadata": self.usage(reply.usage)}
+
+        if not body.get("_stream"):
+            out(json.dumps(response(parts, True)).encode())
+            return response_id
+        chunks = [response([part], False) for part in parts]
+        chunks.append(response([{"text": ""}], True))
+        for chunk in chunks:
+            out(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
+        return response_id
+
+
 class ModelEndpoint:
     """A scripted model endpoint of one :class:`Provider` on 127.0.0.1 (a free port),
     serving from :meth:`start` (or ``with``) until :meth:`stop`.
@@ -527,8 +807,11 @@ class ModelEndpoint:
         path = handler.path.partition("?")[0]
         request = Request(handler.command, handler.path, dict(handler.headers.items()), body)
         model_request = (
-            handler.command == "POST" and path == self.provider.path and isinstance(body, dict)
+            handler.command == "POST" and self.provider.handles(path) and isinstance(body, dict)
         )
+        if model_request:
+            assert isinstance(body, dict)
+            body = self.provider.with_path(handler.path, body)
         with self._lock:
             if model_request:
                 assert isinstance(body, dict)
@@ -699,4 +982,226 @@ def codex_token_usage(usage: Usage) -> dict[str, int]:
         "output_tokens": usage.output,
         "reasoning_output_tokens": 0,
         "total_tokens": prompt + usage.output,
+    }
+
+
+# -- Qwen Code against an endpoint ------------------------------------------------------
+
+#: the model Qwen Code is told to use (any name: the endpoint serves every one)
+QWEN_MODEL = "qwen-scripted"
+
+
+def qwen_shell(command: str, description: str = "Run a command") -> ToolCall:
+    """Qwen Code's shell tool (``run_shell_command``) running ``command`` in the
+    session's cwd; in approval mode ``default`` a command that writes asks first
+    ("Allow execution of: 'echo'?", where Enter allows it once)."""
+    return ToolCall(
+        "run_shell_command",
+        {"command": command, "description": description, "is_background": False},
+    )
+
+
+def qwen_side_request(body: Mapping[str, Any]) -> bool:
+    """Whether a chat request of Qwen Code 0.24 is one of its side requests (which carry
+    its tools too): the follow-up suggestion after a turn (its last user message starts
+    ``[SUGGESTION MODE:``) or the managed-memory extraction subagent."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return False
+    text = json.dumps(messages[0]) + json.dumps(messages[-1])
+    return "[SUGGESTION MODE:" in text or "managed memory extraction subagent" in text
+
+
+def qwen_home(home: Path) -> Path:
+    """Make ``home`` a HOME whose ``~/.qwen/settings.json`` (returned) has Qwen Code
+    0.24.4 use an OpenAI-compatible endpoint (``OPENAI_*`` of :func:`qwen_env`) with no
+    login, ask before a tool that writes (``tools.approvalMode: "default"``; its own
+    default, "auto", lets a classifier approve), and make no request of its own beyond
+    the turns: no update check (``general.enableAutoUpdate``), usage statistics,
+    follow-up suggestions, memory extraction or feedback dialog. It shows no
+    folder-trust dialog (folder trust is off unless configured)."""
+    qwen = home / ".qwen"
+    qwen.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "$version": 4,
+        "security": {"auth": {"selectedType": "openai"}},
+        "model": {"name": QWEN_MODEL},
+        "general": {"enableAutoUpdate": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "tools": {"approvalMode": "default"},
+        "ui": {"enableFollowupSuggestions": False, "enableUserFeedback": False},
+        "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
+    }
+    path = qwen / "settings.json"
+    path.write_text(json.dumps(settings))
+    return path
+
+
+def qwen_env(endpoint: ModelEndpoint, home: Path) -> dict[str, str]:
+    """The environment for Qwen Code to use ``endpoint`` (set up by :func:`qwen_home`
+    in ``home``) and nothing else on a network; Node.js 22 first on PATH."""
+    node = "/opt/jupyter-agents-node22/bin"
+    return {
+        "HOME": str(home),
+        "PATH": f"{node}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "OPENAI_BASE_URL": endpoint.base_url + "/v1",
+        "OPENAI_MODEL": QWEN_MODEL,
+        "OPENAI_API_KEY": "sk-scripted-endpoint-" + "x" * 24,
+        "QWEN_CODE_SKIP_UPDATE_CHECK_ONCE": "true",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+
+
+# -- OpenCode against an endpoint -------------------------------------------------------
+
+#: the provider and model OpenCode is told to use (names in its opencode.json)
+OPENCODE_PROVIDER = "scripted"
+OPENCODE_MODEL = "scripted-model"
+
+
+def opencode_home(home: Path, endpoint: ModelEndpoint) -> Path:
+    """Make ``home`` a HOME whose ``~/.config/opencode`` (returned) has OpenCode 1.18 use
+    ``endpoint`` (:class:`OpenAIChat`, through ``@ai-sdk/openai-compatible`` with
+    ``includeUsage``) for :data:`OPENCODE_MODEL`, ask before every shell command
+    (``"permission": {"bash": "ask"}``; it runs them unasked by default), with no
+    update check or sharing. Before it loads a plugin, OpenCode installs
+    ``@opencode-ai/plugin`` from the npm registry into each config folder whose
+    ``package-lock.json`` does not name it (offline it waits about 80 s for that to
+    fail); an empty ``node_modules`` and a lock naming it count as installed, so
+    nothing is fetched (our plugin imports nothing from it)."""
+    config = home / ".config" / "opencode"
+    (config / "node_modules").mkdir(parents=True, exist_ok=True)
+    lock = {"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}
+    (config / "package-lock.json").write_text(json.dumps(lock))
+    settings = {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": f"{OPENCODE_PROVIDER}/{OPENCODE_MODEL}",
+        "permission": {"bash": "ask"},
+        "provider": {
+            OPENCODE_PROVIDER: {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Scripted endpoint",
+                "options": {
+                    "baseURL": endpoint.base_url + "/v1",
+                    "apiKey": "sk-scripted-endpoint-" + "x" * 24,
+                    "includeUsage": True,
+                },
+                "models": {OPENCODE_MODEL: {"name": "Scripted model"}},
+            }
+        },
+    }
+    (config / "opencode.json").write_text(json.dumps(settings))
+    return config
+
+
+def opencode_env(home: Path) -> dict[str, str]:
+    """The environment for OpenCode to use the HOME :func:`opencode_home` made (its XDG
+    folders inside it) and nothing else on a network: no update check, models.dev
+    catalogue fetch, LSP download or sharing; its temporary files (about 19 MB of
+    ``.so`` files per start, never removed) in ``home/tmp``."""
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "TMPDIR": str(home / "tmp"),
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+
+
+# -- Gemini CLI against an endpoint -----------------------------------------------------
+
+#: the key Gemini CLI sends (``x-goog-api-key``; the endpoint ignores it)
+GEMINI_KEY = "scripted-gemini-key-" + "x" * 20
+
+
+def gemini_shell(command: str, description: str = "Run a command") -> ToolCall:
+    """Gemini CLI's shell tool running ``command``: one that changes files shows its
+    "Allow execution of [Shell]?" dialog (its default approval mode)."""
+    return ToolCall("run_shell_command", {"command": command, "description": description})
+
+
+def gemini_home(home: Path, *projects: Path) -> Path:
+    """Make ``home`` a HOME in which Gemini CLI 0.61 uses an API key (its key and the
+    endpoint come from :func:`gemini_env`) and reaches its prompt at once: ``projects``
+    trusted (else its folder-trust dialog comes first, and hooks run only in a trusted
+    folder), no auto-update or update notice, usage statistics and telemetry off."""
+    gemini = home / ".gemini"
+    gemini.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "ui": {"hideTips": True},
+    }
+    (gemini / "settings.json").write_text(json.dumps(settings))
+    trusted = {os.path.realpath(p): "TRUST_FOLDER" for p in projects}
+    (gemini / "trustedFolders.json").write_text(json.dumps(trusted))
+    return home
+
+
+def gemini_env(endpoint: ModelEndpoint, home: Path) -> dict[str, str]:
+    """The environment for Gemini CLI to use ``endpoint`` (``GOOGLE_GEMINI_BASE_URL``,
+    an API key) with the HOME :func:`gemini_home` made, and nothing else on a
+    network."""
+    return {
+        "HOME": str(home),
+        "GEMINI_API_KEY": GEMINI_KEY,
+        "GOOGLE_GEMINI_BASE_URL": endpoint.base_url,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+
+
+# -- GitHub Copilot CLI against an endpoint ---------------------------------------------
+
+#: the API key Copilot CLI sends (``Authorization: Bearer``; the endpoint ignores it)
+COPILOT_KEY = "sk-scripted-copilot-" + "x" * 24
+
+
+def copilot_shell(command: str, description: str = "Run a command") -> ToolCall:
+    """Copilot CLI's shell tool (``bash``) running ``command``."""
+    return ToolCall("bash", {"command": command, "description": description})
+
+
+def copilot_home(home: Path, *projects: Path) -> Path:
+    """Make ``home`` a HOME in which Copilot CLI reaches its prompt at once: ``projects``
+    trusted (``trustedFolders`` of ``~/.copilot/config.json``, what its folder-trust
+    dialog's "remember" writes), no banner."""
+    config = home / ".copilot"
+    config.mkdir(parents=True, exist_ok=True)
+    trusted = [os.path.realpath(p) for p in projects]
+    (config / "config.json").write_text(json.dumps({"trustedFolders": trusted}))
+    (config / "settings.json").write_text(json.dumps({"banner": "never"}))
+    return home
+
+
+def copilot_env(endpoint: ModelEndpoint, home: Path) -> dict[str, str]:
+    """The environment for Copilot CLI to use ``endpoint`` (OpenAI chat completions, its
+    default wire format for a provider of one's own) and nothing else on a network:
+    offline mode (no GitHub login, telemetry, web tools or update checks), no automatic
+    update. The native binary unpacks its 235 MB package into a cache on first run: the
+    test runner's own cache is shared (``COPILOT_PKG_CACHE_HOME``), not one per HOME."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return {
+        "HOME": str(home),
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_PROVIDER_BASE_URL": endpoint.base_url + "/v1",
+        "COPILOT_PROVIDER_API_KEY": COPILOT_KEY,
+        "COPILOT_MODEL": "gpt-4o",
+        "COPILOT_AUTO_UPDATE": "false",
+        "COPILOT_PKG_CACHE_HOME": os.path.join(cache, "copilot"),
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
     }

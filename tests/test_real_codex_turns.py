@@ -1,6 +1,7 @@
 """The real Codex CLI completing turns against a scripted model endpoint on 127.0.0.1
 (tests/model_endpoint.py, OpenAI Responses; DESIGN.md section 16), through a running
-server: its permission requests (issue 36).
+server: its permission requests (issue 36); its usage, and its thread resumed after a
+reboot (issue 38).
 
 Codex shows no dialog while a hook runs, so a request waits for an answer from
 elsewhere only while nobody is at its tab. Here the prompts are typed with
@@ -35,7 +36,13 @@ from test_attention import cli
 from test_real_cli import _SCRUB, CODEX, codex_missing
 from xterm_probe import shows
 
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient, kill_backends, poll
+from jupyter_agents.pytest_plugin import (
+    ServerProcess,
+    TermClient,
+    kill_backends,
+    poll,
+    power_loss,
+)
 
 pytestmark = [
     pytest.mark.realcli,
@@ -48,6 +55,8 @@ pytestmark = [
 PROMPT = "Ask Codex"
 ASKS = Usage(input=2100, output=40, cache_read=1024)
 DONE = Usage(input=2300, output=12, cache_read=2048)
+HELLO = Usage(input=1717, output=23, cache_read=512)
+AGAIN = Usage(input=1919, output=9, cache_read=1536)
 
 
 @dataclass
@@ -56,6 +65,8 @@ class Rig:
     endpoint: ModelEndpoint
     project: Path
     state: Path
+    base: Path
+    env: dict[str, str]
 
     def codex(self) -> tuple[dict[str, Any], TermClient, str]:
         """A new codex session at its prompt, a terminal client watching it (typing
@@ -97,6 +108,19 @@ class Rig:
     def attention(self, sid: str) -> str | None:
         return self.server.model(sid)["attention"]
 
+    def usage_becomes(self, sid: str, sent: Usage) -> None:
+        poll(
+            lambda: (u := self.server.model(sid)["usage"]) and u["tokens"] == sent.as_tokens(),
+            timeout=60,
+            what=f"usage {sent.as_tokens()}",
+        )
+
+    def reboot(self) -> None:
+        """What a power loss leaves: no tmux, no server; the state dir intact."""
+        power_loss(self.state)
+        self.server.stop(signal.SIGKILL)
+        self.server = ServerProcess(self.state, self.base, env=self.env).start()
+
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
@@ -111,12 +135,13 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         env = {**codex_env(ep, home), "PATH": f"{CODEX.parent}{os.pathsep}{os.environ['PATH']}"}
         server = ServerProcess(base / "state", base, env=env).start()
         try:
-            yield Rig(server, ep, project, base / "state")
+            rig = Rig(server, ep, project, base / "state", base, env)
+            yield rig
         finally:
-            status, sessions = server.request("GET", "/api/agents/sessions")
+            status, sessions = rig.server.request("GET", "/api/agents/sessions")
             for s in sessions if status == 200 else []:
-                server.request("DELETE", f"/api/agents/sessions/{s['id']}")
-            server.stop(signal.SIGKILL)
+                rig.server.request("DELETE", f"/api/agents/sessions/{s['id']}")
+            rig.server.stop(signal.SIGKILL)
             kill_backends(base / "state")
 
 
@@ -192,4 +217,32 @@ def test_with_a_person_at_the_tab_codex_shows_its_own_dialog(rig: Rig) -> None:
         if '"PermissionEnded"' in line
     ]
     assert ended and '"decision": "dialog"' in ended[-1], ended
+    client.close()
+
+
+def test_usage_is_what_was_sent_and_a_reboot_resumes_the_thread(rig: Rig) -> None:
+    agent, client, cid = rig.codex()
+    sid = agent["id"]
+    rig.endpoint.add(Reply("First-codex-answer", usage=HELLO), conversation=cid)
+    rig.send(sid, "remember amber-otter-7")
+    poll(lambda: rig.attention(sid) == "waiting", timeout=120, what="the first turn's end")
+    # the title thread's requests (a thread of its own) are not the session's
+    assert rig.endpoint.sent_usage(cid) == HELLO
+    rig.usage_becomes(sid, HELLO)
+    client.close()
+
+    rig.reboot()
+    assert rig.server.model(sid)["status"] == "interrupted"
+    status, after = rig.server.request("POST", f"/api/agents/sessions/{sid}/restore")
+    assert status == 200 and after["status"] == "running", after
+    assert after["conversation_id"] == cid and cid in after["argv"], after
+    rig.endpoint.add(Reply("Second-codex-answer", usage=AGAIN), conversation=cid)
+    client = rig.server.ws(after["name"])
+    client.wait_for(shows(PROMPT), timeout=120)
+    rig.send(sid, "what did I ask you to remember")
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 2, what="the resumed turn")
+    told = rig.endpoint.turns(cid)[1].text()
+    assert "amber-otter-7" in told and "First-codex-answer" in told, told[-2000:]
+    poll(lambda: rig.attention(sid) == "waiting", timeout=120, what="the resumed turn's end")
+    rig.usage_becomes(sid, HELLO + AGAIN)
     client.close()

@@ -1,0 +1,283 @@
+"""The real Gemini CLI completing turns against a scripted model endpoint on 127.0.0.1
+(tests/model_endpoint.py, the Gemini API; DESIGN.md section 16), through a running
+server.
+
+- The conversation id is exact from the launch (``--session-id``); a fresh session is
+  ``ready``.
+- A shell command that writes shows Gemini's dialog: the session is ``permission``
+  (its ``Notification`` hook); allowed in the terminal, the command runs and the turn's
+  end (``AfterAgent``) makes it ``waiting``. Gemini's hooks cannot answer a request, so
+  none is pending elsewhere.
+- The usage totals are the tokens the endpoint sent for the turns (its model router's
+  side requests are not in the conversation file, and not counted).
+- After a reboot, restore resumes the same conversation (``--resume``): the next request
+  carries the earlier messages.
+
+Gemini reads our hooks only from a file root owns, in folders only root may write
+(``jupyter_agents.agents.gemini``): the state dir is made in the HOME of the user
+running the tests when that holds, and the attention checks are skipped, with the
+reason, where it cannot. Skipped, with the reason, where the CLI is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from model_endpoint import (
+    GeminiGenerateContent,
+    ModelEndpoint,
+    Reply,
+    Usage,
+    gemini_env,
+    gemini_home,
+    gemini_shell,
+)
+from test_real_cli import type_into
+from xterm_probe import shows
+
+from jupyter_agents.agents.attention import NEEDS_YOU
+from jupyter_agents.agents.base import is_uuid
+from jupyter_agents.agents.gemini import accepted_as_system_file
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient, kill_backends, poll, power_loss
+
+GEMINI_VERSION = "0.61.0"
+GEMINI = Path(os.environ.get("JUPYTER_AGENTS_REAL_GEMINI", "/opt/jupyter-agents-cli/bin/gemini"))
+
+
+def gemini_missing() -> str | None:
+    if not os.access(GEMINI, os.X_OK):
+        return f"real Gemini CLI not installed at {GEMINI} (.ci/run installs it)"
+    try:
+        out = subprocess.run(
+            [str(GEMINI), "--version"], capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"{GEMINI} --version failed: {e}"
+    return (
+        None if GEMINI_VERSION in out else f"{GEMINI} is not Gemini CLI {GEMINI_VERSION}: {out!r}"
+    )
+
+
+def hooks_missing() -> str | None:
+    """Why Gemini would not read our hooks file in a state dir made here, or None."""
+    home = Path(os.path.expanduser("~"))
+    if os.geteuid() != 0 or not accepted_as_system_file(home / "state" / "hooks.json"):
+        return (
+            "Gemini CLI reads a hooks file only where root owns it and every folder above "
+            f"it (uid {os.geteuid()}, {home}): no attention from its hooks here"
+        )
+    return None
+
+
+_MISSING = gemini_missing()
+_NO_HOOKS = hooks_missing()
+needs_hooks = pytest.mark.skipif(_NO_HOOKS is not None, reason=_NO_HOOKS or "")
+
+pytestmark = [
+    pytest.mark.realcli,
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""),
+    pytest.mark.xdist_group("real_gemini_turns"),  # one server for the module, in order
+]
+
+#: the placeholder of Gemini's input box, shown while it waits for a prompt
+PROMPT = "Type your message"
+#: usage figures to tell apart (no cache writes: the Gemini API has no count of them)
+ASKS = Usage(input=2311, output=41, cache_read=1024)
+DONE = Usage(input=2417, output=12, cache_read=2048)
+AGAIN = Usage(input=2533, output=9, cache_read=3072)
+#: what the machine may set that would change what the CLI does offline
+_SCRUB = (
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_CLOUD_PROJECT",
+    "GEMINI_MODEL",
+    "GEMINI_CLI_HOME",
+    "GEMINI_CLI_TRUST_WORKSPACE",
+    "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+    "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+    # Gemini runs headless, even in a terminal, when either says "true" (isHeadlessMode);
+    # .ci/run runs with CI=true
+    "CI",
+    "GITHUB_ACTIONS",
+)
+
+
+@dataclass
+class Rig:
+    server: ServerProcess
+    endpoint: ModelEndpoint
+    project: Path
+    env: dict[str, str]
+    base: Path
+    #: the session the tests share (made by the first), and its conversation
+    sid: str = ""
+    cid: str = ""
+
+    def get(self, sid: str) -> dict[str, Any]:
+        status, body = self.server.request("GET", f"/api/agents/sessions/{sid}")
+        assert status == 200, body
+        return dict(body)
+
+    def attention_becomes(self, sid: str, state: str, what: str) -> dict[str, Any]:
+        return dict(
+            poll(
+                lambda: (m := self.get(sid))["attention"] == state and m,
+                timeout=120,
+                interval=0.5,
+                what=f"{what} (attention {state!r})",
+            )
+        )
+
+    def usage_becomes(self, sid: str, sent: Usage) -> dict[str, Any]:
+        return dict(
+            poll(
+                lambda: (u := self.get(sid)["usage"]) and u["tokens"] == sent.as_tokens() and u,
+                timeout=60,
+                what=f"usage {sent.as_tokens()}",
+            )
+        )
+
+    def spooled(self, sid: str) -> list[str]:
+        path = self.server.state_dir / "spool" / f"{sid}.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [json.loads(line)["event"] for line in lines if line.strip()]
+
+    def reboot(self) -> None:
+        """What a power loss leaves: no tmux, no server; the state dir intact."""
+        power_loss(self.server.state_dir)
+        self.server.stop(signal.SIGKILL)
+        self.server = ServerProcess(self.server.state_dir, self.base, env=self.env).start()
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    base = tmp_path_factory.mktemp("gemini-turns")
+    project = base / "proj"
+    project.mkdir()
+    home = gemini_home(base / "home", project)
+    # where Gemini reads our hooks file (see hooks_missing), else where it would not
+    here = Path(os.path.expanduser("~"))
+    owned = None if _NO_HOOKS else Path(tempfile.mkdtemp(prefix=".jupyter-agents-", dir=here))
+    state = (owned or base) / "state"
+    with (
+        pytest.MonkeyPatch.context() as env_of_tests,
+        ModelEndpoint(GeminiGenerateContent()) as endpoint,
+    ):
+        for name in _SCRUB:
+            env_of_tests.delenv(name, raising=False)
+        env = {
+            **gemini_env(endpoint, home),
+            "PATH": f"{GEMINI.parent}{os.pathsep}{os.environ['PATH']}",
+        }
+        server = ServerProcess(state, base, env=env).start()
+        rig = Rig(server, endpoint, project, env, base)
+        try:
+            yield rig
+        finally:
+            if rig.sid:
+                rig.server.request("DELETE", f"/api/agents/sessions/{rig.sid}")
+            rig.server.stop(signal.SIGKILL)
+            kill_backends(state)
+            if owned is not None:
+                shutil.rmtree(owned, ignore_errors=True)
+
+
+def start(rig: Rig) -> tuple[dict[str, Any], TermClient]:
+    status, agent = rig.server.request(
+        "POST", "/api/agents/sessions", {"kind": "gemini", "cwd": str(rig.project)}
+    )
+    assert status == 201, agent
+    rig.sid, rig.cid = agent["id"], agent["conversation_id"]
+    client = rig.server.ws(agent["name"])
+    client.wait_for(shows(PROMPT), timeout=120)
+    client.drain(1)
+    return agent, client
+
+
+def test_the_id_is_exact_and_a_tool_turn_is_counted(rig: Rig) -> None:
+    made = rig.project / "made-by-gemini"
+    rig.endpoint.add(
+        Reply("Writing-the-file", tool=gemini_shell(f"touch {made}", "Make it"), usage=ASKS),
+        Reply("Made-it", usage=DONE),
+    )
+    agent, client = start(rig)
+    sid, cid = rig.sid, rig.cid
+    assert is_uuid(cid) and agent["argv"][-2:] == ["--session-id", cid]
+
+    type_into(client, "make the file")
+    client.wait_for(shows("Allow execution"), timeout=120)  # its dialog, nothing ran yet
+    assert not made.exists()
+    (asked,) = rig.endpoint.turns()
+    assert asked.reply is not None and asked.reply.tool is not None
+    assert "make the file" in asked.text()
+    if _NO_HOOKS is None:
+        shown = rig.attention_becomes(sid, "permission", "Gemini's dialog")
+        assert shown["attention"] in NEEDS_YOU and shown["attention_source"] == "hooks"
+        status, pending = rig.server.request("GET", f"/api/agents/requests?session={sid}")
+        assert (status, pending) == (200, [])  # its hooks cannot answer: nothing waits here
+    client.drain(1)
+    client.stdin("\r")  # "1. Allow once"
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == 2, what="the tool's result")
+    client.wait_for(shows("Made-it"), timeout=60)
+    assert made.exists()
+    assert "functionResponse" in rig.endpoint.turns()[1].text()
+
+    # what it spent: the turns' usage, the reply with the tool call counted once
+    sent = rig.endpoint.sent_usage()
+    assert sent == ASKS + DONE
+    usage = rig.usage_becomes(sid, sent)
+    (model,) = usage["models"]
+    assert model == asked.path.split("/")[-1].split(":")[0]  # the model the CLI asked for
+    assert rig.get(sid)["conversation_id"] == cid
+    client.close()
+
+
+@needs_hooks
+def test_attention_follows_the_hooks(rig: Rig) -> None:
+    """The events of the turn above, in order, and where they left the session."""
+    assert rig.sid, "runs after the turn above"
+    done = rig.attention_becomes(rig.sid, "waiting", "the turn's end")
+    assert done["attention_reason"] is None
+    order = ["SessionStart", "UserPromptSubmit", "PreToolUse", "Notification", "PostToolUse"]
+    events = iter(rig.spooled(rig.sid))
+    assert all(event in events for event in [*order, "Stop"]), rig.spooled(rig.sid)
+
+
+def test_restore_after_a_reboot_resumes_the_conversation(rig: Rig) -> None:
+    assert rig.sid, "runs after the turn above"
+    sid, cid = rig.sid, rig.cid
+    rig.endpoint.add(Reply("You-asked-for-a-file", usage=AGAIN))
+    rig.reboot()
+    assert rig.get(sid)["status"] == "interrupted"
+    status, after = rig.server.request("POST", f"/api/agents/sessions/{sid}/restore")
+    assert status == 200 and after["status"] == "running", after
+    assert after["argv"][-2:] == ["--resume", cid] and after["conversation_id"] == cid
+    client = rig.server.ws(after["name"])
+    # Gemini resets the terminal and clears its scrollback (ESC c, ESC [3J) as it starts:
+    # the old screen and the restore's marker go; it shows the resumed conversation
+    client.wait_for(shows("Made-it", PROMPT), timeout=120)
+    client.drain(1)
+    if _NO_HOOKS is None:
+        rig.attention_becomes(sid, "ready", "the resumed session")
+    type_into(client, "which file was made")
+    client.wait_for(shows("You-asked-for-a-file"), timeout=120)
+    last = rig.endpoint.turns()[-1]
+    assert "which file was made" in last.text() and "make the file" in last.text()
+    assert "Made-it" in last.text()  # the earlier messages, sent again
+    if _NO_HOOKS is None:
+        rig.attention_becomes(sid, "waiting", "the resumed session's turn")
+    rig.usage_becomes(sid, ASKS + DONE + AGAIN)  # one conversation file, across the restore
+    client.close()

@@ -1,0 +1,218 @@
+"""The real OpenCode CLI completing turns against a scripted model endpoint on 127.0.0.1
+(tests/model_endpoint.py, OpenAI chat completions; DESIGN.md section 16), through a
+running server, with our plugin loaded by the session's environment:
+
+- started, the session has no conversation yet (OpenCode makes its ``ses_...`` id at
+  the first prompt) and is ``ready``; at the first prompt its conversation id is the one
+  OpenCode's database holds, exactly;
+- a shell command (``"permission": {"bash": "ask"}``) puts it in ``permission``, with a
+  pending request that, allowed over REST, runs the command with no key pressed; the
+  turn's end makes it ``waiting``;
+- its usage totals are the tokens the endpoint sent for the turn (OpenCode records its
+  title request's usage nowhere, and neither do we);
+- after a power loss, restore resumes the same conversation: the next request to the
+  endpoint carries the earlier messages.
+
+One server, one endpoint, one HOME and one CLI start (plus the restore) serve the
+module. Skipped, with the reason, where the CLI is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from model_endpoint import (
+    ModelEndpoint,
+    OpenAIChat,
+    Reply,
+    ToolCall,
+    Usage,
+    opencode_env,
+    opencode_home,
+)
+from test_real_cli import _SCRUB, type_into
+from xterm_probe import shows
+
+from jupyter_agents.agents.attention import NEEDS_YOU
+from jupyter_agents.agents.opencode import is_conversation_id
+from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll, power_loss
+
+OPENCODE_VERSION = "1.18.33"
+OPENCODE = Path(
+    os.environ.get("JUPYTER_AGENTS_REAL_OPENCODE", "/opt/jupyter-agents-cli/bin/opencode")
+)
+
+
+def opencode_missing() -> str | None:
+    """Why the real OpenCode cannot be used here, or None."""
+    if not os.access(OPENCODE, os.X_OK):
+        return f"real OpenCode not installed at {OPENCODE} (.ci/run installs it)"
+    out = subprocess.run(
+        [str(OPENCODE), "--version"], capture_output=True, text=True, timeout=60, check=False
+    ).stdout
+    return None if OPENCODE_VERSION in out else f"{OPENCODE} is not OpenCode {OPENCODE_VERSION}"
+
+
+_MISSING = opencode_missing()
+pytestmark = [
+    pytest.mark.realcli,
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""),
+    pytest.mark.xdist_group("real_opencode_turns"),  # one server for the module, in order
+]
+
+#: what OpenCode's empty input box says
+PROMPT = "Ask anything"
+#: usage figures to tell apart (the chat API counts no cache writes)
+ASKS = Usage(input=2100, output=40, cache_read=512)
+DONE = Usage(input=2300, output=12, cache_read=1536)
+AGAIN = Usage(input=2500, output=9, cache_read=2048)
+
+
+@dataclass
+class Rig:
+    server: ServerProcess
+    endpoint: ModelEndpoint
+    project: Path
+    home: Path
+    env: dict[str, str]
+    base: Path
+
+    def get(self, sid: str) -> dict[str, Any]:
+        status, body = self.server.request("GET", f"/api/agents/sessions/{sid}")
+        assert status == 200, body
+        return dict(body)
+
+    def attention_becomes(self, sid: str, state: str, what: str) -> dict[str, Any]:
+        return dict(
+            poll(
+                lambda: (m := self.get(sid))["attention"] == state and m,
+                timeout=120,
+                interval=0.5,
+                what=f"{what} (attention {state!r})",
+            )
+        )
+
+    def conversations(self) -> list[str]:
+        """The top-level conversations OpenCode's own database holds."""
+        db = sqlite3.connect(self.home / ".local" / "share" / "opencode" / "opencode.db")
+        try:
+            return [r[0] for r in db.execute("SELECT id FROM session WHERE parent_id IS NULL")]
+        finally:
+            db.close()
+
+    def reboot(self) -> None:
+        """What a power loss leaves: no tmux, no server; the state dir intact."""
+        power_loss(self.server.state_dir)
+        self.server.stop(signal.SIGKILL)
+        self.server = ServerProcess(self.server.state_dir, self.base, env=self.env).start()
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    base = tmp_path_factory.mktemp("opencode-turns")
+    project = base / "proj"
+    project.mkdir()
+    with pytest.MonkeyPatch.context() as env_of_tests, ModelEndpoint(OpenAIChat()) as ep:
+        for name in (*_SCRUB, "OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR", "OPENCODE_DB"):
+            env_of_tests.delenv(name, raising=False)
+        home = base / "home"
+        opencode_home(home, ep)
+        env = {**opencode_env(home), "PATH": f"{OPENCODE.parent}{os.pathsep}{os.environ['PATH']}"}
+        server = ServerProcess(base / "state", base, env=env).start()
+        rig = Rig(server, ep, project, home, env, base)
+        try:
+            yield rig
+        finally:
+            status, sessions = rig.server.request("GET", "/api/agents/sessions")
+            for s in sessions if status == 200 else []:
+                rig.server.request("DELETE", f"/api/agents/sessions/{s['id']}")
+            rig.server.stop(signal.SIGKILL)
+            kill_backends(base / "state")
+
+
+def test_turn_permission_usage_and_resume_after_a_reboot(rig: Rig) -> None:
+    made = rig.project / "made-by-opencode"
+    rig.endpoint.add(
+        Reply(
+            "Making-it",
+            tool=ToolCall("bash", {"command": f"touch {made}", "description": "Make a file"}),
+            usage=ASKS,
+        ),
+        Reply("Made-the-file", usage=DONE),
+        Reply("You-said-amber-fox-7", usage=AGAIN),
+    )
+    status, agent = rig.server.request(
+        "POST", "/api/agents/sessions", {"kind": "opencode", "cwd": str(rig.project)}
+    )
+    assert status == 201, agent
+    sid = agent["id"]
+    assert agent["conversation_id"] is None  # OpenCode has made none yet
+    client = rig.server.ws(agent["name"])
+    client.wait_for(shows(PROMPT), timeout=120)
+    ready = rig.attention_becomes(sid, "ready", "a fresh session")
+    assert ready["attention_source"] == "hooks" and ready["conversation_id"] is None
+    assert rig.conversations() == []
+
+    type_into(client, "make the file and remember amber-fox-7")
+    asked = rig.attention_becomes(sid, "permission", "OpenCode's permission dialog")
+    (cid,) = rig.conversations()
+    assert is_conversation_id(cid) and asked["conversation_id"] == cid  # exact, at once
+    assert not made.exists()  # nothing ran: it waits for an answer
+    (request,) = poll(
+        lambda: rig.server.request("GET", f"/api/agents/requests?session={sid}")[1],
+        timeout=60,
+        what="a pending permission request",
+    )
+    assert request["tool"] == "Bash" and request["command"] == f"touch {made}"
+    client.wait_for(shows("Permission required"), timeout=60)  # its dialog meanwhile
+    status, body = rig.server.request(
+        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
+    )
+    assert status == 200, body
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == 2, what="the tool's result")
+    assert made.exists()
+    done = rig.attention_becomes(sid, "waiting", "the turn's end")
+    assert done["attention"] in NEEDS_YOU and done["conversation_id"] == cid
+    client.wait_for(shows("Made-the-file"), timeout=60)
+
+    # what it spent: the tokens the endpoint sent for the turn's two replies, by kind
+    assert rig.endpoint.sent_usage() == ASKS + DONE
+    usage = poll(
+        lambda: (u := rig.get(sid)["usage"]) and u["tokens"] == (ASKS + DONE).as_tokens() and u,
+        timeout=60,
+        what=f"usage {(ASKS + DONE).as_tokens()}",
+    )
+    assert list(usage["models"]) == ["scripted-model"]
+    client.close()
+
+    rig.reboot()
+    assert rig.get(sid)["status"] == "interrupted"
+    status, after = rig.server.request("POST", f"/api/agents/sessions/{sid}/restore")
+    assert status == 200 and after["status"] == "running", after
+    assert after["argv"][-2:] == ["--session", cid] and after["conversation_id"] == cid
+    client = rig.server.ws(after["name"])
+    client.wait_for(shows("Made-the-file", after="--- restored opencode session "), timeout=120)
+    rig.attention_becomes(sid, "ready", "the resumed session")
+    type_into(client, "what did I ask you to remember?")
+    rig.attention_becomes(sid, "waiting", "the resumed session's turn")
+    third = rig.endpoint.turns()[2]
+    told = json.loads(third.text())["messages"]
+    assert any("amber-fox-7" in json.dumps(m) for m in told[:-1]), told  # sent again
+    assert rig.conversations() == [cid] and rig.get(sid)["conversation_id"] == cid
+    total = ASKS + DONE + AGAIN
+    poll(
+        lambda: (u := rig.get(sid)["usage"]) and u["tokens"] == total.as_tokens(),
+        timeout=60,
+        what="usage across the restore",
+    )
+    client.close()

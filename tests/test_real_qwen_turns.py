@@ -1,0 +1,304 @@
+"""The real Qwen Code CLI completing turns against a scripted model endpoint on 127.0.0.1
+(tests/model_endpoint.py, OpenAI chat completions; DESIGN.md section 16), through a
+running server.
+
+- The conversation id is exact from the launch (``--session-id``); a fresh session is
+  ``ready``.
+- A shell command that writes asks permission (approval mode ``default``, set in the
+  test's HOME: the kind leaves the user's mode alone): the session is ``permission``
+  and the request is pending; allowed over REST (nobody at the tab: prompts typed with
+  ``jupyter agents send``), the command runs with no key pressed and the turn's end
+  makes the session ``waiting``.
+- The usage totals are the tokens the endpoint sent.
+- After a reboot, restore resumes the same conversation (``--resume``): the next
+  request carries the earlier messages.
+
+Skipped, with the reason, where the CLI (or Node.js 22) is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from model_endpoint import (
+    ModelEndpoint,
+    OpenAIChat,
+    Reply,
+    Usage,
+    qwen_env,
+    qwen_home,
+    qwen_shell,
+    qwen_side_request,
+)
+from test_attention import cli
+from test_real_cli import _SCRUB, type_into
+from xterm_probe import shows
+
+from jupyter_agents.agents.attention import NEEDS_YOU
+from jupyter_agents.agents.base import is_uuid
+from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll, power_loss
+
+QWEN_VERSION = "0.24.4"
+QWEN = Path(os.environ.get("JUPYTER_AGENTS_REAL_QWEN", "/opt/jupyter-agents-cli/bin/qwen"))
+NODE = Path(os.environ.get("JUPYTER_AGENTS_NODE22", "/opt/jupyter-agents-node22/bin"))
+
+
+def qwen_missing() -> str | None:
+    if not os.access(QWEN, os.X_OK):
+        return f"real Qwen Code not installed at {QWEN} (.ci/run installs it)"
+    if not os.access(NODE / "node", os.X_OK):
+        return f"Node.js 22 (Qwen Code needs it) not installed in {NODE}"
+    env = {**os.environ, "PATH": f"{NODE}{os.pathsep}{os.environ.get('PATH', '')}"}
+    try:
+        out = subprocess.run(
+            [str(QWEN), "--version"], capture_output=True, text=True, timeout=60, env=env
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"{QWEN} --version failed: {e}"
+    return None if QWEN_VERSION in out else f"{QWEN} is not Qwen Code {QWEN_VERSION}: {out!r}"
+
+
+_MISSING = qwen_missing()
+
+pytestmark = [
+    pytest.mark.realcli,
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""),
+    pytest.mark.xdist_group("real_qwen_turns"),
+]
+
+#: the placeholder of Qwen's input box, shown while it waits for a prompt
+PROMPT = "Type your message"
+#: usage figures to tell apart (no cache writes: the chat API has no count of them)
+ASKS = Usage(input=2100, output=40, cache_read=1024)
+DONE = Usage(input=2300, output=12, cache_read=2048)
+HELLO = Usage(input=1900, output=17, cache_read=512)
+
+
+@dataclass
+class Rig:
+    server: ServerProcess
+    endpoint: ModelEndpoint
+    project: Path
+    home: Path
+    env: dict[str, str]
+    base: Path
+    started: list[str] = field(default_factory=list)
+
+    @property
+    def state(self) -> Path:
+        return self.server.state_dir
+
+    def get(self, sid: str) -> dict[str, Any]:
+        status, body = self.server.request("GET", f"/api/agents/sessions/{sid}")
+        assert status == 200, body
+        return dict(body)
+
+    def attention_becomes(self, sid: str, state: str, what: str) -> dict[str, Any]:
+        return dict(
+            poll(
+                lambda: (m := self.get(sid))["attention"] == state and m,
+                timeout=120,
+                interval=0.5,
+                what=f"{what} (attention {state!r})",
+            )
+        )
+
+    def qwen(self) -> dict[str, Any]:
+        status, agent = self.server.request(
+            "POST", "/api/agents/sessions", {"kind": "qwen", "cwd": str(self.project)}
+        )
+        assert status == 201, agent
+        self.started.append(agent["id"])
+        return dict(agent)
+
+    def send(self, sid: str, text: str) -> None:
+        """Type ``text`` and Enter into the session as ``jupyter agents send`` does."""
+        code, out, err = cli(self.state, "send", sid, text)
+        assert code == 0, (out, err)
+
+    def pending(self, sid: str) -> dict[str, Any]:
+        (request,) = poll(
+            lambda: self.server.request("GET", f"/api/agents/requests?session={sid}")[1],
+            timeout=120,
+            interval=0.5,
+            what="a pending permission request",
+        )
+        return dict(request)
+
+    def usage_is(self, sid: str, sent: Usage) -> None:
+        poll(
+            lambda: (u := self.get(sid)["usage"]) and u["tokens"] == sent.as_tokens(),
+            timeout=60,
+            what=f"usage {sent.as_tokens()}",
+        )
+
+    def spooled(self, sid: str) -> list[str]:
+        path = self.state / "spool" / f"{sid}.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [json.loads(line)["event"] for line in lines if line.strip()]
+
+    def reboot(self) -> None:
+        power_loss(self.state)
+        self.server.stop(signal.SIGKILL)
+        self.server = ServerProcess(self.state, self.base, env=self.env).start()
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    base = tmp_path_factory.mktemp("qwen-turns")
+    project = base / "proj"
+    project.mkdir()
+    home = base / "home"
+    qwen_home(home)
+    provider = OpenAIChat(side=qwen_side_request)
+    with pytest.MonkeyPatch.context() as env_of_tests, ModelEndpoint(provider) as ep:
+        for name in (*_SCRUB, "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "QWEN_HOME"):
+            env_of_tests.delenv(name, raising=False)
+        env = qwen_env(ep, home)
+        env["PATH"] = f"{QWEN.parent}{os.pathsep}{NODE}{os.pathsep}{env['PATH']}"
+        server = ServerProcess(base / "state", base, env=env).start()
+        rig = Rig(server, ep, project, home, env, base)
+        try:
+            yield rig
+        finally:
+            for sid in rig.started:
+                rig.server.request("DELETE", f"/api/agents/sessions/{sid}")
+            rig.server.stop(signal.SIGKILL)
+            kill_backends(base / "state")
+
+
+def test_permission_allowed_over_rest_then_waiting_and_usage(rig: Rig) -> None:
+    written = rig.project / "written-by-qwen.txt"
+    denied = rig.project / "denied-over-rest.txt"
+    agent = rig.qwen()
+    sid, cid = agent["id"], agent["conversation_id"]
+    assert is_uuid(cid) and agent["argv"][1:3] == ["--session-id", cid]
+    client = rig.server.ws(agent["name"])
+    client.wait_for(shows(PROMPT), timeout=120)
+    ready = rig.attention_becomes(sid, "ready", "a fresh session")
+    assert ready["attention_source"] == "hooks" and ready["conversation_id"] == cid
+    assert rig.spooled(sid) == ["SessionStart"]
+    rig.endpoint.add(
+        Reply("Writing-it", tool=qwen_shell(f"echo scripted > {written}", "Write it"), usage=ASKS),
+        Reply("Written-it", usage=DONE),
+        Reply("Again", tool=qwen_shell(f"echo no > {denied}", "Write another"), usage=ASKS),
+        Reply("Understood-then", usage=DONE),
+    )
+
+    rig.send(sid, "write the file")
+    request = rig.pending(sid)
+    assert request["command"] == f"echo scripted > {written}"
+    assert request["falls_back_to_dialog"] is True
+    assert rig.get(sid)["attention"] == "permission"
+    assert not written.exists()
+    status, body = rig.server.request(
+        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
+    )
+    assert status == 200, body
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == 2, what="the tool's result")
+    assert written.read_text() == "scripted\n"
+    client.wait_for(shows("Written-it"), timeout=60)
+    done = rig.attention_becomes(sid, "waiting", "the turn's end")
+    assert done["attention"] in NEEDS_YOU
+    order = ["UserPromptSubmit", "PermissionRequest", "PreToolUse", "PostToolUse", "Stop"]
+    events = iter(rig.spooled(sid))
+    assert all(event in events for event in order), rig.spooled(sid)
+    assert "run_shell_command" in rig.endpoint.turns()[1].text()  # the tool's result sent
+
+    rig.send(sid, "write another file")
+    request = rig.pending(sid)
+    status, body = rig.server.request(
+        "POST",
+        f"/api/agents/requests/{request['id']}",
+        {"decision": "deny", "message": "Not that folder: ask me first"},
+    )
+    assert status == 200, body
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == 4, what="the denial")
+    assert not denied.exists()
+    told = rig.endpoint.turns()[3].text()
+    assert "Not that folder: ask me first" in told, told[-2000:]
+    rig.attention_becomes(sid, "waiting", "the turn's end")
+
+    # a person types into the tab: the request goes straight to Qwen's own dialog
+    marker = rig.project / "made-in-the-dialog.txt"
+    rig.endpoint.add(
+        Reply("Making-it", tool=qwen_shell(f"echo dialog > {marker}", "Make it"), usage=ASKS),
+        Reply("Made-it", usage=DONE),
+    )
+    client.drain(1)
+    type_into(client, "make the marker")
+    client.wait_for(shows("Allow execution"), timeout=120)
+    rig.attention_becomes(sid, "permission", "Qwen's own dialog")
+    assert pending_now(rig, sid) == []  # handed to the dialog, not waiting elsewhere
+    assert not marker.exists()
+    client.drain(1)
+    client.stdin("\r")  # "1. Yes, allow once"
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == 6, what="the tool's result")
+    assert marker.read_text() == "dialog\n"
+    rig.attention_becomes(sid, "waiting", "the turn's end")
+    ended = [
+        line
+        for line in (rig.state / "spool" / f"{sid}.jsonl").read_text().splitlines()
+        if '"PermissionEnded"' in line
+    ]
+    assert ended and '"decision": "dialog"' in ended[-1], ended
+
+    # what it spent: exactly what the endpoint sent (no side request was made)
+    assert rig.endpoint.overrun == 0 and rig.endpoint.unused() == []
+    sent = rig.endpoint.sent_usage(side=True)
+    assert sent == ASKS + DONE + ASKS + DONE + ASKS + DONE
+    rig.usage_is(sid, sent)
+    assert rig.get(sid)["conversation_id"] == cid
+    client.close()
+
+
+def test_restore_after_a_reboot_resumes_the_conversation(rig: Rig) -> None:
+    agent = rig.qwen()
+    sid, cid = agent["id"], agent["conversation_id"]
+    before = len(rig.endpoint.turns())
+    rig.endpoint.add(Reply("First-answer", usage=HELLO), Reply("Second-answer", usage=DONE))
+    client = rig.server.ws(agent["name"])
+    client.wait_for(shows(PROMPT), timeout=120)
+    client.drain(1)
+    type_into(client, "remember teal-heron-5")
+    client.wait_for(shows("First-answer"), timeout=120)
+    rig.attention_becomes(sid, "waiting", "the first turn's end")
+    client.close()
+
+    rig.reboot()
+    assert rig.get(sid)["status"] == "interrupted"
+    status, after = rig.server.request("POST", f"/api/agents/sessions/{sid}/restore")
+    assert status == 200 and after["status"] == "running", after
+    assert after["argv"][1:3] == ["--resume", cid], after["argv"]
+    assert after["attention"] not in NEEDS_YOU
+    resumed = rig.attention_becomes(sid, "ready", "the resumed session")
+    assert resumed["conversation_id"] == cid
+
+    client = rig.server.ws(after["name"])
+    marker = "--- restored qwen session "
+    client.wait_for(shows("First-answer", PROMPT, after=marker), timeout=120)
+    client.drain(1)
+    type_into(client, "what did I ask you to remember?")
+    client.wait_for(shows("Second-answer"), timeout=120)
+    rig.attention_becomes(sid, "waiting", "the resumed session's turn")
+    _, second = rig.endpoint.turns()[before:]
+    assert "teal-heron-5" in second.text()  # the earlier messages sent again
+    assert "First-answer" in second.text()
+    rig.usage_is(sid, HELLO + DONE)
+    client.close()
+
+
+def pending_now(rig: Rig, sid: str) -> list[Any]:
+    """The session's pending permission requests now."""
+    status, body = rig.server.request("GET", f"/api/agents/requests?session={sid}")
+    assert status == 200, body
+    return list(body)
