@@ -384,7 +384,13 @@ def test_an_agent_that_fails_at_once_keeps_why(agents_server, fake_agents, proje
     """A CLI that exits with an error right after it starts: its record is ``exited``
     with the code and a reason quoting what it printed, so the panel can say why."""
     codex = fake_agents.bin / "codex"
-    codex.write_text("#!/bin/sh\necho 'codex: error: no model provider configured' >&2\nexit 3\n")
+    # it exits a moment after its last words, as a real CLI does (node tears down for
+    # tens of ms): one that exits the instant it writes can lose them in tmux, which
+    # closes a dead pane's pty once FIONREAD shows nothing, while the kernel may not yet
+    # have moved the bytes from the pty's flip buffer (1 in ~2,000 in a loop here)
+    codex.write_text(
+        "#!/bin/sh\necho 'codex: error: no model provider configured' >&2\nsleep 0.3\nexit 3\n"
+    )
     server = agents_server(env=fake_agents.env)
     model = server.new("codex", project)
     viewer = server.ws(model["name"])
