@@ -1076,9 +1076,11 @@ def test_restart_notification_can_be_turned_off(lab: Lab, page: Any) -> None:
 
 
 def test_a_kind_that_is_not_installed_is_disabled_with_why(lab: Lab, page: Any) -> None:
-    """No codex on the server's PATH: the panel shows "+ Codex" disabled with what was
-    looked for and how to install it, on a desktop and on a phone; the command says
-    the same and cannot run. The kinds are looked up when the page loads."""
+    """No codex on the server's PATH: the panel folds it with the other kinds that
+    cannot start into one "N agents not installed" line; opened, it shows "+ Codex"
+    disabled with what was looked for and how to install it, on a desktop and on a
+    phone; the command says the same and cannot run. The kinds are looked up when the
+    page loads."""
     codex = lab.bin / "codex"
     kept = codex.read_bytes()
     codex.unlink()
@@ -1088,7 +1090,16 @@ def test_a_kind_that_is_not_installed_is_disabled_with_why(lab: Lab, page: Any) 
             open_lab(page, lab, reset=True)
             panel = show_panel(page)
             button = panel.locator("button[data-action='new'][data-kind='codex']")
-            assert button.is_disabled()
+            # folded, with the others that cannot start, into one line under the
+            # kinds that can, until a person opens it
+            summary = panel.locator(".jp-AgentsPanel-missing > summary")
+            missing = panel.locator("button[data-action='new'][data-unavailable='true']")
+            n = missing.count()
+            assert summary.inner_text() == f"{n} agent{'s' * (n > 1)} not installed"
+            assert not button.is_visible()
+            shot(page, f"kinds-folded-{name}")
+            summary.click()
+            assert button.is_visible() and button.is_disabled()
             why = panel.locator("button[data-kind='codex'] + .jp-AgentsPanel-unavailable")
             assert why.inner_text() == (
                 "not installed: codex was not found on the server's PATH; "
@@ -1115,8 +1126,13 @@ def test_on_a_phone_open_shows_the_terminal_alone(lab: Lab, page: Any) -> None:
     page.set_viewport_size({"width": 360, "height": 740})
     open_lab(page, lab, reset=True)
     panel = show_panel(page)
-    for button in panel.locator("button[data-action='new']").all():
-        box = button.bounding_box()
+    # the kinds that can start, and the line the others fold into
+    targets = panel.locator(
+        "button[data-action='new']:visible, .jp-AgentsPanel-missing > summary"
+    ).all()
+    assert len(targets) >= 3, "no new-session button or no folded kinds"  # shell, claude
+    for target in targets:
+        box = target.bounding_box()
         assert box and box["height"] >= 32, box
     status, shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})
     assert status == 201, shell

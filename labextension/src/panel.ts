@@ -564,35 +564,62 @@ export class AgentsPanel extends Widget {
     branchIcon.element({ container: place, tag: 'span' });
     place.prepend(box);
     place.append(el('span', '', trans.__('In a new worktree')));
+    // the kinds that cannot start fold into one disclosure under the others, each
+    // with why and how to install it there: a phone has no hover, and six lines of
+    // "not installed" would push the sessions down
+    const missing = el('details', 'jp-AgentsPanel-missing');
+    missing.open = this._missingOpen;
+    missing.ontoggle = () => {
+      this._missingOpen = missing.open;
+    };
+    const missingList = el('div', 'jp-AgentsPanel-missingList');
+    const missingKinds: string[] = [];
     for (const kind of this._model.kinds) {
       const button = el('button', 'jp-AgentsPanel-new jp-mod-styled');
       button.dataset.action = 'new';
       button.dataset.kind = kind;
-      const missing = this._model.unavailable(kind);
-      button.title = missing
-        ? trans.__('%1 cannot start: %2', kindLabel(kind, trans), missing)
+      const why = this._model.unavailable(kind);
+      button.title = why
+        ? trans.__('%1 cannot start: %2', kindLabel(kind, trans), why)
         : trans.__(
             'New %1: a session that survives server restarts',
             kindLabel(kind, trans)
           );
       kindIcon(kind).element({ container: button, tag: 'span' });
       button.append(el('span', '', kindLabel(kind, trans)));
-      if (missing) {
-        // disabled, and why right under it: a phone has no hover
+      if (why) {
         button.disabled = true;
         button.dataset.unavailable = 'true';
-        const why = el(
-          'span',
-          'jp-AgentsPanel-unavailable',
-          trans.__('not installed: %1', missing)
+        missingList.append(
+          button,
+          el(
+            'span',
+            'jp-AgentsPanel-unavailable',
+            trans.__('not installed: %1', why)
+          )
         );
-        this._toolbar.append(button, why);
+        missingKinds.push(kindLabel(kind, trans));
         continue;
       }
       button.onclick = () => this._actions.create(kind, this._inWorktree);
       this._toolbar.append(button);
     }
     this._toolbar.append(place);
+    if (missingKinds.length) {
+      const summary = el(
+        'summary',
+        '',
+        trans._n(
+          '%1 agent not installed',
+          '%1 agents not installed',
+          missingKinds.length
+        )
+      );
+      summary.dataset.action = 'show-missing';
+      summary.title = missingKinds.join(', ');
+      missing.append(summary, missingList);
+      this._toolbar.append(missing);
+    }
   }
 
   /** A session's row; `repeated`: another session has its name. */
@@ -1081,6 +1108,8 @@ export class AgentsPanel extends Widget {
   }
 
   private _toolbar: HTMLDivElement;
+  /** whether the disclosure of the kinds that cannot start is open */
+  private _missingOpen = false;
   private _total: HTMLSpanElement;
   private _search: TranscriptSearch;
   private _filter: HTMLInputElement;
