@@ -79,6 +79,39 @@ def test_launch_chooses_the_id_and_resume_keeps_it(tmp_path: Path) -> None:
     assert unknown.fresh and unknown.argv[1] == "--session-id" and unknown.conversation_id != CID
 
 
+def test_resume_clears_the_locks_of_processes_that_are_gone(tmp_path: Path) -> None:
+    """A lock whose pid runs nothing, or runs a process that started after the lock was
+    written (a pid reused after a reboot), goes before Copilot resumes; the lock of a
+    process that may still hold the conversation stays (Copilot then asks)."""
+    kind = CopilotKind(["copilot"])
+    env = {"HOME": str(tmp_path)}
+    folder = events(tmp_path, CID, str(tmp_path)).parent
+    long_ago = time.time() - 3600
+
+    def lock(pid: int, written: float) -> Path:
+        path = folder / f"inuse.{pid}.lock"
+        path.write_text(str(pid))
+        os.utime(path, (written, written))
+        return path
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    gone = lock(dead.pid, long_ago)
+    with subprocess.Popen(["sleep", "30"]) as newer:  # started after its lock was written
+        try:
+            reused = lock(newer.pid, long_ago)
+            holder = lock(os.getpid(), time.time())  # this process may hold it
+            unread = folder / "inuse.x.lock"  # not a lock of Copilot's shape: left alone
+            unread.write_text("")
+            said_nothing = session("copilot", tmp_path, CID)
+            assert kind.resume(said_nothing, env).argv[1] == f"--resume={CID}"
+            assert not gone.exists() and not reused.exists()
+            assert holder.exists() and unread.exists()
+            assert (folder / "events.jsonl").exists()
+        finally:
+            newer.kill()
+
+
 @pytest.mark.parametrize(
     "arg", ["--resume", "--resume=abc", "-r", "--continue", "--session-id", "--config-dir"]
 )

@@ -26,16 +26,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from jupyter_agents.agents.attention import ask_command, hook_command, spool_dir, spool_path
 from jupyter_agents.agents.base import (
     AssignedIdKind,
     FolderConversation,
+    Launch,
     home_of,
     is_uuid,
 )
@@ -97,6 +101,48 @@ def events_file(env: Mapping[str, str], conversation_id: str) -> Path | None:
         return None
     path = session_dir(env, conversation_id) / "events.jsonl"
     return path if path.is_file() else None
+
+
+#: ``inuse.<pid>.lock``: the mark a Copilot process leaves in the conversation it holds
+_LOCK = re.compile(r"inuse\.([0-9]{1,10})\.lock", re.ASCII)
+#: how much earlier than its lock a holder may seem to start (a start time is read from
+#: the boot time, which Linux gives in whole seconds)
+_LOCK_SLACK = 2.0
+
+
+def clear_stale_locks(folder: Path) -> list[Path]:
+    """Remove the ``inuse.<pid>.lock`` files of conversation folder ``folder`` whose
+    holder is gone: no process has that pid, or the one that has it started after the
+    lock was written (the pid was reused, as soon after a reboot). A lock whose process
+    may still hold the conversation (Copilot running it elsewhere) is kept. The removed
+    paths; never raises for a file that cannot be read or removed.
+
+    Copilot asks "Resume anyway" for a lock of a live pid, and a prompt sent past that
+    question went to the model without the earlier messages."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        matched = _LOCK.fullmatch(entry.name)
+        if matched is None:
+            continue
+        try:
+            written = entry.stat(follow_symlinks=False).st_mtime
+            started = psutil.Process(int(matched.group(1))).create_time()
+        except psutil.NoSuchProcess:
+            started = None
+        except (OSError, psutil.Error, ValueError):
+            continue  # cannot tell: Copilot asks
+        if started is not None and started <= written + _LOCK_SLACK:
+            continue
+        try:
+            os.unlink(entry.path)
+        except OSError:
+            continue
+        removed.append(Path(entry.path))
+    return removed
 
 
 def first_event(path: Path) -> dict[str, Any] | None:
@@ -316,6 +362,15 @@ class CopilotKind(AssignedIdKind):
 
     def resume_args(self, conversation_id: str) -> list[str]:
         return [f"--resume={conversation_id}"]
+
+    def resume(self, session: Session, env: Mapping[str, str], had_file: bool = False) -> Launch:
+        """As :meth:`AssignedIdKind.resume`; a conversation it resumes first loses the
+        locks of processes that are gone (:func:`clear_stale_locks`), so a restore after
+        a reboot resumes without Copilot's "in use by another CLI" question."""
+        launch = super().resume(session, env, had_file)
+        if launch.conversation_id is not None and not launch.fresh:
+            clear_stale_locks(session_dir(env, launch.conversation_id))
+        return launch
 
     def folder_conversations(self, session: Session, limit: int = 5) -> list[FolderConversation]:
         """Conversations whose ``session.start`` names the session's folder, newest first
