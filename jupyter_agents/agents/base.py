@@ -1,25 +1,28 @@
 """The AgentKind contract: what runs in a session, how it resumes, where its id comes from.
 
 A kind is policy: it reads the agent CLI's own files (where its conversations are) and
-never writes a file or starts a process itself: the TerminalManager spawns the argv a
-kind returns, in the session's cwd, through the backend (no shell ever parses it), and
-asks the kind again on restore.
+starts no process itself: the TerminalManager spawns the argv a kind returns, in the
+session's cwd, through the backend (no shell ever parses it), and asks the kind again on
+restore. What it writes is its own (a session's hook settings under the state dir); of
+the CLI's files it only removes what a dead process left (Copilot's stale locks).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from jupyter_agents.agents.usage import UsageReader
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.store import Session
 
@@ -107,6 +110,35 @@ def home_of(env: Mapping[str, str]) -> Path:
     """The home directory a session sees (its ``HOME``), else this process's."""
     home = env.get("HOME")
     return Path(home) if home else Path.home()
+
+
+def newest_conversations(found: Iterable[tuple[str, Path]], limit: int) -> list[FolderConversation]:
+    """The conversations of ``found`` (pairs of a conversation id and a file of it), each
+    dated by the last write of its newest file, newest first, at most ``limit``; a file
+    that cannot be read is left out."""
+    newest: dict[str, FolderConversation] = {}
+    for cid, path in found:
+        try:
+            modified = clock.from_epoch(path.stat().st_mtime)
+        except (OSError, OverflowError, ValueError):
+            continue
+        if cid not in newest or newest[cid].modified < modified:
+            newest[cid] = FolderConversation(cid, modified)
+    return sorted(newest.values(), key=lambda c: c.modified, reverse=True)[: max(0, limit)]
+
+
+def pid_file_conversation(folder: Path, pid: int) -> str | None:
+    """The conversation id CLI process ``pid`` holds now, from the file such a CLI keeps
+    per process (``<folder>/<pid>.json`` with ``pid`` and ``sessionId``: Claude Code's and
+    Qwen Code's ``sessions/``); None when there is none or it names another pid."""
+    try:
+        data = json.loads((folder / f"{pid}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("pid") not in (pid, str(pid)):
+        return None
+    cid = data.get("sessionId")
+    return cid if is_uuid(cid) else None
 
 
 class AgentKind(ABC):

@@ -15,7 +15,6 @@ conversations are offered instead.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -27,6 +26,8 @@ from jupyter_agents.agents.base import (
     FolderConversation,
     home_of,
     is_uuid,
+    newest_conversations,
+    pid_file_conversation,
 )
 from jupyter_agents.agents.markdown import code, one_line, timestamp, tool_call, tool_result, turn
 from jupyter_agents.agents.usage import (
@@ -39,7 +40,6 @@ from jupyter_agents.agents.usage import (
     json_object,
     price_row,
 )
-from jupyter_agents.core import clock
 from jupyter_agents.core.store import Session
 
 #: flags that choose the conversation: ours to set
@@ -136,14 +136,7 @@ def conversation_file(env: Mapping[str, str], cwd: str | None, conversation_id: 
 
 def live_conversation(env: Mapping[str, str], pid: int) -> str | None:
     """The conversation id Claude process ``pid`` holds now, from its per-pid file."""
-    try:
-        data = json.loads((config_dir(env) / "sessions" / f"{pid}.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("pid") not in (pid, str(pid)):
-        return None
-    cid = data.get("sessionId")
-    return cid if is_uuid(cid) else None
+    return pid_file_conversation(config_dir(env) / "sessions", pid)
 
 
 # -- usage ------------------------------------------------------------------------------
@@ -297,16 +290,8 @@ class ClaudeKind(AssignedIdKind):
             return []
         folder = config_dir(session.env or {}) / "projects"
         folder = folder / project_slug(str(Path(session.cwd).resolve()))
-        found = []
-        for path in folder.glob("*.jsonl"):
-            if not is_uuid(path.stem):
-                continue
-            try:
-                modified = clock.from_epoch(path.stat().st_mtime)
-            except OSError:
-                continue
-            found.append(FolderConversation(path.stem, modified))
-        return sorted(found, key=lambda c: c.modified, reverse=True)[:limit]
+        found = ((path.stem, path) for path in folder.glob("*.jsonl") if is_uuid(path.stem))
+        return newest_conversations(found, limit)
 
     def conversation_file(self, session: Session, conversation_id: str) -> Path | None:
         if not is_uuid(conversation_id):

@@ -25,7 +25,14 @@ from typing import Any
 import psutil
 
 from jupyter_agents.agents.attention import codex_hooks, codex_notify
-from jupyter_agents.agents.base import AgentKind, FolderConversation, Launch, home_of, is_uuid
+from jupyter_agents.agents.base import (
+    AgentKind,
+    FolderConversation,
+    Launch,
+    home_of,
+    is_uuid,
+    newest_conversations,
+)
 from jupyter_agents.agents.markdown import code, timestamp, tool_call, tool_result, turn
 from jupyter_agents.agents.usage import (
     BadRecord,
@@ -341,17 +348,13 @@ class CodexKind(AgentKind):
             key=lambda p: p.name,
             reverse=True,
         )[:500]
-        found = []
-        for path in rollouts:
-            meta = rollout_meta(path)
-            if meta is None or not is_uuid(meta.get("id")) or meta.get("cwd") != session.cwd:
-                continue
-            try:
-                modified = clock.from_epoch(path.stat().st_mtime)
-            except OSError:
-                continue
-            found.append(FolderConversation(str(meta["id"]), modified))
-        return sorted(found, key=lambda c: c.modified, reverse=True)[:limit]
+        metas = ((rollout_meta(path), path) for path in rollouts)
+        found = (
+            (str(meta["id"]), path)
+            for meta, path in metas
+            if meta is not None and is_uuid(meta.get("id")) and meta.get("cwd") == session.cwd
+        )
+        return newest_conversations(found, limit)
 
     def conversation_file(self, session: Session, conversation_id: str) -> Path | None:
         """The rollout of the thread: ``sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``.

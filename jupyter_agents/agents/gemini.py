@@ -54,6 +54,7 @@ from jupyter_agents.agents.base import (
     FolderConversation,
     home_of,
     is_uuid,
+    newest_conversations,
 )
 from jupyter_agents.agents.markdown import timestamp, tool_call, tool_result, turn
 from jupyter_agents.agents.usage import (
@@ -65,7 +66,6 @@ from jupyter_agents.agents.usage import (
     epoch,
     json_object,
 )
-from jupyter_agents.core import clock
 from jupyter_agents.core.store import Session
 
 #: flags that choose the conversation: ours to set
@@ -405,18 +405,9 @@ class GeminiKind(AssignedIdKind):
         name = project_name(env, session.cwd)
         if name is None:
             return []
-        newest: dict[str, FolderConversation] = {}
-        for path in (gemini_dir(env) / "tmp" / name / "chats").glob("session-*.jsonl"):
-            cid = _main_id(path)
-            if cid is None:
-                continue
-            try:
-                modified = clock.from_epoch(path.stat().st_mtime)
-            except OSError:
-                continue
-            if cid not in newest or newest[cid].modified < modified:
-                newest[cid] = FolderConversation(cid, modified)
-        return sorted(newest.values(), key=lambda c: c.modified, reverse=True)[:limit]
+        chats = (gemini_dir(env) / "tmp" / name / "chats").glob("session-*.jsonl")
+        found = ((cid, path) for path in chats if (cid := _main_id(path)) is not None)
+        return newest_conversations(found, limit)
 
     def conversation_file(self, session: Session, conversation_id: str) -> Path | None:
         if not is_uuid(conversation_id):

@@ -42,6 +42,8 @@ from jupyter_agents.agents.base import (
     FolderConversation,
     home_of,
     is_uuid,
+    newest_conversations,
+    pid_file_conversation,
 )
 from jupyter_agents.agents.markdown import timestamp, tool_call, tool_result, turn
 from jupyter_agents.agents.usage import (
@@ -53,7 +55,6 @@ from jupyter_agents.agents.usage import (
     epoch,
     json_object,
 )
-from jupyter_agents.core import clock
 from jupyter_agents.core.store import Session
 
 #: flags that choose the conversation: ours to set
@@ -124,14 +125,7 @@ def conversation_file(env: Mapping[str, str], cwd: str | None, conversation_id: 
 
 def live_conversation(env: Mapping[str, str], pid: int) -> str | None:
     """The conversation id Qwen process ``pid`` holds now, from its per-pid file."""
-    try:
-        data = json.loads((qwen_dir(env) / "sessions" / f"{pid}.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("pid") not in (pid, str(pid)):
-        return None
-    cid = data.get("sessionId")
-    return cid if is_uuid(cid) else None
+    return pid_file_conversation(qwen_dir(env) / "sessions", pid)
 
 
 # -- hooks for one process ---------------------------------------------------------------
@@ -399,17 +393,13 @@ class QwenKind(AssignedIdKind):
         if not session.cwd:
             return []
         projects = runtime_dir(session.env or {}) / "projects"
-        found: dict[str, FolderConversation] = {}
-        for slug in _cwd_slugs(session.cwd):
-            for path in (projects / slug / "chats").glob("*.jsonl"):
-                if not is_uuid(path.stem):
-                    continue
-                try:
-                    modified = clock.from_epoch(path.stat().st_mtime)
-                except OSError:
-                    continue
-                found[path.stem] = FolderConversation(path.stem, modified)
-        return sorted(found.values(), key=lambda c: c.modified, reverse=True)[:limit]
+        found = (
+            (path.stem, path)
+            for slug in _cwd_slugs(session.cwd)
+            for path in (projects / slug / "chats").glob("*.jsonl")
+            if is_uuid(path.stem)
+        )
+        return newest_conversations(found, limit)
 
     def conversation_file(self, session: Session, conversation_id: str) -> Path | None:
         if not is_uuid(conversation_id):
