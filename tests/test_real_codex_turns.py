@@ -19,7 +19,6 @@ import os
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,8 +31,8 @@ from model_endpoint import (
     codex_home,
     codex_shell,
 )
-from test_attention import cli
 from test_real_cli import _SCRUB, CODEX, codex_missing
+from turn_rig import TurnRig
 from xterm_probe import shows
 
 from jupyter_agents.pytest_plugin import (
@@ -41,7 +40,6 @@ from jupyter_agents.pytest_plugin import (
     TermClient,
     kill_backends,
     poll,
-    power_loss,
 )
 
 pytestmark = [
@@ -60,14 +58,7 @@ AGAIN = Usage(input=1919, output=9, cache_read=1536)
 
 
 @dataclass
-class Rig:
-    server: ServerProcess
-    endpoint: ModelEndpoint
-    project: Path
-    state: Path
-    base: Path
-    env: dict[str, str]
-
+class Rig(TurnRig):
     def codex(self) -> tuple[dict[str, Any], TermClient, str]:
         """A new codex session at its prompt, a terminal client watching it (typing
         nothing), and its thread id."""
@@ -84,42 +75,8 @@ class Rig:
         )
         return agent, client, str(cid)
 
-    def send(self, sid: str, text: str) -> None:
-        """Type ``text`` and Enter into the session as ``jupyter agents send`` does."""
-        code, out, err = cli(self.state, "send", sid, text)
-        assert code == 0, (out, err)
-
-    def pending(self, sid: str) -> dict[str, Any]:
-        (request,) = poll(
-            lambda: self.server.request("GET", f"/api/agents/requests?session={sid}")[1],
-            timeout=120,
-            interval=0.5,
-            what="a pending permission request",
-        )
-        return dict(request)
-
-    def none_pending(self, sid: str) -> None:
-        poll(
-            lambda: self.server.request("GET", f"/api/agents/requests?session={sid}")[1] == [],
-            timeout=60,
-            what="no pending permission request",
-        )
-
     def attention(self, sid: str) -> str | None:
         return self.server.model(sid)["attention"]
-
-    def usage_becomes(self, sid: str, sent: Usage) -> None:
-        poll(
-            lambda: (u := self.server.model(sid)["usage"]) and u["tokens"] == sent.as_tokens(),
-            timeout=60,
-            what=f"usage {sent.as_tokens()}",
-        )
-
-    def reboot(self) -> None:
-        """What a power loss leaves: no tmux, no server; the state dir intact."""
-        power_loss(self.state)
-        self.server.stop(signal.SIGKILL)
-        self.server = ServerProcess(self.state, self.base, env=self.env).start()
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +92,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         env = {**codex_env(ep, home), "PATH": f"{CODEX.parent}{os.pathsep}{os.environ['PATH']}"}
         server = ServerProcess(base / "state", base, env=env).start()
         try:
-            rig = Rig(server, ep, project, base / "state", base, env)
+            rig = Rig(server=server, endpoint=ep, project=project, env=env, base=base)
             yield rig
         finally:
             status, sessions = rig.server.request("GET", "/api/agents/sessions")

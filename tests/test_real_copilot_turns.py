@@ -36,9 +36,10 @@ from model_endpoint import (
 )
 from test_attention import cli
 from test_real_cli import _SCRUB, type_into
+from turn_rig import TurnRig
 from xterm_probe import shows
 
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient, kill_backends, poll, power_loss
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient, kill_backends, poll
 
 COPILOT = Path(os.environ.get("JUPYTER_AGENTS_REAL_COPILOT", "/opt/jupyter-agents-cli/bin/copilot"))
 COPILOT_VERSION = "1.0.102"
@@ -80,45 +81,10 @@ _COPILOT_SCRUB = ("COPILOT_HOME", "COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TO
 
 
 @dataclass
-class Rig:
-    server: ServerProcess
-    endpoint: ModelEndpoint
-    project: Path
+class Rig(TurnRig):
     home: Path
-    env: dict[str, str]
-    base: Path
     #: the session the tests share (a CLI start costs seconds)
     session: dict[str, Any] = field(default_factory=dict)
-
-    def get(self, sid: str) -> dict[str, Any]:
-        status, body = self.server.request("GET", f"/api/agents/sessions/{sid}")
-        assert status == 200, body
-        return dict(body)
-
-    def attention_becomes(self, sid: str, state: str, what: str) -> dict[str, Any]:
-        return dict(
-            poll(
-                lambda: (m := self.get(sid))["attention"] == state and m,
-                timeout=120,
-                interval=0.5,
-                what=f"{what} (attention {state!r})",
-            )
-        )
-
-    def usage_becomes(self, sid: str, sent: Usage) -> dict[str, Any]:
-        return dict(
-            poll(
-                lambda: (u := self.get(sid)["usage"]) and u["tokens"] == sent.as_tokens() and u,
-                timeout=60,
-                what=f"usage {sent.as_tokens()}",
-            )
-        )
-
-    def reboot(self) -> None:
-        """What a power loss leaves: no tmux, no server; the state dir intact."""
-        power_loss(self.server.state_dir)
-        self.server.stop(signal.SIGKILL)
-        self.server = ServerProcess(self.server.state_dir, self.base, env=self.env).start()
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +98,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             env_of_tests.delenv(name, raising=False)
         env = {**copilot_env(ep, home), "PATH": f"{COPILOT.parent}{os.pathsep}{os.environ['PATH']}"}
         server = ServerProcess(base / "state", base, env=env).start()
-        rig = Rig(server, ep, project, home, env, base)
+        rig = Rig(server=server, endpoint=ep, project=project, env=env, base=base, home=home)
         try:
             yield rig
         finally:

@@ -21,7 +21,6 @@ reason, where it cannot. Skipped, with the reason, where the CLI is not installe
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -43,12 +42,13 @@ from model_endpoint import (
     gemini_shell,
 )
 from test_real_cli import type_into
+from turn_rig import TurnRig
 from xterm_probe import shows
 
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.base import is_uuid
 from jupyter_agents.agents.gemini import accepted_as_system_file
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient, kill_backends, poll, power_loss
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient, kill_backends
 
 GEMINI_VERSION = "0.61.0"
 GEMINI = Path(os.environ.get("JUPYTER_AGENTS_REAL_GEMINI", "/opt/jupyter-agents-cli/bin/gemini"))
@@ -116,50 +116,10 @@ _SCRUB = (
 
 
 @dataclass
-class Rig:
-    server: ServerProcess
-    endpoint: ModelEndpoint
-    project: Path
-    env: dict[str, str]
-    base: Path
+class Rig(TurnRig):
     #: the session the tests share (made by the first), and its conversation
     sid: str = ""
     cid: str = ""
-
-    def get(self, sid: str) -> dict[str, Any]:
-        status, body = self.server.request("GET", f"/api/agents/sessions/{sid}")
-        assert status == 200, body
-        return dict(body)
-
-    def attention_becomes(self, sid: str, state: str, what: str) -> dict[str, Any]:
-        return dict(
-            poll(
-                lambda: (m := self.get(sid))["attention"] == state and m,
-                timeout=120,
-                interval=0.5,
-                what=f"{what} (attention {state!r})",
-            )
-        )
-
-    def usage_becomes(self, sid: str, sent: Usage) -> dict[str, Any]:
-        return dict(
-            poll(
-                lambda: (u := self.get(sid)["usage"]) and u["tokens"] == sent.as_tokens() and u,
-                timeout=60,
-                what=f"usage {sent.as_tokens()}",
-            )
-        )
-
-    def spooled(self, sid: str) -> list[str]:
-        path = self.server.state_dir / "spool" / f"{sid}.jsonl"
-        lines = path.read_text().splitlines() if path.exists() else []
-        return [json.loads(line)["event"] for line in lines if line.strip()]
-
-    def reboot(self) -> None:
-        """What a power loss leaves: no tmux, no server; the state dir intact."""
-        power_loss(self.server.state_dir)
-        self.server.stop(signal.SIGKILL)
-        self.server = ServerProcess(self.server.state_dir, self.base, env=self.env).start()
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +143,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             "PATH": f"{GEMINI.parent}{os.pathsep}{os.environ['PATH']}",
         }
         server = ServerProcess(state, base, env=env).start()
-        rig = Rig(server, endpoint, project, env, base)
+        rig = Rig(server=server, endpoint=endpoint, project=project, env=env, base=base)
         try:
             yield rig
         finally:

@@ -27,7 +27,6 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from model_endpoint import (
@@ -40,11 +39,12 @@ from model_endpoint import (
     opencode_home,
 )
 from test_real_cli import _SCRUB, type_into
+from turn_rig import TurnRig
 from xterm_probe import shows
 
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.opencode import is_conversation_id
-from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll, power_loss
+from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll
 
 OPENCODE_VERSION = "1.18.33"
 OPENCODE = Path(
@@ -79,28 +79,8 @@ AGAIN = Usage(input=2500, output=9, cache_read=2048)
 
 
 @dataclass
-class Rig:
-    server: ServerProcess
-    endpoint: ModelEndpoint
-    project: Path
+class Rig(TurnRig):
     home: Path
-    env: dict[str, str]
-    base: Path
-
-    def get(self, sid: str) -> dict[str, Any]:
-        status, body = self.server.request("GET", f"/api/agents/sessions/{sid}")
-        assert status == 200, body
-        return dict(body)
-
-    def attention_becomes(self, sid: str, state: str, what: str) -> dict[str, Any]:
-        return dict(
-            poll(
-                lambda: (m := self.get(sid))["attention"] == state and m,
-                timeout=120,
-                interval=0.5,
-                what=f"{what} (attention {state!r})",
-            )
-        )
 
     def conversations(self) -> list[str]:
         """The top-level conversations OpenCode's own database holds."""
@@ -109,12 +89,6 @@ class Rig:
             return [r[0] for r in db.execute("SELECT id FROM session WHERE parent_id IS NULL")]
         finally:
             db.close()
-
-    def reboot(self) -> None:
-        """What a power loss leaves: no tmux, no server; the state dir intact."""
-        power_loss(self.server.state_dir)
-        self.server.stop(signal.SIGKILL)
-        self.server = ServerProcess(self.server.state_dir, self.base, env=self.env).start()
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +103,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         opencode_home(home, ep)
         env = {**opencode_env(home), "PATH": f"{OPENCODE.parent}{os.pathsep}{os.environ['PATH']}"}
         server = ServerProcess(base / "state", base, env=env).start()
-        rig = Rig(server, ep, project, home, env, base)
+        rig = Rig(server=server, endpoint=ep, project=project, env=env, base=base, home=home)
         try:
             yield rig
         finally:

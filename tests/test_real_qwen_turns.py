@@ -18,7 +18,6 @@ Skipped, with the reason, where the CLI (or Node.js 22) is not installed.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -38,13 +37,13 @@ from model_endpoint import (
     qwen_shell,
     qwen_side_request,
 )
-from test_attention import cli
 from test_real_cli import _SCRUB, type_into
+from turn_rig import TurnRig
 from xterm_probe import shows
 
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.base import is_uuid
-from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll, power_loss
+from jupyter_agents.pytest_plugin import ServerProcess, kill_backends
 
 QWEN_VERSION = "0.24.4"
 QWEN = Path(os.environ.get("JUPYTER_AGENTS_REAL_QWEN", "/opt/jupyter-agents-cli/bin/qwen"))
@@ -84,33 +83,9 @@ HELLO = Usage(input=1900, output=17, cache_read=512)
 
 
 @dataclass
-class Rig:
-    server: ServerProcess
-    endpoint: ModelEndpoint
-    project: Path
+class Rig(TurnRig):
     home: Path
-    env: dict[str, str]
-    base: Path
     started: list[str] = field(default_factory=list)
-
-    @property
-    def state(self) -> Path:
-        return self.server.state_dir
-
-    def get(self, sid: str) -> dict[str, Any]:
-        status, body = self.server.request("GET", f"/api/agents/sessions/{sid}")
-        assert status == 200, body
-        return dict(body)
-
-    def attention_becomes(self, sid: str, state: str, what: str) -> dict[str, Any]:
-        return dict(
-            poll(
-                lambda: (m := self.get(sid))["attention"] == state and m,
-                timeout=120,
-                interval=0.5,
-                what=f"{what} (attention {state!r})",
-            )
-        )
 
     def qwen(self) -> dict[str, Any]:
         status, agent = self.server.request(
@@ -119,37 +94,6 @@ class Rig:
         assert status == 201, agent
         self.started.append(agent["id"])
         return dict(agent)
-
-    def send(self, sid: str, text: str) -> None:
-        """Type ``text`` and Enter into the session as ``jupyter agents send`` does."""
-        code, out, err = cli(self.state, "send", sid, text)
-        assert code == 0, (out, err)
-
-    def pending(self, sid: str) -> dict[str, Any]:
-        (request,) = poll(
-            lambda: self.server.request("GET", f"/api/agents/requests?session={sid}")[1],
-            timeout=120,
-            interval=0.5,
-            what="a pending permission request",
-        )
-        return dict(request)
-
-    def usage_is(self, sid: str, sent: Usage) -> None:
-        poll(
-            lambda: (u := self.get(sid)["usage"]) and u["tokens"] == sent.as_tokens(),
-            timeout=60,
-            what=f"usage {sent.as_tokens()}",
-        )
-
-    def spooled(self, sid: str) -> list[str]:
-        path = self.state / "spool" / f"{sid}.jsonl"
-        lines = path.read_text().splitlines() if path.exists() else []
-        return [json.loads(line)["event"] for line in lines if line.strip()]
-
-    def reboot(self) -> None:
-        power_loss(self.state)
-        self.server.stop(signal.SIGKILL)
-        self.server = ServerProcess(self.state, self.base, env=self.env).start()
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +110,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         env = qwen_env(ep, home)
         env["PATH"] = f"{QWEN.parent}{os.pathsep}{NODE}{os.pathsep}{env['PATH']}"
         server = ServerProcess(base / "state", base, env=env).start()
-        rig = Rig(server, ep, project, home, env, base)
+        rig = Rig(server=server, endpoint=ep, project=project, env=env, base=base, home=home)
         try:
             yield rig
         finally:
@@ -256,7 +200,7 @@ def test_permission_allowed_over_rest_then_waiting_and_usage(rig: Rig) -> None:
     assert rig.endpoint.overrun == 0 and rig.endpoint.unused() == []
     sent = rig.endpoint.sent_usage(side=True)
     assert sent == ASKS + DONE + ASKS + DONE + ASKS + DONE
-    rig.usage_is(sid, sent)
+    rig.usage_becomes(sid, sent)
     assert rig.get(sid)["conversation_id"] == cid
     client.close()
 
@@ -293,7 +237,7 @@ def test_restore_after_a_reboot_resumes_the_conversation(rig: Rig) -> None:
     _, second = rig.endpoint.turns()[before:]
     assert "teal-heron-5" in second.text()  # the earlier messages sent again
     assert "First-answer" in second.text()
-    rig.usage_is(sid, HELLO + DONE)
+    rig.usage_becomes(sid, HELLO + DONE)
     client.close()
 
 

@@ -35,6 +35,7 @@ from model_endpoint import (
     claude_home,
 )
 from test_real_cli import _MISSING, _SCRUB, CLAUDE, conversation_path, type_into
+from turn_rig import TurnRig
 from xterm_probe import shows
 
 from jupyter_agents.agents.attention import NEEDS_YOU
@@ -44,7 +45,6 @@ from jupyter_agents.pytest_plugin import (
     TermClient,
     kill_backends,
     poll,
-    power_loss,
 )
 
 pytestmark = [
@@ -64,37 +64,17 @@ DONE = Usage(input=3333, output=11, cache_read=1141, cache_creation=0)
 
 
 @dataclass
-class Rig:
+class Rig(TurnRig):
     """The module's server, endpoint and HOME; the sessions it started."""
 
-    server: ServerProcess
-    endpoint: ModelEndpoint
-    project: Path
     home: Path
-    env: dict[str, str]
-    base: Path
     started: list[str] = field(default_factory=list)
-
-    def get(self, sid: str) -> dict[str, Any]:
-        status, body = self.server.request("GET", f"/api/agents/sessions/{sid}")
-        assert status == 200, body
-        return dict(body)
 
     def listed(self, sid: str) -> dict[str, Any]:
         """The session as the listing (what the panel shows) has it."""
         status, body = self.server.request("GET", "/api/agents/sessions")
         assert status == 200, body
         return next(s for s in body if s["id"] == sid)
-
-    def attention_becomes(self, sid: str, state: str, what: str) -> dict[str, Any]:
-        return dict(
-            poll(
-                lambda: (m := self.get(sid))["attention"] == state and m,
-                timeout=120,
-                interval=0.5,
-                what=f"{what} (attention {state!r})",
-            )
-        )
 
     def claude(self, *script: Reply) -> tuple[dict[str, Any], TermClient]:
         """A new claude session whose conversation gets ``script`` from the endpoint,
@@ -110,34 +90,6 @@ class Rig:
         client.drain(1)
         return agent, client
 
-    def pending(self, sid: str) -> dict[str, Any]:
-        """The session's one pending permission request, once there is one."""
-        (request,) = poll(
-            lambda: self.server.request("GET", f"/api/agents/requests?session={sid}")[1],
-            timeout=60,
-            what="a pending permission request",
-        )
-        return dict(request)
-
-    def none_pending(self, sid: str) -> None:
-        poll(
-            lambda: self.server.request("GET", f"/api/agents/requests?session={sid}")[1] == [],
-            timeout=60,
-            what="no pending permission request",
-        )
-
-    def spooled(self, sid: str) -> list[str]:
-        path = self.server.state_dir / "spool" / f"{sid}.jsonl"
-        lines = path.read_text().splitlines() if path.exists() else []
-        return [json.loads(line)["event"] for line in lines if line.strip()]
-
-    def reboot(self) -> None:
-        """What a power loss leaves: no tmux, no server, no hook run by a dying CLI; the
-        state dir intact."""
-        power_loss(self.server.state_dir)
-        self.server.stop(signal.SIGKILL)
-        self.server = ServerProcess(self.server.state_dir, self.base, env=self.env).start()
-
 
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
@@ -150,7 +102,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             env_of_tests.delenv(name, raising=False)
         env = {**claude_env(ep, home), "PATH": f"{CLAUDE.parent}{os.pathsep}{os.environ['PATH']}"}
         server = ServerProcess(base / "state", base, env=env).start()
-        rig = Rig(server, ep, project, home, env, base)
+        rig = Rig(server=server, endpoint=ep, project=project, env=env, base=base, home=home)
         try:
             yield rig
         finally:

@@ -1,0 +1,95 @@
+"""What the real-turn tests share (``tests/test_real_*turns.py``): a module's server
+whose sessions run a real agent CLI against the scripted endpoint on 127.0.0.1
+(:mod:`model_endpoint`), and the questions each test asks it. A module subclasses
+:class:`TurnRig` with what only its CLI needs (its HOME, how a session starts)."""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model_endpoint import ModelEndpoint, Usage
+from test_attention import cli
+
+from jupyter_agents.pytest_plugin import ServerProcess, poll, power_loss
+
+
+@dataclass
+class TurnRig:
+    """The module's server, endpoint and project folder; ``env``: what its server was
+    started with (again after :meth:`reboot`)."""
+
+    server: ServerProcess
+    endpoint: ModelEndpoint
+    project: Path
+    env: dict[str, str]
+    base: Path
+
+    @property
+    def state(self) -> Path:
+        return self.server.state_dir
+
+    def get(self, sid: str) -> dict[str, Any]:
+        status, body = self.server.request("GET", f"/api/agents/sessions/{sid}")
+        assert status == 200, body
+        return dict(body)
+
+    def attention_becomes(self, sid: str, state: str, what: str) -> dict[str, Any]:
+        """The session once its attention is ``state`` (a turn can take a minute on a
+        loaded machine)."""
+        return dict(
+            poll(
+                lambda: (m := self.get(sid))["attention"] == state and m,
+                timeout=120,
+                interval=0.5,
+                what=f"{what} (attention {state!r})",
+            )
+        )
+
+    def usage_becomes(self, sid: str, sent: Usage) -> dict[str, Any]:
+        """The session's usage once its tokens are what the endpoint ``sent``."""
+        return dict(
+            poll(
+                lambda: (u := self.get(sid)["usage"]) and u["tokens"] == sent.as_tokens() and u,
+                timeout=60,
+                what=f"usage {sent.as_tokens()}",
+            )
+        )
+
+    def pending(self, sid: str) -> dict[str, Any]:
+        """The session's one pending permission request, once there is one."""
+        (request,) = poll(
+            lambda: self.server.request("GET", f"/api/agents/requests?session={sid}")[1],
+            timeout=120,
+            interval=0.5,
+            what="a pending permission request",
+        )
+        return dict(request)
+
+    def none_pending(self, sid: str) -> None:
+        poll(
+            lambda: self.server.request("GET", f"/api/agents/requests?session={sid}")[1] == [],
+            timeout=60,
+            what="no pending permission request",
+        )
+
+    def send(self, sid: str, text: str) -> None:
+        """Type ``text`` and Enter into the session as ``jupyter agents send`` does."""
+        code, out, err = cli(self.state, "send", sid, text)
+        assert code == 0, (out, err)
+
+    def spooled(self, sid: str) -> list[str]:
+        """The events the session's hooks spooled, in order."""
+        path = self.state / "spool" / f"{sid}.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [json.loads(line)["event"] for line in lines if line.strip()]
+
+    def reboot(self) -> None:
+        """What a power loss leaves: no tmux, no server, no hook run by a dying CLI; the
+        state dir intact. The server starts again with the same settings."""
+        power_loss(self.state)
+        self.server.stop(signal.SIGKILL)
+        self.server = ServerProcess(self.state, self.base, env=self.env).start()
