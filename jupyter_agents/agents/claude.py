@@ -174,12 +174,7 @@ def parse_usage(line: bytes) -> Record | None:
         return None  # synthetic messages (and every message offline) cost nothing
     model = message.get("model")
     key = message.get("id")
-    return Record(
-        key if isinstance(key, str) and key else None,
-        model if isinstance(model, str) and model else "unknown",
-        epoch(entry.get("timestamp")),
-        tokens,
-    )
+    return Record.of(key, model, epoch(entry.get("timestamp")), tokens)
 
 
 class ClaudeUsage(UsageReader):

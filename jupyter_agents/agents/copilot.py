@@ -243,12 +243,7 @@ def parse_usage(line: bytes) -> Record | None:
     key = accounting.get("usageId") if isinstance(accounting, dict) else None
     key = key if isinstance(key, str) and key else usage.get("apiCallId")
     model = usage.get("model")
-    return Record(
-        key if isinstance(key, str) and key else None,
-        model if isinstance(model, str) and model else "unknown",
-        epoch(entry.get("timestamp")),
-        tokens,
-    )
+    return Record.of(key, model, epoch(entry.get("timestamp")), tokens)
 
 
 class CopilotUsage(UsageReader):

@@ -289,12 +289,7 @@ def parse_usage(line: bytes) -> Record | None:
     if counted.total == 0:
         return None
     model, key = entry.get("model"), entry.get("id")
-    return Record(
-        key if isinstance(key, str) and key else None,
-        model if isinstance(model, str) and model else "unknown",
-        epoch(entry.get("timestamp")),
-        counted,
-    )
+    return Record.of(key, model, epoch(entry.get("timestamp")), counted)
 
 
 class GeminiUsage(UsageReader):

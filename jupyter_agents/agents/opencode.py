@@ -161,12 +161,8 @@ def parse_usage(line: bytes) -> Record | None:
         return None
     key = info.get("id")
     model = info.get("modelID")
-    return Record(
-        key if isinstance(key, str) and key else None,
-        model if isinstance(model, str) and model else "unknown",
-        _seconds((info.get("time") or {}).get("completed") or entry.get("t")),
-        counted,
-    )
+    when = _seconds((info.get("time") or {}).get("completed") or entry.get("t"))
+    return Record.of(key, model, when, counted)
 
 
 def _seconds(milliseconds: object) -> float | None:

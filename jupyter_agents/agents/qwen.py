@@ -239,12 +239,7 @@ def parse_usage(line: bytes) -> Record | None:
         return None
     model = entry.get("model")
     key = entry.get("uuid")
-    return Record(
-        key if isinstance(key, str) and key else None,
-        model if isinstance(model, str) and model else "unknown",
-        epoch(entry.get("timestamp")),
-        tokens,
-    )
+    return Record.of(key, model, epoch(entry.get("timestamp")), tokens)
 
 
 class QwenUsage(UsageReader):

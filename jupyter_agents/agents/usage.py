@@ -81,6 +81,21 @@ class Record(NamedTuple):
     when: float | None
     tokens: Tokens
 
+    @classmethod
+    def of(cls, key: object, model: object, when: float | None, tokens: Tokens) -> Record:
+        """A record from a CLI's own fields, whatever their types: a ``key`` that is
+        not a non-empty string is None, a ``model`` that is not one is ``"unknown"``.
+
+        >>> Record.of(7, "", None, Tokens(1, 0, 0, 0))[:2]
+        (None, 'unknown')
+        """
+        return cls(
+            key if isinstance(key, str) and key else None,
+            model if isinstance(model, str) and model else "unknown",
+            when,
+            tokens,
+        )
+
 
 class BadRecord(ValueError):
     """A line that should hold usage but does not parse (skipped and counted)."""
