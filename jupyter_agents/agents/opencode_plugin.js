@@ -28,6 +28,7 @@ import { appendFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 
 const ID = /^ses_[A-Za-z0-9]{8,64}$/;
+const ROLES_KEPT = 4096; // message roles remembered (for the parts that follow)
 const TOOLS = { bash: "Bash", edit: "Edit", write: "Write", read: "Read", webfetch: "WebFetch" };
 
 export const JupyterAgents = async (ctx, options) => {
@@ -197,6 +198,8 @@ export const JupyterAgents = async (ctx, options) => {
         case "message.updated": {
           const info = p.info || {};
           roles.set(info.id, info.role);
+          // only recent messages still get parts: a long session keeps the newest
+          if (roles.size > ROLES_KEPT) roles.delete(roles.keys().next().value);
           if (info.role === "assistant" && info.time?.completed) {
             record(info.sessionID, { type: "message", info: { ...info, summary: undefined } });
           }
