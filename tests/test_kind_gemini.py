@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_agent_kinds import session as agent_session
 
 from jupyter_agents.agents import GeminiKind, make_kinds
 from jupyter_agents.agents import gemini as g
@@ -27,18 +28,10 @@ KIND = GeminiKind(["gemini"])
 
 
 def session(cwd: Path, cid: str | None, home: Path, args: list[str] | None = None) -> Session:
-    return Session(
-        id="s1",
-        name="1",
-        status="interrupted",
-        backend="tmux",
-        kind="gemini",
-        cwd=str(cwd),
-        conversation_id=cid,
-        args=args or [],
-        env={"HOME": str(home)},
-        pid_created=datetime.now(timezone.utc).timestamp(),
-    )
+    """An interrupted gemini session in ``cwd`` whose HOME is ``home``."""
+    made = agent_session("gemini", cwd, cid, args)
+    made.env = {"HOME": str(home)}
+    return made
 
 
 def write_conversation(home: Path, project: str, cid: str, when: str, lines: int = 1) -> Path:

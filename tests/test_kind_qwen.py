@@ -7,10 +7,10 @@ import dataclasses
 import json
 import os
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from test_agent_kinds import session as agent_session
 
 from jupyter_agents.agents import BUILTIN, QwenKind, make_kinds
 from jupyter_agents.agents.qwen import (
@@ -25,18 +25,10 @@ from jupyter_agents.core.store import Session
 
 
 def session(cwd: Path, cid: str | None, home: Path, args: list[str] | None = None) -> Session:
-    return Session(
-        id="s1",
-        name="1",
-        status="interrupted",
-        backend="tmux",
-        kind="qwen",
-        cwd=str(cwd),
-        conversation_id=cid,
-        args=args or [],
-        env={"HOME": str(home)},
-        pid_created=datetime.now(timezone.utc).timestamp(),
-    )
+    """An interrupted qwen session in ``cwd`` whose HOME is ``home``."""
+    made = agent_session("qwen", cwd, cid, args)
+    made.env = {"HOME": str(home)}
+    return made
 
 
 def chats(home: Path, cwd: Path) -> Path:

@@ -16,7 +16,6 @@ Skipped, with the reason, where the CLI is not installed.
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +37,6 @@ from xterm_probe import shows
 from jupyter_agents.pytest_plugin import (
     ServerProcess,
     TermClient,
-    kill_backends,
     poll,
 )
 
@@ -95,11 +93,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
             rig = Rig(server=server, endpoint=ep, project=project, env=env, base=base)
             yield rig
         finally:
-            status, sessions = rig.server.request("GET", "/api/agents/sessions")
-            for s in sessions if status == 200 else []:
-                rig.server.request("DELETE", f"/api/agents/sessions/{s['id']}")
-            rig.server.stop(signal.SIGKILL)
-            kill_backends(base / "state")
+            rig.close()
 
 
 def test_a_request_answered_over_rest_while_nobody_is_at_the_tab(rig: Rig) -> None:

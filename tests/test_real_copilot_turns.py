@@ -17,7 +17,6 @@ Skipped, with the reason, where the CLI is not installed.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from test_real_cli import _SCRUB, type_into
 from turn_rig import TurnRig
 from xterm_probe import shows
 
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient, kill_backends, poll
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient, poll
 
 COPILOT = Path(os.environ.get("JUPYTER_AGENTS_REAL_COPILOT", "/opt/jupyter-agents-cli/bin/copilot"))
 COPILOT_VERSION = "1.0.102"
@@ -102,10 +101,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         try:
             yield rig
         finally:
-            if rig.session:
-                rig.server.request("DELETE", f"/api/agents/sessions/{rig.session['id']}")
-            rig.server.stop(signal.SIGKILL)
-            kill_backends(base / "state")
+            rig.close()
 
 
 def _client(rig: Rig, name: str) -> TermClient:

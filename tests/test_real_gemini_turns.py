@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -48,7 +47,7 @@ from xterm_probe import shows
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.base import is_uuid
 from jupyter_agents.agents.gemini import accepted_as_system_file
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient, kill_backends
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient
 
 GEMINI_VERSION = "0.61.0"
 GEMINI = Path(os.environ.get("JUPYTER_AGENTS_REAL_GEMINI", "/opt/jupyter-agents-cli/bin/gemini"))
@@ -147,10 +146,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         try:
             yield rig
         finally:
-            if rig.sid:
-                rig.server.request("DELETE", f"/api/agents/sessions/{rig.sid}")
-            rig.server.stop(signal.SIGKILL)
-            kill_backends(state)
+            rig.close()
             if owned is not None:
                 shutil.rmtree(owned, ignore_errors=True)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -44,7 +43,7 @@ from xterm_probe import shows
 
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.opencode import is_conversation_id
-from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll
+from jupyter_agents.pytest_plugin import ServerProcess, poll
 
 OPENCODE_VERSION = "1.18.33"
 OPENCODE = Path(
@@ -107,11 +106,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         try:
             yield rig
         finally:
-            status, sessions = rig.server.request("GET", "/api/agents/sessions")
-            for s in sessions if status == 200 else []:
-                rig.server.request("DELETE", f"/api/agents/sessions/{s['id']}")
-            rig.server.stop(signal.SIGKILL)
-            kill_backends(base / "state")
+            rig.close()
 
 
 def test_turn_permission_usage_and_resume_after_a_reboot(rig: Rig) -> None:

@@ -19,10 +19,9 @@ Skipped, with the reason, where the CLI (or Node.js 22) is not installed.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,7 @@ from xterm_probe import shows
 
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.base import is_uuid
-from jupyter_agents.pytest_plugin import ServerProcess, kill_backends
+from jupyter_agents.pytest_plugin import ServerProcess
 
 QWEN_VERSION = "0.24.4"
 QWEN = Path(os.environ.get("JUPYTER_AGENTS_REAL_QWEN", "/opt/jupyter-agents-cli/bin/qwen"))
@@ -85,14 +84,12 @@ HELLO = Usage(input=1900, output=17, cache_read=512)
 @dataclass
 class Rig(TurnRig):
     home: Path
-    started: list[str] = field(default_factory=list)
 
     def qwen(self) -> dict[str, Any]:
         status, agent = self.server.request(
             "POST", "/api/agents/sessions", {"kind": "qwen", "cwd": str(self.project)}
         )
         assert status == 201, agent
-        self.started.append(agent["id"])
         return dict(agent)
 
 
@@ -114,10 +111,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         try:
             yield rig
         finally:
-            for sid in rig.started:
-                rig.server.request("DELETE", f"/api/agents/sessions/{sid}")
-            rig.server.stop(signal.SIGKILL)
-            kill_backends(base / "state")
+            rig.close()
 
 
 def test_permission_allowed_over_rest_then_waiting_and_usage(rig: Rig) -> None:

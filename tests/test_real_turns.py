@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,6 @@ from jupyter_agents.pytest_plugin import (
     EventClient,
     ServerProcess,
     TermClient,
-    kill_backends,
     poll,
 )
 
@@ -65,10 +63,9 @@ DONE = Usage(input=3333, output=11, cache_read=1141, cache_creation=0)
 
 @dataclass
 class Rig(TurnRig):
-    """The module's server, endpoint and HOME; the sessions it started."""
+    """The module's server, endpoint and HOME."""
 
     home: Path
-    started: list[str] = field(default_factory=list)
 
     def listed(self, sid: str) -> dict[str, Any]:
         """The session as the listing (what the panel shows) has it."""
@@ -83,7 +80,6 @@ class Rig(TurnRig):
             "POST", "/api/agents/sessions", {"kind": "claude", "cwd": str(self.project)}
         )
         assert status == 201, agent
-        self.started.append(agent["id"])
         self.endpoint.add(*script, conversation=agent["conversation_id"])
         client = self.server.ws(agent["name"])
         client.wait_for(PROMPT, timeout=120)
@@ -106,10 +102,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
         try:
             yield rig
         finally:
-            for sid in rig.started:
-                rig.server.request("DELETE", f"/api/agents/sessions/{sid}")
-            rig.server.stop(signal.SIGKILL)
-            kill_backends(base / "state")
+            rig.close()
 
 
 def test_fresh_session_is_ready_and_a_finished_turn_needs_you(rig: Rig) -> None:

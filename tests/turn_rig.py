@@ -14,7 +14,7 @@ from typing import Any
 from model_endpoint import ModelEndpoint, Usage
 from test_attention import cli
 
-from jupyter_agents.pytest_plugin import ServerProcess, poll, power_loss
+from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll, power_loss
 
 
 @dataclass
@@ -93,3 +93,12 @@ class TurnRig:
         power_loss(self.state)
         self.server.stop(signal.SIGKILL)
         self.server = ServerProcess(self.state, self.base, env=self.env).start()
+
+    def close(self) -> None:
+        """End what the module started: every session its server lists (ended as a
+        person would, so their CLIs run their exit), the server, its backends."""
+        status, sessions = self.server.request("GET", "/api/agents/sessions")
+        for s in sessions if status == 200 else []:
+            self.server.request("DELETE", f"/api/agents/sessions/{s['id']}")
+        self.server.stop(signal.SIGKILL)
+        kill_backends(self.state)
