@@ -87,6 +87,21 @@ def test_live_names_are_unique_only_among_running(tmp_path):
     assert store.get("a").status == "exited"
 
 
+def test_of_two_writers_that_saw_one_value_only_the_first_changes_it(tmp_path):
+    """A hook's SessionStart and the refresh pass both follow one ``/clear`` from the id
+    they read: the second finds it moved, changes nothing, so nothing is published twice."""
+    store = SessionStore(tmp_path / "s.db")
+    store.add(make("a", "1"))
+    old = store.get("a").conversation_id
+    assert store.update("a", conversation_id="new", was={"conversation_id": old})
+    assert not store.update("a", conversation_id="new", was={"conversation_id": old})
+    assert store.update("a", title="t", was={"conversation_id": "new", "title": None})
+    assert (store.get("a").conversation_id, store.get("a").title) == ("new", "t")
+    with pytest.raises(ValueError, match="nope"):
+        store.update("a", title="x", was={"nope": 1})
+    store.close()
+
+
 def test_schema_version_and_refusals(tmp_path):
     path = tmp_path / "s.db"
     SessionStore(path).close()

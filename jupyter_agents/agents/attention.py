@@ -494,7 +494,11 @@ class AttentionTracker:
             return session
         try:
             followed = self.change(
-                session.id, "conversation", conversation_id=conversation, ambiguous=False
+                session.id,
+                "conversation",
+                conversation_id=conversation,
+                ambiguous=False,
+                was={"conversation_id": session.conversation_id},  # not if a pass moved it
             )
             if followed is not None:
                 session = followed

@@ -51,7 +51,13 @@ def follow(
                 session.conversation_id,
             )
             continue
-        if change(session.id, conversation_id=found, ambiguous=False, expect=("running",)):
+        if change(
+            session.id,
+            conversation_id=found,
+            ambiguous=False,
+            expect=("running",),
+            was={"conversation_id": session.conversation_id},  # not if a hook moved it
+        ):
             if session.conversation_id:
                 held.pop(session.conversation_id, None)
             held[found] = session.id

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -73,8 +73,9 @@ class SessionEvent:
 class Changer(Protocol):
     """The one way a session record changes (:meth:`SessionService.change
     <jupyter_agents.sessions.service.SessionService.change>`), handed to what changes
-    records below the sessions wing: set ``fields`` (compare-and-set on ``expect``),
-    publish ``action`` if given; the record as it is now, or None when nothing changed."""
+    records below the sessions wing: set ``fields`` (compare-and-set on ``expect``, the
+    statuses it may have, and ``was``, the values fields must still hold), publish
+    ``action`` if given; the record as it is now, or None when nothing changed."""
 
     def __call__(
         self,
@@ -82,6 +83,7 @@ class Changer(Protocol):
         action: EventAction | None = None,
         *,
         expect: Iterable[Status] | None = None,
+        was: Mapping[str, Any] | None = None,
         **fields: Any,
     ) -> Session | None: ...
 

@@ -17,7 +17,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -493,16 +493,23 @@ class SessionStore:
             ) from e
 
     def update(
-        self, session_id: str, *, expect: Sequence[Status] | None = None, **fields: Any
+        self,
+        session_id: str,
+        *,
+        expect: Sequence[Status] | None = None,
+        was: Mapping[str, Any] | None = None,
+        **fields: Any,
     ) -> bool:
         """Set ``fields`` on one record, atomically.
 
-        With ``expect``, the change applies only while the record's status is one of them
-        (compare-and-set: a concurrent writer's newer decision is never overwritten).
-        Returns whether a row changed. :class:`Conflict` if the change would give a live
-        name or a conversation id to a second session.
+        With ``expect``, the change applies only while the record's status is one of them;
+        with ``was``, only while those fields still hold those values (compare-and-set: a
+        concurrent writer's newer decision is never overwritten, and of two writers that
+        read the same value only the first changes it). Returns whether a row changed.
+        :class:`Conflict` if the change would give a live name or conversation id to a
+        second session.
         """
-        unknown = set(fields) - set(_COLUMNS)
+        unknown = (set(fields) | set(was or {})) - set(_COLUMNS)
         if unknown:
             raise ValueError(f"unknown session fields {sorted(unknown)}")
         fields = _encode(fields)
@@ -512,6 +519,9 @@ class SessionStore:
         if expect is not None:
             sql += f" AND status IN ({','.join('?' * len(expect))})"
             params.extend(expect)
+        for name, value in _encode(dict(was or {})).items():
+            sql += f" AND {name} IS ?"
+            params.append(value)
         try:
             with self._transaction() as db:
                 return db.execute(sql, params).rowcount > 0

@@ -238,6 +238,7 @@ class SessionChanges(Protocol):
         action: EventAction | None = None,
         *,
         expect: Iterable[Status] | None = None,
+        was: Mapping[str, Any] | None = None,
         **fields: Any,
     ) -> Session | None:
         """Change a record's fields (:class:`~jupyter_agents.core.events.Changer`)."""

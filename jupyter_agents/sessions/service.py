@@ -156,15 +156,17 @@ class SessionService:
         action: EventAction | None = None,
         *,
         expect: Iterable[Status] | None = None,
+        was: Mapping[str, Any] | None = None,
         **fields: Any,
     ) -> Session | None:
         """The one place a session record changes (a :class:`~jupyter_agents.core.events.
-        Changer`): set ``fields`` (compare-and-set while its status is one of ``expect``)
-        and, with ``action``, publish the record as it is now. The new record, or None
-        when nothing changed (an unknown id, or another status). :class:`Conflict` for a
-        live name or conversation id of another session."""
+        Changer`): set ``fields`` (compare-and-set while its status is one of ``expect``
+        and the fields in ``was`` still hold those values) and, with ``action``, publish
+        the record as it is now. The new record, or None when nothing changed (an unknown
+        id, another status, another value). :class:`Conflict` for a live name or
+        conversation id of another session."""
         expected = None if expect is None else tuple(expect)
-        if not self.store.update(session_id, expect=expected, **fields):
+        if not self.store.update(session_id, expect=expected, was=was, **fields):
             return None
         session = self.store.get(session_id)
         if action is not None:
