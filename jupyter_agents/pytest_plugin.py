@@ -9,6 +9,9 @@ Enable with ``pytest_plugins = ["jupyter_agents.pytest_plugin"]``. Fixtures:
   indirect=True)``); ``"broker"`` servers run with a PATH that has no tmux.
 - ``agents_server``: a factory starting real ``jupyter server`` subprocesses on that
   state dir (:class:`ServerProcess`) with that backend; all are stopped at teardown.
+  Each is forked from the worker's warm interpreter
+  (:mod:`jupyter_agents.pytest_forkserver`; ``JUPYTER_AGENTS_TEST_FORK=0``: a fresh
+  ``python -m jupyter_server`` each).
 
 :func:`transcript_bytes` reads what a session's transcript keeps; :func:`kill_backends`
 ends a state dir's backends as ``jupyter agents kill-server`` would, :func:`power_loss`
@@ -38,6 +41,7 @@ import pytest
 
 from jupyter_agents.backends.base import Backend
 from jupyter_agents.core.events import SCHEMA_ID
+from jupyter_agents.pytest_forkserver import ForkedProcess, ForkServer
 from jupyter_agents.terminal.transcripts import Transcript
 
 TOKEN = "test-token-not-secret"  # noqa: S105
@@ -56,6 +60,12 @@ def free_port() -> int:
 #: and nbdime's alone costs 0.22 of the 0.81 CPU-s of a start and stop (the worktree
 #: review imports nbdime itself, in a child, and needs none of its handlers)
 NON_TERMINAL_EXTENSIONS = ("jupyterlab", "jupyter_lsp", "notebook_shim", "nbdime")
+#: this process's fork server, which servers are forked from (started on first use)
+FORK_SERVER = ForkServer()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    FORK_SERVER.close()
 
 
 class ServerProcess:
@@ -77,7 +87,7 @@ class ServerProcess:
         self.extra_env = env or {}
         quiet = [f"--ServerApp.jpserver_extensions={e}=False" for e in NON_TERMINAL_EXTENSIONS]
         self.extra_args = [*([] if lab else quiet), *(args or [])]
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         self._clients: list[TermClient] = []
         self.log_path = workdir / f"server-{self.port}.log"
 
@@ -94,10 +104,7 @@ class ServerProcess:
             }
         )
         env.update(self.extra_env)
-        argv = [
-            sys.executable,
-            "-m",
-            "jupyter_server",
+        args = [
             "--allow-root",
             "--no-browser",
             f"--port={self.port}",
@@ -109,14 +116,21 @@ class ServerProcess:
             *self.extra_args,
         ]
         self.log = open(self.log_path, "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            argv,
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=self.workdir,
-        )
+        self.proc = None
+        if os.environ.get("JUPYTER_AGENTS_TEST_FORK", "1") != "0":
+            try:
+                self.proc = FORK_SERVER.spawn(args, env, self.workdir, self.log_path)
+            except OSError:  # no fork server: a fresh interpreter, as below
+                self.proc = None
+        if self.proc is None:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "jupyter_server", *args],
+                env=env,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.workdir,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from jupyter_agents.pytest_plugin import FORK_SERVER
+
 pytest_plugins = ["jupyter_agents.pytest_plugin", "pytest_jupyter.jupyter_server"]
 
 # Shells started without a shell_command (the CLI's, kernels') are the user's login shell
@@ -132,7 +134,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group))
 
 
-_LEFTOVER = ("tmux", "jupyter_agents.backends.broker", "jupyter_server", "chromium")
+#: what a leftover's command line names (a server forked by the worker's fork server
+#: names that, the fork server itself ends after this check)
+_LEFTOVER = (
+    "tmux",
+    "jupyter_agents.backends.broker",
+    "jupyter_server",
+    "jupyter_agents.pytest_forkserver",
+    "chromium",
+)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -144,7 +154,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     me = psutil.Process()
     started = me.create_time()
-    ours = {me.pid, *(p.pid for p in me.parents())}
+    ours = {me.pid, *(p.pid for p in me.parents()), FORK_SERVER.pid}
     factory = getattr(session.config, "_tmp_path_factory", None)
     basetemp = str(factory.getbasetemp()) if factory is not None else None
     children = {p.pid for p in me.children(recursive=True)}
