@@ -33,7 +33,8 @@ from traitlets import (
 )
 from traitlets.config import Config, LoggingConfigurable
 
-from jupyter_agents.agents import BUILTIN, archive, builtin_env, make_kinds
+from jupyter_agents.agents import archive
+from jupyter_agents.agents.kinds import BUILTIN, builtin_env, make_kinds
 from jupyter_agents.backends import Backends
 from jupyter_agents.backends.base import Backend
 from jupyter_agents.core.errors import NotFound

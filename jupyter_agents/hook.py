@@ -6,7 +6,7 @@ An agent CLI runs it for every hook event with the payload on stdin, or at the e
 each turn (a ``notify`` command) with the payload as its last argument, as its kind sets
 it up (:mod:`jupyter_agents.agents.attention`). It appends one
 line to the session's spool file (``<state dir>/spool/<session id>.jsonl``) holding
-only what status needs (:func:`jupyter_agents.agents.attention.digest`: event, time, type,
+only what status needs (:func:`jupyter_agents.agents.spool.digest`: event, time, type,
 error kind, conversation id; never prompt text or tool input), then wakes the server
 through the spool's datagram socket if one listens. The spool is written whether or
 not a server runs, so nothing is lost while none does. Always exits 0: a hook must
@@ -35,7 +35,7 @@ import time
 
 
 def main(argv: list[str]) -> int:
-    from jupyter_agents.agents.attention import digest
+    from jupyter_agents.agents.spool import digest
 
     event: str | None = None
     if argv[:1] == ["--as"] and len(argv) >= 2:
@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
 
 def _spool(spool: str, record: dict[str, object]) -> None:
     """Append ``record`` to the spool and wake the server if one listens."""
-    from jupyter_agents.agents.attention import WAKE_SOCKET
+    from jupyter_agents.agents.spool import WAKE_SOCKET
 
     line = json.dumps(record) + "\n"
     try:

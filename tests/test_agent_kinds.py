@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agents.agents import ClaudeKind, CodexKind, make_kinds, validate_args
-from jupyter_agents.agents.claude import project_slug
+from jupyter_agents.agents.base import validate_args
+from jupyter_agents.agents.claude import ClaudeKind, project_slug
+from jupyter_agents.agents.codex import CodexKind
+from jupyter_agents.agents.kinds import make_kinds
 from jupyter_agents.core.errors import InvalidRequest, OutOfRange
 from jupyter_agents.core.store import Session
 from jupyter_agents.sessions.restore import prelude, prelude_argv, sanitize_tail

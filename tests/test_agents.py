@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_agents.agents import is_uuid
+from jupyter_agents.agents.base import is_uuid
 from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll, transcript_bytes
 
 

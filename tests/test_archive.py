@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_agents.agents import ClaudeKind
 from jupyter_agents.agents.archive import HASH_SPAN, ConversationArchive
-from jupyter_agents.agents.claude import project_slug
+from jupyter_agents.agents.claude import ClaudeKind, project_slug
 from jupyter_agents.core.store import Session
 
 KINDS = {"claude": ClaudeKind(["claude"])}

@@ -37,7 +37,7 @@ def test_silence_heuristic_is_labelled_and_follows_output(agents_server, tmp_pat
 
 
 def test_bad_attention_config_is_refused():
-    from jupyter_agents.agents import make_kinds
+    from jupyter_agents.agents.kinds import make_kinds
 
     for spec in ({"attention": "guess"}, {"attention": "silence", "silence": -1}):
         try:

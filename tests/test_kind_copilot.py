@@ -16,8 +16,6 @@ from typing import Any
 import pytest
 from test_agent_kinds import session
 
-from jupyter_agents.agents import BUILTIN, make_kinds
-from jupyter_agents.agents.attention import read_spool, spool_path
 from jupyter_agents.agents.copilot import (
     COPILOT_EVENTS,
     SPOOL_ENV,
@@ -26,7 +24,9 @@ from jupyter_agents.agents.copilot import (
     markdown,
     parse_usage,
 )
+from jupyter_agents.agents.kinds import BUILTIN, make_kinds
 from jupyter_agents.agents.permissions import Answer, RequestFolder
+from jupyter_agents.agents.spool import read_spool, spool_path
 from jupyter_agents.agents.usage import BadRecord, Tokens
 from jupyter_agents.core.errors import InvalidRequest
 

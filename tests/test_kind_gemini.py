@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 from test_agent_kinds import session as agent_session
 
-from jupyter_agents.agents import GeminiKind, make_kinds
 from jupyter_agents.agents import gemini as g
-from jupyter_agents.agents.attention import read_spool, spool_path, state_after
+from jupyter_agents.agents.attention import state_after
+from jupyter_agents.agents.gemini import GeminiKind
+from jupyter_agents.agents.kinds import make_kinds
+from jupyter_agents.agents.spool import read_spool, spool_path
 from jupyter_agents.agents.usage import BadRecord, Tokens
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.store import Session

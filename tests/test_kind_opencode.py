@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_agents.agents import make_kinds
-from jupyter_agents.agents.attention import AttentionTracker, hook_command, spool_path
+from jupyter_agents.agents.attention import AttentionTracker, hook_command
+from jupyter_agents.agents.kinds import make_kinds
 from jupyter_agents.agents.opencode import (
     PLUGIN,
     OpenCodeKind,
@@ -27,6 +27,7 @@ from jupyter_agents.agents.opencode import (
     parse_usage,
     records_dir,
 )
+from jupyter_agents.agents.spool import spool_path
 from jupyter_agents.agents.usage import BadRecord, Tokens
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.events import EventAction

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from test_agent_kinds import session as agent_session
 
-from jupyter_agents.agents import BUILTIN, QwenKind, make_kinds
+from jupyter_agents.agents.kinds import BUILTIN, make_kinds
 from jupyter_agents.agents.qwen import (
     SYSTEM_DEFAULTS_ENV,
+    QwenKind,
     markdown,
     parse_usage,
     project_slug,

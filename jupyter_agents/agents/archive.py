@@ -53,7 +53,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from jupyter_agents.agents import AgentKind
+from jupyter_agents.agents.base import AgentKind
 from jupyter_agents.core.errors import UnsafeStateDir
 from jupyter_agents.core.paths import ensure_private_dir
 from jupyter_agents.core.store import Session, utcnow_iso

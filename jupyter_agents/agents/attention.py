@@ -3,10 +3,10 @@
 We launch the agent CLIs, so each process gets its own hooks (Claude Code:
 ``--settings`` with a private file; Codex: ``-c notify=[...]``). They run
 :mod:`jupyter_agents.hook`, which appends a digest of each event to the session's spool
-file; the session service applies spooled events (:func:`state_after`) to the store.
-The user's own settings files are never edited. :func:`digest` and :func:`state_after`
-are pure; the rest touches files: the per-session hook files, the spool
-(:func:`read_spool`, :class:`AttentionTracker`) and its wake socket.
+file (:mod:`~.spool`); the session service applies spooled events (:func:`state_after`)
+to the store. The user's own settings files are never edited. :func:`state_after` is
+pure; the rest touches files: the per-session hook files, the spool
+(:class:`AttentionTracker`) and its wake socket.
 
 States: ``working``; ``waiting`` (turn finished, wants input); ``permission`` (approval
 asked); ``error`` (with the reason); ``unknown`` (the CLI ended its session). Claude
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jupyter_agents.agents.permissions import ASKED, CLOSING_EVENTS, ENDED, RequestFolder
+from jupyter_agents.agents.spool import WAKE_SOCKET, read_spool, spool_path
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import Conflict, NotFound
 from jupyter_agents.core.events import Changer
@@ -53,36 +54,9 @@ CLAUDE_EVENTS = (
     "StopFailure",
     "SessionEnd",
 )
-#: the datagram socket in the spool dir a server listens on to hear of new lines
-WAKE_SOCKET = "wake"
 #: ``notification_type`` of a Notification that shows a permission dialog: Claude
 #: Code's, Gemini CLI's
 _PERMISSION_TYPES = frozenset({"permission_prompt", "ToolPermission"})
-
-
-def digest(payload: Mapping[str, Any], now: float) -> dict[str, Any]:
-    """What the spool keeps of a hook payload: event name, time, notification type, error
-    kind, source and the conversation id. Never prompt text, messages or tool input.
-
-    >>> d = digest({"hook_event_name": "UserPromptSubmit", "prompt": "s", "session_id": "c1"}, 5)
-    >>> "prompt" in d, d["event"], d["conversation"]
-    (False, 'UserPromptSubmit', 'c1')
-    """
-    event = payload.get("hook_event_name") or payload.get("type")
-    conversation = payload.get("session_id") or payload.get("thread-id")
-
-    def short(value: object) -> str | None:
-        return value[:80] if isinstance(value, str) else None
-
-    return {
-        "t": now,
-        "event": short(event),
-        "tool": short(payload.get("tool_name")),
-        "type": short(payload.get("notification_type")),
-        "error": short(payload.get("error")),
-        "source": short(payload.get("source")),
-        "conversation": short(conversation),
-    }
 
 
 def state_after(
@@ -127,11 +101,6 @@ def state_after(
 def spool_dir(state_dir: Path) -> Path:
     """Where hook events are spooled (made 0700)."""
     return ensure_private_dir(state_dir / "spool")
-
-
-def spool_path(state_dir: Path, session_id: str) -> Path:
-    """The spool file of one session."""
-    return state_dir / "spool" / f"{session_id}.jsonl"
 
 
 def hook_command(state_dir: Path, session_id: str, event: str | None = None) -> list[str]:
@@ -335,27 +304,6 @@ async def listen_for_hooks(
         return None
     os.chmod(path, 0o600)
     return transport
-
-
-def read_spool(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """The complete lines of a spool file from ``offset`` on, parsed (bad lines skipped),
-    and the offset after the last complete line."""
-    try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            data = f.read(1 << 20)
-    except OSError:
-        return [], offset
-    end = data.rfind(b"\n") + 1
-    records = []
-    for line in data[:end].splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("t"), (int, float)):
-            records.append(record)
-    return records, offset + end
 
 
 class AttentionTracker:

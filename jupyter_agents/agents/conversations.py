@@ -1,7 +1,7 @@
 """Following agent conversation ids while sessions run (``/clear``, a new codex thread,
 a codex id not captured at launch).
 
-Evidence comes from the kinds (:meth:`~jupyter_agents.agents.AgentKind.discover`) and is
+Evidence comes from the kinds (:meth:`~jupyter_agents.agents.base.AgentKind.discover`) and is
 tied to the session's own process tree; one conversation id never goes to two sessions.
 """
 
@@ -11,7 +11,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 
-from jupyter_agents.agents import AgentKind
+from jupyter_agents.agents.base import AgentKind
 from jupyter_agents.core.events import Changer
 from jupyter_agents.core.procs import ProcessIdentity, children_map, descendants, matches
 from jupyter_agents.core.store import Session, SessionStore

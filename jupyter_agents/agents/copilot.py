@@ -35,7 +35,7 @@ from typing import Any
 
 import psutil
 
-from jupyter_agents.agents.attention import ask_command, hook_command, spool_dir, spool_path
+from jupyter_agents.agents.attention import ask_command, hook_command, spool_dir
 from jupyter_agents.agents.base import (
     AssignedIdKind,
     FolderConversation,
@@ -44,6 +44,7 @@ from jupyter_agents.agents.base import (
     is_uuid,
 )
 from jupyter_agents.agents.markdown import code, timestamp, tool_call, tool_result, turn
+from jupyter_agents.agents.spool import spool_path
 from jupyter_agents.agents.usage import (
     BadRecord,
     Record,

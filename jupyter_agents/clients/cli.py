@@ -24,8 +24,8 @@ from typing import Any, TextIO
 from traitlets import TraitError
 
 from jupyter_agents import __version__
-from jupyter_agents.agents import BUILTIN
 from jupyter_agents.agents.attention import NEEDS_YOU
+from jupyter_agents.agents.kinds import BUILTIN
 from jupyter_agents.backends.base import DETACH_KEY_NAME
 from jupyter_agents.clients.display import RECENT, clip, cost_cell, text_table, worth_listing
 from jupyter_agents.config import open_sessions

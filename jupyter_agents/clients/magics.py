@@ -18,7 +18,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from jupyter_agents.agents import BUILTIN
+from jupyter_agents.agents.kinds import BUILTIN
 from jupyter_agents.clients.cli import (
     cmd_allow,
     cmd_deny,

@@ -40,8 +40,8 @@ from jupyter_agents.terminal.transcripts import Transcript
 from jupyter_agents.terminal.vt import QUERIES
 
 if TYPE_CHECKING:
-    from jupyter_agents.agents import AgentKind, Launch
     from jupyter_agents.agents.archive import ConversationArchive
+    from jupyter_agents.agents.base import AgentKind, Launch
     from jupyter_agents.backends import Backends
     from jupyter_agents.core.events import EventAction
     from jupyter_agents.core.launch import EnvPolicy

@@ -25,9 +25,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from jupyter_agents.agents import AgentKind, Launch, conversations
+from jupyter_agents.agents import conversations
 from jupyter_agents.agents.archive import ConversationArchive, ConversationFile
 from jupyter_agents.agents.attention import AttentionTracker
+from jupyter_agents.agents.base import AgentKind, Launch
 from jupyter_agents.agents.permissions import Answer, Ending, answer_from
 from jupyter_agents.backends import Backends
 from jupyter_agents.backends.base import SpawnRequest

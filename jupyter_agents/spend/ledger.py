@@ -765,6 +765,6 @@ def _limit(text: str | None) -> dict[str, float] | None:
 
 def _builtin_kinds() -> dict[str, AgentKind]:
     """The built-in kinds, for a ledger made without a session service's."""
-    from jupyter_agents.agents import BUILTIN
+    from jupyter_agents.agents.kinds import BUILTIN
 
     return {kind.name: kind([kind.name]) for kind in BUILTIN}

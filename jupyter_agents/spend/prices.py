@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from jupyter_agents.agents import builtin_prices
+from jupyter_agents.agents.kinds import builtin_prices
 from jupyter_agents.agents.usage import TOKEN_KINDS, Tokens
 
 #: when :data:`DEFAULT_PRICES` were taken from the providers' published list prices

@@ -1,0 +1,91 @@
+"""The kinds a server offers: the built-in ones (:data:`BUILTIN`, each a module of this
+folder, and the shell) and those ``AgentsApp.agents`` configures (:func:`make_kinds`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jupyter_agents.agents.base import AgentKind
+from jupyter_agents.agents.claude import ClaudeKind
+from jupyter_agents.agents.codex import CodexKind
+from jupyter_agents.agents.copilot import CopilotKind
+from jupyter_agents.agents.gemini import GeminiKind
+from jupyter_agents.agents.opencode import OpenCodeKind
+from jupyter_agents.agents.qwen import QwenKind
+from jupyter_agents.agents.shell import CustomKind, ShellKind
+
+_KIND_NAME = re.compile(r"\w{1,32}", re.ASCII)
+#: the agent CLIs known here (beside the shell): each a module of this folder
+BUILTIN: tuple[type[AgentKind], ...] = (
+    ClaudeKind,
+    CodexKind,
+    GeminiKind,
+    CopilotKind,
+    QwenKind,
+    OpenCodeKind,
+)
+
+
+def builtin_prices() -> dict[str, dict[str, float]]:
+    """The list prices of every built-in kind's models (``AgentsApp.prices``' default)."""
+    return {model: dict(row) for kind in BUILTIN for model, row in kind.prices.items()}
+
+
+def builtin_env() -> list[str]:
+    """The variables every built-in CLI sets for its own children (scrubbed by default)."""
+    return [name for kind in BUILTIN for name in kind.own_env]
+
+
+def make_kinds(
+    shell_command: Sequence[str], config: Mapping[str, Any], permission_wait: float = 120.0
+) -> dict[str, AgentKind]:
+    """The kinds a server offers: the built-ins, with ``config`` applied.
+
+    ``config`` maps a kind name to ``{"command": [...], "resume": [...], "id": ...,
+    "attention": "none" | "silence", "silence": seconds}``.
+    ``permission_wait``: how long a kind whose CLI shows no dialog while a permission
+    request waits elsewhere (Codex, Copilot, Qwen) waits for an answer (its ``ask_wait``).
+    For a built-in kind (:data:`BUILTIN`) only ``command`` may be given (where the CLI is);
+    ``shell`` is the terminal shell and cannot be configured here. Raises ``ValueError``
+    naming the bad entry.
+    """
+    kinds: dict[str, AgentKind] = {"shell": ShellKind(shell_command)}
+    kinds.update({kind.name: kind([kind.name]) for kind in BUILTIN})
+    for name, spec in config.items():
+        if not isinstance(name, str) or not _KIND_NAME.fullmatch(name) or name == "shell":
+            raise ValueError(f"agent kind name {name!r}: use 1-32 letters, digits or '_'")
+        if not isinstance(spec, Mapping) or not set(spec) <= {
+            "command",
+            "resume",
+            "id",
+            "attention",
+            "silence",
+        }:
+            raise ValueError(
+                f"agent kind {name!r}: expected a dict with command, resume, id, attention, silence"
+            )
+        command = spec.get("command")
+        if not isinstance(command, list):
+            raise ValueError(f"agent kind {name!r}: command must be a list of strings")
+        if name in {kind.name for kind in BUILTIN}:
+            if set(spec) != {"command"}:
+                raise ValueError(f"agent kind {name!r}: only 'command' can be configured")
+            kinds[name] = type(kinds[name])(command)
+        else:
+            resume = spec.get("resume")
+            if resume is not None and not isinstance(resume, list):
+                raise ValueError(f"agent kind {name!r}: resume must be a list of strings")
+            kinds[name] = CustomKind(
+                name,
+                command,
+                resume,
+                str(spec.get("id", "none")),
+                str(spec.get("attention", "none")),
+                spec.get("silence", 5.0),
+            )
+    for kind in kinds.values():
+        if kind.ask_wait is not None:
+            kind.ask_wait = permission_wait
+    return kinds
