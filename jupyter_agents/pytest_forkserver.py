@@ -8,7 +8,8 @@ is a fork of it that then runs ``jupyter_server``'s own ``main`` with the test's
 environment, working directory and log, as ``python -m jupyter_server`` would: the
 server, its extensions and everything they do are the real ones; only the interpreter
 start is shared. ``JUPYTER_AGENTS_TEST_FORK=0`` turns it off (every server a fresh
-``python -m jupyter_server``).
+``python -m jupyter_server``). Servers with JupyterLab (``ServerProcess(lab=True)``, the
+browser tests) always start fresh: forked, their Lab pages opened no terminal.
 
 The protocol, one JSON object a line: the worker writes ``{"argv", "env", "cwd",
 "log"}``; the fork server answers ``{"pid"}`` (or ``{"error"}``) and later, for every
@@ -34,17 +35,12 @@ from pathlib import Path
 from typing import Any
 
 #: what a server start imports, imported once by the fork server: jupyter_server and its
-#: services, ours (every module of the wings a server runs) and, for ``lab`` servers,
-#: JupyterLab's extensions. A module that fails to import is left to the server.
+#: services and ours (every module of the wings a server runs). A module that fails to
+#: import is left to the server.
 PRELOAD = (
     "jupyter_server.serverapp",
     "jupyter_server_terminals",
     "terminado",
-    "jupyterlab.labapp",
-    "jupyterlab_server",
-    "jupyter_lsp.serverextension",
-    "notebook_shim.shim",
-    "nbdime.webapp.nb_server_extension",
     "argcomplete",
     "traitlets.config.argcomplete_config",
     "jinja2.ext",

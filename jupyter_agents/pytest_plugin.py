@@ -9,7 +9,7 @@ Enable with ``pytest_plugins = ["jupyter_agents.pytest_plugin"]``. Fixtures:
   indirect=True)``); ``"broker"`` servers run with a PATH that has no tmux.
 - ``agents_server``: a factory starting real ``jupyter server`` subprocesses on that
   state dir (:class:`ServerProcess`) with that backend; all are stopped at teardown.
-  Each is forked from the worker's warm interpreter
+  Each without JupyterLab is forked from the worker's warm interpreter
   (:mod:`jupyter_agents.pytest_forkserver`; ``JUPYTER_AGENTS_TEST_FORK=0``: a fresh
   ``python -m jupyter_server`` each).
 
@@ -87,6 +87,7 @@ class ServerProcess:
         self.extra_env = env or {}
         quiet = [f"--ServerApp.jpserver_extensions={e}=False" for e in NON_TERMINAL_EXTENSIONS]
         self.extra_args = [*([] if lab else quiet), *(args or [])]
+        self.lab = lab
         self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         self._clients: list[TermClient] = []
         self.log_path = workdir / f"server-{self.port}.log"
@@ -117,7 +118,7 @@ class ServerProcess:
         ]
         self.log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = None
-        if os.environ.get("JUPYTER_AGENTS_TEST_FORK", "1") != "0":
+        if not self.lab and os.environ.get("JUPYTER_AGENTS_TEST_FORK", "1") != "0":
             try:
                 self.proc = FORK_SERVER.spawn(args, env, self.workdir, self.log_path)
             except OSError:  # no fork server: a fresh interpreter, as below
