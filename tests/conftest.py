@@ -100,6 +100,20 @@ def produced_lines(transcript: bytes) -> list[int]:
     return [int(m) for m in re.findall(rb"line-(\d{5})-x{38}\r\n", transcript)]
 
 
+#: the browser modules of the second browser group: test_ui_terminal.py (about 200 s of a
+#: 510 s browser run) and the short ones that make the two groups even
+BROWSER_TERMINAL = frozenset(
+    {
+        "test_ui_terminal",
+        "test_ui_osc52",
+        "test_ui_notebook",
+        "test_ui_watch",
+        "test_ui_sharing",
+        "test_ui_worktrees",
+    }
+)
+
+
 def xdist_group(item: pytest.Item) -> str | None:
     """Which tests ``pytest -n N`` (``--dist=loadgroup``) keeps on one worker, in order:
 
@@ -107,10 +121,11 @@ def xdist_group(item: pytest.Item) -> str | None:
       them, so they run one at a time;
     - ``heavy``: the ``slow`` tests flood the machine (the 200 MB flood) or run a CLI on
       a fast clock, so no two of them run at once;
-    - ``browser``: the ``test_ui*`` modules, one Chromium at a time (four at once kept two
-      cores saturated, and a restored tab's screen came late); each module's
-      set-up is made once and its tests run in file order, building on each other's
-      state;
+    - ``browser`` and ``browser-terminal``: the ``test_ui*`` modules, in two groups of
+      about equal time (:data:`BROWSER_TERMINAL`), so at most two Chromiums run at once
+      (four kept two cores saturated, and a restored tab's screen came late); each
+      module's set-up is made once and its tests run in file order, building on each
+      other's state;
     - ``test_docs``: its tests share one docs build.
 
     Every other test goes wherever a worker is free: each has its own ports, state dir,
@@ -122,7 +137,7 @@ def xdist_group(item: pytest.Item) -> str | None:
         return "heavy"
     module = item.path.stem
     if module.startswith("test_ui"):
-        return "browser"
+        return "browser-terminal" if module in BROWSER_TERMINAL else "browser"
     return module if module == "test_docs" else None
 
 

@@ -417,3 +417,39 @@ def test_the_hook_records_an_event_under_the_name_it_is_given(
     assert record["event"] == event
     assert SECRET not in line
     assert state_after(record) == (state, None)
+
+
+def test_a_request_spooled_after_a_later_event_still_counts(tmp_path: Path) -> None:
+    """Claude Code runs its Notification hook beside its PermissionRequest one, which
+    spools only once its request file is written: the request line can follow a newer
+    line. It must still announce the request (a ``request`` event), not be skipped as
+    applied before."""
+    import logging
+
+    from jupyter_agents.agents.attention import AttentionTracker
+    from jupyter_agents.agents.kinds import make_kinds
+    from jupyter_agents.agents.spool import spool_path
+    from jupyter_agents.core.store import Session, SessionStore
+
+    store = SessionStore(tmp_path / "sessions.db")
+    store.add(Session(id="s1", name="1", status="running", backend="tmux", kind="claude"))
+    spool = spool_path(tmp_path, "s1")
+    spool.parent.mkdir()
+    lines = [
+        {"t": 12.0, "event": "Notification", "type": "permission_prompt"},
+        {"t": 11.5, "event": "PermissionRequest", "tool": "Bash", "request": "a" * 16},
+    ]
+    spool.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    announced: list[str] = []
+
+    def change(session_id: str, action: Any = None, **fields: Any) -> Session | None:
+        store.update(session_id, **fields)
+        return store.get(session_id)
+
+    tracker = AttentionTracker(
+        tmp_path, store, make_kinds(["bash"], {}), change, logging.getLogger("t"), announced.append
+    )
+    tracker.apply_spool()
+    assert store.get("s1").attention == "permission"
+    assert announced == ["s1"]
+    store.close()

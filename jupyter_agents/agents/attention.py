@@ -310,7 +310,8 @@ class AttentionTracker:
     """Keeps the store's attention states current: :meth:`apply_spool` applies the hook
     events spooled in a state dir, in order, each file from where the last call stopped
     (idempotent across processes: an event no newer than a session's
-    ``attention_since`` was applied before); :meth:`apply_silence` runs the heuristic of
+    ``attention_since`` was applied before, but for the requests it asked or ended,
+    which are followed whatever their order); :meth:`apply_silence` runs the heuristic of
     kinds that report nothing exact."""
 
     def __init__(
@@ -395,11 +396,14 @@ class AttentionTracker:
         changed = 0
         requests = False
         for record in records:
-            if session.attention_since and record["t"] <= clock.epoch(session.attention_since):
-                continue  # applied before (by this or another process)
             if _another_thread(session, record):
                 continue  # Codex's title thread ends its turn too: not the session's
+            # a request asked or ended counts even when a later event came first: hooks
+            # run at once (Claude Code's Notification beside its PermissionRequest, which
+            # spools after its request file is written) and append out of time order
             requests = self._follow_requests(session_id, record) or requests
+            if session.attention_since and record["t"] <= clock.epoch(session.attention_since):
+                continue  # applied before (by this or another process)
             if record.get("event") == "SessionStart":
                 session = self._follow(session, record.get("conversation"))
             state = state_after(record, session.attention)
