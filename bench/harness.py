@@ -136,8 +136,14 @@ class BenchServer:
         self.flavor = flavor
         self.work = work
         self.state_dir = work / "st"
+        # a fresh interpreter, as a deployment starts one (and the loop watch some
+        # benchmarks install with a sitecustomize runs at interpreter start)
         self.proc = ServerProcess(
-            self.state_dir, work, env=this_tree_env(), args=[*flavor.args, *extra_args]
+            self.state_dir,
+            work,
+            env=this_tree_env(),
+            args=[*flavor.args, *extra_args],
+            fork=False,
         )
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -152,7 +158,11 @@ class BenchServer:
     def restart_process(self) -> None:
         """A new server process on the same work and state dir (new port)."""
         self.proc = ServerProcess(
-            self.state_dir, self.work, env=self.proc.extra_env, args=self.proc.extra_args
+            self.state_dir,
+            self.work,
+            env=self.proc.extra_env,
+            args=self.proc.extra_args,
+            fork=False,
         )
 
     @property

@@ -172,6 +172,9 @@ def become(spec: dict[str, Any]) -> int:
     rest = [p for p in sys.path[1:] if p not in before]
     sys.path[:] = [os.getcwd(), *after, *rest]
     importlib.invalidate_caches()
+    if "sitecustomize" not in sys.modules:  # one this PYTHONPATH brings: run it, as site does
+        with contextlib.suppress(ImportError):
+            importlib.import_module("sitecustomize")
     import jupyter_server
     from jupyter_server import serverapp
 

@@ -70,7 +70,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 class ServerProcess:
     """A ``jupyter server`` subprocess with jupyter_agents enabled by its shipped config
-    (and JupyterLab's extensions only with ``lab``)."""
+    (and JupyterLab's extensions only with ``lab``); ``fork=False``: a fresh interpreter
+    even where it could be forked (what a benchmark measures)."""
 
     def __init__(
         self,
@@ -79,6 +80,7 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         args: list[str] | None = None,
         lab: bool = False,
+        fork: bool = True,
     ) -> None:
         self.state_dir = state_dir
         self.workdir = workdir
@@ -87,7 +89,9 @@ class ServerProcess:
         self.extra_env = env or {}
         quiet = [f"--ServerApp.jpserver_extensions={e}=False" for e in NON_TERMINAL_EXTENSIONS]
         self.extra_args = [*([] if lab else quiet), *(args or [])]
-        self.lab = lab
+        #: forked from :data:`FORK_SERVER` (never with JupyterLab, see
+        #: :mod:`jupyter_agents.pytest_forkserver`), else a fresh interpreter
+        self.fork = fork and not lab
         self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         self._clients: list[TermClient] = []
         self.log_path = workdir / f"server-{self.port}.log"
@@ -118,7 +122,7 @@ class ServerProcess:
         ]
         self.log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = None
-        if not self.lab and os.environ.get("JUPYTER_AGENTS_TEST_FORK", "1") != "0":
+        if self.fork and os.environ.get("JUPYTER_AGENTS_TEST_FORK", "1") != "0":
             try:
                 self.proc = FORK_SERVER.spawn(args, env, self.workdir, self.log_path)
             except OSError:  # no fork server: a fresh interpreter, as below
