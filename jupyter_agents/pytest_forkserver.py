@@ -9,7 +9,10 @@ environment, working directory and log, as ``python -m jupyter_server`` would: t
 server, its extensions and everything they do are the real ones; only the interpreter
 start is shared. ``JUPYTER_AGENTS_TEST_FORK=0`` turns it off (every server a fresh
 ``python -m jupyter_server``). Servers with JupyterLab (``ServerProcess(lab=True)``, the
-browser tests) always start fresh: forked, their Lab pages opened no terminal.
+browser tests) always start fresh: forked, their Lab pages opened no terminal. One
+difference stays visible: ``/proc/<pid>/environ`` of a forked server shows the fork
+server's environment (the kernel keeps the one of exec time); ``os.environ`` and every
+process the server starts have the test's.
 
 The protocol, one JSON object a line: the worker writes ``{"argv", "env", "cwd",
 "log"}``; the fork server answers ``{"pid"}`` (or ``{"error"}``) and later, for every
@@ -33,6 +36,8 @@ import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 #: what a server start imports, imported once by the fork server: jupyter_server and its
 #: services and ours (every module of the wings a server runs). A module that fails to
@@ -296,7 +301,7 @@ class ForkServer:
         with self._changed:
             self._changed.wait_for(lambda: pid in self._exited or self._ended, timeout=timeout)
             while pid not in self._exited and self._ended:
-                if not _exists(pid):
+                if not psutil.pid_exists(pid):
                     self._exited[pid] = -signal.SIGKILL
                     break
                 if timeout is not None:
@@ -321,16 +326,6 @@ class ForkServer:
         if self._reader is not None:
             self._reader.join(5)
         self._proc = None
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _main() -> None:

@@ -1,0 +1,84 @@
+"""Test servers forked from the worker's warm interpreter
+(:mod:`jupyter_agents.pytest_forkserver`) behave as ``python -m jupyter_server`` does:
+the same exit codes, the test's environment and PYTHONPATH, their own log, and none
+outlives the fork server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+
+from jupyter_agents.pytest_forkserver import ForkedProcess, ForkServer
+from jupyter_agents.pytest_plugin import FORK_SERVER, ServerProcess, free_port, kill_backends
+
+FAKES = Path(__file__).parent / "fakes"
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("JUPYTER_AGENTS_TEST_FORK", "1") == "0",
+    reason="JUPYTER_AGENTS_TEST_FORK=0: servers start fresh, no fork server",
+)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 0), (signal.SIGKILL, -9)])
+def test_a_forked_server_ends_as_a_fresh_one_would(tmp_path: Path, sig: int, code: int) -> None:
+    server = ServerProcess(tmp_path / "state", tmp_path, env={"PYTHONPATH": str(FAKES)})
+    try:
+        server.start()
+        assert isinstance(server.proc, ForkedProcess)
+        assert psutil.Process(server.proc.pid).ppid() == FORK_SERVER.pid
+        assert server.request("GET", "/api/terminals")[0] == 200
+        assert server.proc.poll() is None
+        server.proc.send_signal(sig)
+        assert server.proc.wait(20) == code
+        assert server.proc.poll() == code
+    finally:
+        server.stop(signal.SIGKILL)
+        kill_backends(tmp_path / "state")
+    assert b"Jupyter Server" in server.log_path.read_bytes()  # its own log
+
+
+def test_the_test_environment_and_pythonpath_reach_the_server(tmp_path: Path) -> None:
+    """tests/fakes/authorizers.py is importable only through the PYTHONPATH given."""
+    server = ServerProcess(
+        tmp_path / "state",
+        tmp_path,
+        env={"PYTHONPATH": str(FAKES)},
+        args=["--ServerApp.authorizer_class=authorizers.ReadOnly"],
+    )
+    try:
+        server.start()
+        assert isinstance(server.proc, ForkedProcess)
+        assert server.request("GET", "/api/terminals")[0] == 200
+        assert server.request("POST", "/api/terminals", {})[0] == 403  # read only
+        # the state dir it was given ($JUPYTER_AGENTS_STATE_DIR), its working directory
+        # (/proc/<pid>/environ still shows the fork server's: it is read from exec time)
+        assert (tmp_path / "state" / "sessions.db").exists()
+        assert psutil.Process(server.proc.pid).cwd() == str(tmp_path)
+    finally:
+        server.stop(signal.SIGKILL)
+        kill_backends(tmp_path / "state")
+
+
+def test_closing_the_fork_server_ends_the_servers_still_running(tmp_path: Path) -> None:
+    forks = ForkServer()
+    env = {"PATH": "/usr/bin:/bin", "JUPYTER_AGENTS_STATE_DIR": str(tmp_path / "state")}
+    try:
+        version = forks.spawn(["--version"], env, tmp_path, tmp_path / "v.log")
+        assert version.wait(30) == 0
+        assert (tmp_path / "v.log").read_text().strip()[:1].isdigit()  # what it printed
+        args = [f"--port={free_port()}", "--ServerApp.port_retries=0", "--no-browser"]
+        server = forks.spawn([*args, "--allow-root"], env, tmp_path, tmp_path / "s.log")
+        with pytest.raises(subprocess.TimeoutExpired):
+            server.wait(1)
+    finally:
+        pid = forks.pid
+        forks.close()
+        kill_backends(tmp_path / "state")
+    assert pid is not None and not psutil.pid_exists(pid)
+    assert server.wait(5) == -signal.SIGKILL
+    assert not psutil.pid_exists(server.pid)
