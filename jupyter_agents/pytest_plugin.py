@@ -91,7 +91,7 @@ class ServerProcess:
         self.extra_args = [*([] if lab else quiet), *(args or [])]
         #: forked from :data:`FORK_SERVER` (never with JupyterLab, see
         #: :mod:`jupyter_agents.pytest_forkserver`), else a fresh interpreter
-        self.fork = fork and not lab
+        self.fork = fork and not lab and os.environ.get("JUPYTER_AGENTS_TEST_FORK") != "0"
         self.proc: subprocess.Popen[bytes] | ForkedProcess | None = None
         self._clients: list[TermClient] = []
         self.log_path = workdir / f"server-{self.port}.log"
@@ -120,22 +120,22 @@ class ServerProcess:
             f"--ServerApp.terminado_settings={json.dumps({'shell_command': TEST_SHELL})}",
             *self.extra_args,
         ]
-        self.log = open(self.log_path, "ab")  # noqa: SIM115
         self.proc = None
-        if self.fork and os.environ.get("JUPYTER_AGENTS_TEST_FORK", "1") != "0":
+        if self.fork:
             try:
                 self.proc = FORK_SERVER.spawn(args, env, self.workdir, self.log_path)
             except OSError:  # no fork server: a fresh interpreter, as below
                 self.proc = None
         if self.proc is None:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "jupyter_server", *args],
-                env=env,
-                stdout=self.log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.workdir,
-            )
+            with open(self.log_path, "ab") as log:  # the child keeps its own copy
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "jupyter_server", *args],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.workdir,
+                )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -161,8 +161,6 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self.proc is not None:
-            self.log.close()
         self.proc = None
 
     def request(

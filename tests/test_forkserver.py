@@ -19,7 +19,7 @@ from jupyter_agents.pytest_plugin import FORK_SERVER, ServerProcess, free_port, 
 FAKES = Path(__file__).parent / "fakes"
 
 pytestmark = pytest.mark.skipif(
-    os.environ.get("JUPYTER_AGENTS_TEST_FORK", "1") == "0",
+    os.environ.get("JUPYTER_AGENTS_TEST_FORK") == "0",
     reason="JUPYTER_AGENTS_TEST_FORK=0: servers start fresh, no fork server",
 )
 
