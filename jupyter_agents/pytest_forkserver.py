@@ -268,6 +268,10 @@ class ForkServer:
                 if "exited" in message:
                     self._exited[message["exited"]] = message["returncode"]
                 else:
+                    # a new child may have the pid of one that ended before (the kernel
+                    # reuses pids, after as few as 32768 with the default pid_max): its
+                    # exit code was that child's, reported before this fork
+                    self._exited.pop(message.get("pid"), None)
                     self._replies.append(message)
                 self._changed.notify_all()
         with self._changed:

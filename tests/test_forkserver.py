@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import psutil
@@ -82,3 +83,28 @@ def test_closing_the_fork_server_ends_the_servers_still_running(tmp_path: Path) 
     assert pid is not None and not psutil.pid_exists(pid)
     assert server.wait(5) == -signal.SIGKILL
     assert not psutil.pid_exists(server.pid)
+
+
+def test_a_new_child_with_a_reused_pid_is_not_taken_for_the_old_one() -> None:
+    """The kernel hands out a pid again once its process was reaped (pid_max is 32768
+    here, fewer than the processes of a suite run). The fork server reports the old
+    child's exit before it forks the new one; the new child with that pid runs, whatever
+    the old one's exit code was. A fork server that speaks so (those two lines, then
+    nothing until its stdin closes) stands in for the wrap-around no test can force."""
+    import sys
+
+    lines = '{"exited": 4242, "returncode": 1}\n{"pid": 4242}\n'
+    script = f"import sys; sys.stdout.write({lines!r}); sys.stdout.flush(); sys.stdin.read()"
+    server = ForkServer()
+    server._proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    reader = threading.Thread(target=server._read, args=(server._proc,), daemon=True)
+    reader.start()
+    try:
+        with server._changed:
+            assert server._changed.wait_for(lambda: server._replies, timeout=20)
+            assert server._replies.pop(0) == {"pid": 4242}
+        assert ForkedProcess(server, 4242, []).poll() is None  # was 1: the old child's
+    finally:
+        server.close()
