@@ -199,8 +199,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """A browser test that fails reports what the page had: its address, the element
-    with the keyboard focus, the widget JupyterLab shows and the console's last lines
-    (CI keeps only the printed report, not the screenshots)."""
+    with the keyboard focus, the widget JupyterLab shows, the console's last lines
+    and every main-area tab (CI keeps only the printed report, not the screenshots)."""
     report = yield
     page = getattr(item, "funcargs", {}).get("page")
     if report.when == "call" and report.failed and page is not None:
@@ -214,7 +214,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                         " const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
                         " return {focus: a ? a.outerHTML.slice(0, 300) : null,"
                         " current: w ? w.id + ' ' + w.title.label : null,"
-                        " hasFocus: document.hasFocus()}; }"
+                        " hasFocus: document.hasFocus(),"
+                        " main: w ? Array.from(window.jupyterapp.shell.widgets('main'))"
+                        ".map(m => m.id + ' ' + m.title.label) : null}; }"
                     )
                 )
             )

@@ -259,6 +259,9 @@ def open_lab(page: Any, lab: Lab, reset: bool = False) -> None:
     page.goto(lab.url("/lab") + ("&reset" if reset else ""))
     page.wait_for_selector("#jupyter-agents-panel", state="attached", timeout=60000)
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell")
+    # until its layout is restored: JupyterLab then opens a launcher in an empty main
+    # area, which takes the focus and the current tab from what a test opened before
+    page.evaluate("() => window.jupyterapp.restored.then(() => true)")
 
 
 def dismiss_dialogs(page: Any) -> None:
