@@ -1,8 +1,9 @@
 // Renders byte streams the way JupyterLab's terminal tab does (@xterm/headless 5.5, the
 // engine @jupyterlab/terminal 4.6 ships) and prints what a person and a program see.
-// stdin: {"terminals": [{"cols", "rows", "scrollback", "chunks": [base64...], "styles"}]}
-// ("styles": false leaves every line's style out: "")
-// stdout: [{"lines", "styles", "cursor", "buffer", "modes", "title", ...}] (JSON)
+// stdin, a request a line: {"terminals": [{"cols", "rows", "scrollback", "chunks":
+// [base64...], "styles"}]} ("styles": false leaves every line's style out: "")
+// stdout, an answer a line, in order: {"states": [{"lines", "styles", "cursor", "buffer",
+// "modes", "title", ...}]} or {"error"}; it ends when stdin closes
 'use strict';
 const { Terminal } = require('@xterm/headless');
 
@@ -68,14 +69,26 @@ async function render(spec) {
   return result;
 }
 
-let input = '';
-process.stdin.setEncoding('utf8');
-process.stdin.on('data', d => { input += d; });
-process.stdin.on('end', async () => {
-  const spec = JSON.parse(input);
+async function renderAll(spec) {
   const out = [];
   for (const t of spec.terminals) {
     out.push(await render(t));
   }
-  process.stdout.write(JSON.stringify(out));
+  return out;
+}
+
+// one request a line, one answer a line, until stdin closes (tests/xterm_probe.py keeps
+// one such process per test worker: a render then costs no Node.js start)
+const lines = require('readline').createInterface({ input: process.stdin });
+let queue = Promise.resolve();
+lines.on('line', line => {
+  queue = queue.then(async () => {
+    let answer;
+    try {
+      answer = { states: await renderAll(JSON.parse(line)) };
+    } catch (error) {
+      answer = { error: String((error && error.stack) || error) };
+    }
+    process.stdout.write(JSON.stringify(answer) + '\n');
+  });
 });
