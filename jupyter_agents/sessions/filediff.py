@@ -18,8 +18,9 @@ Every model has ``path``, ``status``, ``committed``, ``old_path``, ``before_size
 ``after_size`` (None for a version that does not exist). Blocking: callers run it off
 the IO loop.
 
-nbdime's diff is quadratic in what changed: two 180 KB notebooks whose 200 cells all
-changed cost it 198 s of CPU (a one-cell change, 2.4 s). So it runs in a child process
+nbdime's diff is quadratic in the cells it cannot pair by id: two 72 KB notebooks of 100
+cells, every id and line new, cost it 16 s of CPU (the same cells under the same ids,
+0.4 s). So it runs in a child process
 (``python -m jupyter_agents.sessions.filediff``), one at a time, with its CPU time
 limited (``RLIMIT_CPU``) and a wall-clock timeout: no notebook can hold a core of the
 server for longer.
