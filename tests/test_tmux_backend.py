@@ -15,6 +15,7 @@ import pytest
 
 from jupyter_agents.backends.base import SpawnRequest
 from jupyter_agents.backends.tmux import TmuxBackend
+from jupyter_agents.backends.tmux import backend as tmux_backend
 from jupyter_agents.backends.tmux.formats import (
     parse_version,
     tmux_arg,
@@ -332,6 +333,45 @@ def test_a_spawn_waits_for_a_killed_server_that_a_client_keeps(backend, tmp_path
         backend.spawn(SpawnRequest("new", ["sleep", "30"], str(tmp_path), env))
         assert client.poll() is not None  # made only once the client had gone
         assert [s.session_id for s in backend.list_live()] == ["new"]
+    finally:
+        client.kill()
+        client.wait()
+        assert client.stdin is not None
+        client.stdin.close()
+
+
+def gone(pid: int) -> bool:
+    """No process ``pid`` runs (none, or a zombie nobody reaped yet)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_spawn_ends_a_killed_server_that_a_client_keeps_for_good(backend, tmp_path, monkeypatch):
+    """A client that never leaves (stopped here; in tmux 3.3a also a control client
+    whose reader died with output queued) keeps a killed server exiting for good, and
+    every start of a session there would fail ("server exited unexpectedly": a restore
+    after a pod restart's kill failed so). Past the wait, the spawn ends that server,
+    found by its socket, and starts a new one; the stopped client is left alone."""
+    monkeypatch.setattr(tmux_backend, "EXITING_WAIT", 0.5)
+    env = {"PATH": os.environ["PATH"]}
+    backend.spawn(SpawnRequest("old", ["sleep", "30"], str(tmp_path), env))
+    old_server = backend._server_pid()
+    client = subprocess.Popen(
+        ["tmux", "-S", str(backend.socket_path), "-C", "attach", "-t", "old"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        poll(lambda: backend._run("list-clients").stdout.strip(), what="the client")
+        client.send_signal(signal.SIGSTOP)
+        backend._run("kill-server")
+        backend.spawn(SpawnRequest("new", ["sleep", "30"], str(tmp_path), env))
+        assert [s.session_id for s in backend.list_live()] == ["new"]
+        assert backend._server_pid() != old_server
+        assert old_server is not None and gone(old_server)
+        assert client.poll() is None  # not ours to end
     finally:
         client.kill()
         client.wait()

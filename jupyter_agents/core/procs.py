@@ -106,6 +106,22 @@ def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Proce
     return alive
 
 
+def socket_holders(path: str) -> list[ProcessIdentity]:
+    """The live processes of this user that hold the unix socket bound at ``path`` (a
+    server's listening socket, and the connections it accepted there); [] where the
+    system does not tell (macOS without root, say). Blocking (reads every process's
+    file descriptors)."""
+    try:
+        connections = psutil.net_connections(kind="unix")
+    except (psutil.AccessDenied, NotImplementedError, OSError):
+        return []
+    pids: set[int] = set()
+    for c in connections:
+        if isinstance(c.laddr, str) and c.laddr == path and c.pid is not None:
+            pids.add(c.pid)
+    return [i for i in map(identify, sorted(pids)) if i is not None]
+
+
 def children_map() -> dict[int, list[int]]:
     """ppid -> child pids of every process now (one pass over the process table)."""
     tree: dict[int, list[int]] = {}

@@ -52,14 +52,15 @@ from jupyter_agents.core.paths import (
     socket_dir,
     socket_not_ours,
 )
-from jupyter_agents.core.procs import ended_within, identify, terminate_tree
+from jupyter_agents.core.procs import ended_within, identify, socket_holders, terminate_tree
 from jupyter_agents.terminal.segments import migrate_legacy
 
 #: how long :meth:`TmuxBackend.kill_server` lets the tmux server take to exit, before
 #: and after signalling it
 KILL_GRACE = 1.0
 #: seconds a spawn waits for a tmux server that is exiting (its last session just ended,
-#: or kill-server, with a client still to leave) to be gone, trying again every 0.1 s
+#: or kill-server, with a client still to leave) to be gone, trying again every 0.1 s;
+#: then it ends that server (:meth:`TmuxBackend._end_exiting_server`)
 EXITING_WAIT = 5.0
 
 
@@ -220,6 +221,7 @@ class TmuxBackend(Backend):
         )
         pipe = transcript_pipe(transcript, self.transcript_max_bytes)
         deadline = time.monotonic() + EXITING_WAIT
+        ended_exiting = False
         while True:
             try:
                 proc = self._run(
@@ -238,6 +240,9 @@ class TmuxBackend(Backend):
                 exiting = "server exited unexpectedly" in str(e)
                 if exiting and time.monotonic() < deadline:
                     time.sleep(0.1)
+                    continue
+                if exiting and not ended_exiting and self._end_exiting_server():
+                    ended_exiting = True
                     continue
                 env_file.unlink(missing_ok=True)
                 raise
@@ -318,6 +323,29 @@ class TmuxBackend(Backend):
         if server is not None and not ended_within(server, KILL_GRACE):
             terminate_tree(server, grace=KILL_GRACE)
             self.socket_path.unlink(missing_ok=True)
+
+    def _end_exiting_server(self) -> bool:
+        """End the tmux server on our socket that has been exiting for
+        :data:`EXITING_WAIT` seconds; whether one was ended.
+
+        An exiting server has no session left (``kill-server`` or SIGTERM ended them all)
+        and refuses every new client, but tmux (3.3a) exits only once each client has
+        gone, and a stopped client, or a control client whose reader died with output
+        queued, never goes. It is found by the socket it holds and ended by pid and
+        start time; its socket, left behind, is removed."""
+        ended = False
+        for server in socket_holders(str(self.socket_path)):
+            self.log.warning(
+                "jupyter_agents: the tmux server on %s (pid %d) has refused new clients "
+                "for %.0f s, waiting for old ones to leave; ending it",
+                self.socket_path,
+                server.pid,
+                EXITING_WAIT,
+            )
+            ended = terminate_tree(server, grace=KILL_GRACE) or ended
+        if ended:
+            self.socket_path.unlink(missing_ok=True)
+        return ended
 
     def attach(self, session_id: str, listener: StreamListener) -> Stream:
         return TmuxStream(self, check_session_id(session_id), listener)
