@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -9,6 +10,8 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -305,12 +308,13 @@ def test_replays_reuse_older_history_only_while_nothing_changed(agents_server):
     assert numbers("old", again) == cleared
 
 
-def test_a_spawn_waits_for_a_killed_server_that_a_client_keeps(backend, tmp_path):
-    """After ``kill-server`` tmux waits for its clients to leave before it exits, and
-    until then every new command fails ("server exited unexpectedly"). A spawn then
-    (a server starting right after a pod restart's kill, with an old control client
-    slow to go) waits for that server to be gone and starts a new one; here a stopped
-    client holds it 1 s."""
+@contextlib.contextmanager
+def killed_server_kept_by_a_stopped_client(
+    backend: TmuxBackend, tmp_path: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A session "old", a control client attached to it and then stopped (SIGSTOP),
+    and ``kill-server``: the server now exits only once that client has gone. Yields the
+    client and the server's pid; ends the client afterwards."""
     env = {"PATH": os.environ["PATH"]}
     backend.spawn(SpawnRequest("old", ["sleep", "30"], str(tmp_path), env))
     client = subprocess.Popen(
@@ -320,8 +324,25 @@ def test_a_spawn_waits_for_a_killed_server_that_a_client_keeps(backend, tmp_path
     )
     try:
         poll(lambda: backend._run("list-clients").stdout.strip(), what="the client")
+        server = backend._server_pid()
+        assert server is not None
         client.send_signal(signal.SIGSTOP)
         backend._run("kill-server")
+        yield client, server
+    finally:
+        client.kill()
+        client.wait()
+        assert client.stdin is not None
+        client.stdin.close()
+
+
+def test_a_spawn_waits_for_a_killed_server_that_a_client_keeps(backend, tmp_path):
+    """After ``kill-server`` tmux waits for its clients to leave before it exits, and
+    until then every new command fails ("server exited unexpectedly"). A spawn then
+    (a server starting right after a pod restart's kill, with an old control client
+    slow to go) waits for that server to be gone and starts a new one; here a stopped
+    client holds it 1 s."""
+    with killed_server_kept_by_a_stopped_client(backend, tmp_path) as (client, _):
         refused = subprocess.run(
             ["tmux", "-S", str(backend.socket_path), "list-sessions"],
             capture_output=True,
@@ -330,14 +351,10 @@ def test_a_spawn_waits_for_a_killed_server_that_a_client_keeps(backend, tmp_path
         )
         assert "server exited unexpectedly" in refused.stderr  # exiting, held by the client
         threading.Timer(1.0, client.kill).start()
+        env = {"PATH": os.environ["PATH"]}
         backend.spawn(SpawnRequest("new", ["sleep", "30"], str(tmp_path), env))
         assert client.poll() is not None  # made only once the client had gone
         assert [s.session_id for s in backend.list_live()] == ["new"]
-    finally:
-        client.kill()
-        client.wait()
-        assert client.stdin is not None
-        client.stdin.close()
 
 
 def gone(pid: int) -> bool:
@@ -355,28 +372,12 @@ def test_a_spawn_ends_a_killed_server_that_a_client_keeps_for_good(backend, tmp_
     after a pod restart's kill failed so). Past the wait, the spawn ends that server,
     found by its socket, and starts a new one; the stopped client is left alone."""
     monkeypatch.setattr(tmux_backend, "EXITING_WAIT", 0.5)
-    env = {"PATH": os.environ["PATH"]}
-    backend.spawn(SpawnRequest("old", ["sleep", "30"], str(tmp_path), env))
-    old_server = backend._server_pid()
-    client = subprocess.Popen(
-        ["tmux", "-S", str(backend.socket_path), "-C", "attach", "-t", "old"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        poll(lambda: backend._run("list-clients").stdout.strip(), what="the client")
-        client.send_signal(signal.SIGSTOP)
-        backend._run("kill-server")
+    with killed_server_kept_by_a_stopped_client(backend, tmp_path) as (client, old_server):
+        env = {"PATH": os.environ["PATH"]}
         backend.spawn(SpawnRequest("new", ["sleep", "30"], str(tmp_path), env))
         assert [s.session_id for s in backend.list_live()] == ["new"]
-        assert backend._server_pid() != old_server
-        assert old_server is not None and gone(old_server)
+        assert gone(old_server)
         assert client.poll() is None  # not ours to end
-    finally:
-        client.kill()
-        client.wait()
-        assert client.stdin is not None
-        client.stdin.close()
 
 
 def test_a_spawn_while_the_last_session_is_removed_starts(backend, tmp_path):
