@@ -28,6 +28,7 @@ from jupyter_agents.backends.tmux.formats import (
 from jupyter_agents.backends.tmux.history import Geometry, HistoryCache, Kept
 from jupyter_agents.backends.tmux.snapshot import PaneState, compose_replay
 from jupyter_agents.core.errors import BackendUnavailable, InvalidRequest
+from jupyter_agents.core.procs import ProcessIdentity, ended_within, identify
 from jupyter_agents.pytest_plugin import detach_tmux_control_clients, poll, tmux_control_clients
 
 
@@ -311,10 +312,10 @@ def test_replays_reuse_older_history_only_while_nothing_changed(agents_server):
 @contextlib.contextmanager
 def killed_server_kept_by_a_stopped_client(
     backend: TmuxBackend, tmp_path: Path
-) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+) -> Iterator[tuple[subprocess.Popen[bytes], ProcessIdentity]]:
     """A session "old", a control client attached to it and then stopped (SIGSTOP),
     and ``kill-server``: the server now exits only once that client has gone. Yields the
-    client and the server's pid; ends the client afterwards."""
+    client and the server's identity; ends the client afterwards."""
     env = {"PATH": os.environ["PATH"]}
     backend.spawn(SpawnRequest("old", ["sleep", "30"], str(tmp_path), env))
     client = subprocess.Popen(
@@ -324,7 +325,8 @@ def killed_server_kept_by_a_stopped_client(
     )
     try:
         poll(lambda: backend._run("list-clients").stdout.strip(), what="the client")
-        server = backend._server_pid()
+        pid = backend._server_pid()
+        server = identify(pid) if pid is not None else None
         assert server is not None
         client.send_signal(signal.SIGSTOP)
         backend._run("kill-server")
@@ -357,14 +359,6 @@ def test_a_spawn_waits_for_a_killed_server_that_a_client_keeps(backend, tmp_path
         assert [s.session_id for s in backend.list_live()] == ["new"]
 
 
-def gone(pid: int) -> bool:
-    """No process ``pid`` runs (none, or a zombie nobody reaped yet)."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def test_a_spawn_ends_a_killed_server_that_a_client_keeps_for_good(backend, tmp_path, monkeypatch):
     """A client that never leaves (stopped here; in tmux 3.3a also a control client
     whose reader died with output queued) keeps a killed server exiting for good, and
@@ -376,7 +370,7 @@ def test_a_spawn_ends_a_killed_server_that_a_client_keeps_for_good(backend, tmp_
         env = {"PATH": os.environ["PATH"]}
         backend.spawn(SpawnRequest("new", ["sleep", "30"], str(tmp_path), env))
         assert [s.session_id for s in backend.list_live()] == ["new"]
-        assert gone(old_server)
+        assert ended_within(old_server, 0)  # gone (or a zombie nobody reaped yet)
         assert client.poll() is None  # not ours to end
 
 

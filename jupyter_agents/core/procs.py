@@ -107,10 +107,10 @@ def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Proce
 
 
 def socket_holders(path: str) -> list[ProcessIdentity]:
-    """The live processes of this user that hold the unix socket bound at ``path`` (a
-    server's listening socket, and the connections it accepted there); [] where the
-    system does not tell (macOS without root, say). Blocking (reads every process's
-    file descriptors)."""
+    """The live processes that hold the unix socket bound at ``path`` (a server's
+    listening socket, and the connections it accepted there), of those this user may
+    inspect; [] where the system does not tell (macOS without root, say). Blocking
+    (reads every process's file descriptors)."""
     try:
         connections = psutil.net_connections(kind="unix")
     except (psutil.AccessDenied, NotImplementedError, OSError):
