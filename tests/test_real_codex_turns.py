@@ -189,7 +189,8 @@ def test_usage_is_what_was_sent_and_a_reboot_resumes_the_thread(rig: Rig) -> Non
     assert after["conversation_id"] == cid and cid in after["argv"], after
     rig.endpoint.add(Reply("Second-codex-answer", usage=AGAIN), conversation=cid)
     client = rig.server.ws(after["name"])
-    client.wait_for(shows(PROMPT), timeout=120)
+    # the resumed CLI's prompt, not the one in the old screen's replay before the marker
+    client.wait_for(shows(PROMPT, after="--- restored codex session "), timeout=120)
     rig.send(sid, "what did I ask you to remember")
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 2, what="the resumed turn")
     told = rig.endpoint.turns(cid)[1].text()

@@ -222,9 +222,12 @@ def test_restore_after_a_reboot_resumes_the_conversation(rig: Rig) -> None:
     assert status == 200 and after["status"] == "running", after
     assert after["argv"][-2:] == ["--resume", cid] and after["conversation_id"] == cid
     client = rig.server.ws(after["name"])
-    # Gemini resets the terminal and clears its scrollback (ESC c, ESC [3J) as it starts:
-    # the old screen and the restore's marker go; it shows the resumed conversation
-    client.wait_for(shows("Made-it", PROMPT), timeout=120)
+    # Gemini resets the terminal and clears its scrollback (ESC c, ESC [3J) once it
+    # starts: the old screen and the restore's marker go; it shows the resumed
+    # conversation. Until then the old screen's replay shows the same words (and what
+    # is typed meanwhile is lost): the marker gone tells Gemini's screen from it
+    marker = "--- restored gemini session "
+    client.wait_for(shows("Made-it", PROMPT, absent=marker), timeout=120)
     client.drain(1)
     if _NO_HOOKS is None:
         rig.attention_becomes(sid, "ready", "the resumed session")

@@ -262,6 +262,15 @@ def test_a_resumed_session_is_ready_until_a_turn_finishes(rig: Rig) -> None:
     sid, cid = agent["id"], agent["conversation_id"]
     type_into(client, "remember teal-heron-5")
     rig.attention_becomes(sid, "waiting", "the first turn's end")
+    # Claude Code runs its Stop hook while its queued writes to the conversation file
+    # can still be pending: a power loss in that moment loses the turn in its own file
+    # ("No conversation found" on --resume). The reboot comes once the turn is saved.
+    saved = conversation_path(rig.home, rig.project, cid)
+    poll(
+        lambda: saved.exists() and "First-answer" in saved.read_text(),
+        timeout=60,
+        what="the first turn in the conversation file",
+    )
     client.close()
 
     rig.reboot()

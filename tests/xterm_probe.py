@@ -134,14 +134,18 @@ def differences(expected: dict[str, Any], actual: dict[str, Any]) -> dict[str, A
 
 
 def shows(
-    *texts: str, after: str | None = None, cols: int = 80, rows: int = 24
+    *texts: str,
+    after: str | None = None,
+    absent: str | None = None,
+    cols: int = 80,
+    rows: int = 24,
 ) -> Callable[[Any], bool]:
     """A check for ``TermClient.wait_for``: each of ``texts`` is on a line of the terminal
     (history included), in this order, line after line, as xterm.js renders what the
-    client got, or only what it got after the first ``after``. Rendered about once a
-    second. Not the raw stream: a TUI such as Claude Code's redraws only the cells that
-    changed, so a word drawn where the last frame had the same letter in the same column
-    arrives split by a cursor move."""
+    client got, or only what it got after the first ``after``; and ``absent`` is on no
+    line. Rendered about once a second. Not the raw stream: a TUI such as Claude Code's
+    redraws only the cells that changed, so a word drawn where the last frame had the
+    same letter in the same column arrives split by a cursor move."""
     last = [0.0]
 
     def check(client: Any) -> bool:
@@ -154,6 +158,8 @@ def shows(
             return False
         last[0] = time.monotonic()
         (state,) = render([[got.encode()]], cols, rows, styles=False)
+        if absent is not None and any(absent in line for line in state["lines"]):
+            return False
         lines = iter(state["lines"])
         return all(any(text in line for line in lines) for text in texts)
 
