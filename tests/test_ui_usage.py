@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 import test_ui
@@ -122,6 +123,63 @@ def test_the_panel_shows_each_sessions_cost_and_the_total(lab: Lab, page: Any) -
     assert costs(page)[first["id"]] == dollars(usage(lab, first["id"])["cost"])
     total = sum(usage(lab, s["id"])["cost"] for s in (first, second))
     poll(lambda: header.text_content() == f"Total {dollars(total)}+", what="the total")
+
+
+def test_a_snapshot_older_than_a_usage_event_does_not_undo_it(lab: Lab, page: Any) -> None:
+    """The panel takes a snapshot after most events; a ``usage`` event is shown at once
+    and takes none. A snapshot the panel asked for before a usage event came, which
+    the server answered with the older usage, arrives after the event: the row keeps
+    the event's cost (no later event may come to correct it)."""
+    spender, renamed = agent(lab), agent(lab)
+    lab.server.type_line(spender["name"], "task 0", "claude heard: task 0")
+    poll(lambda: usage(lab, spender["id"])["tokens"]["total"] > 0, what="its usage")
+    open_lab(page, lab)
+    show_panel(page)
+    old = dollars(usage(lab, spender["id"])["cost"])
+    poll(lambda: costs(page).get(spender["id"]) == old, what="its cost")
+
+    # the snapshots of the sessions the panel asks for from now on wait here; those
+    # asked for before the new turn get the server's answer at once (the old usage)
+    held: list[tuple[Any, Any]] = []
+    turn = [False]
+
+    def hold(route: Any) -> None:
+        if route.request.method != "GET":
+            route.continue_()
+        else:
+            held.append((route, None if turn[0] else route.fetch()))
+
+    listing = lambda url: urlparse(url).path.endswith("/api/agents/sessions")  # noqa: E731
+    page.route(listing, hold)
+    try:
+        # an event that takes a snapshot: another session renamed
+        status, body = lab.server.request(
+            "PATCH", f"/api/agents/sessions/{renamed['id']}", {"title": "moved"}
+        )
+        assert status == 200, body
+        since = len(held)
+        poll(lambda: page.evaluate("() => true") and len(held) > since, what="a snapshot")
+        turn[0] = True
+        lab.server.type_line(spender["name"], "more", "claude heard: more")
+        new = poll(
+            lambda: (c := dollars(usage(lab, spender["id"])["cost"])) != old and c,
+            what="the new turn's usage",
+        )
+        poll(lambda: costs(page)[spender["id"]] == new, what="the usage event")
+        # the old answers come now: the rename is shown, the cost stays
+        for route, answer in held:
+            if answer is not None:
+                route.fulfill(response=answer)
+        poll(
+            lambda: "moved" in (row(page, renamed["id"]).text_content() or ""),
+            what="the old snapshots applied",
+        )
+        assert costs(page)[spender["id"]] == new
+    finally:
+        for route, answer in held:
+            if answer is None:
+                route.continue_()
+        page.unroute(listing, hold)
 
 
 def test_a_sessions_own_limit_is_set_from_its_row(lab: Lab, page: Any) -> None:

@@ -11,7 +11,9 @@
  *   `last_activity` here. The attention fields every event carries are applied at
  *   once (a badge should not wait for a request); the snapshot follows as for any
  *   event. A `shared` event (a share made, revoked or expired, a viewer came or went)
- *   is one of them. Nothing is requested while nothing happens.
+ *   is one of them. A `usage` event's usage is applied at once and takes no snapshot;
+ *   a snapshot requested before it arrived (the server may have read the older usage
+ *   for it) does not undo it. Nothing is requested while nothing happens.
  * - The stream is the extension's own connection (`events.ts`), which says when its
  *   state changes. While it is not open (after a short grace while the first socket
  *   connects) the fallback poll takes one snapshot every `pollInterval` seconds, until
@@ -288,6 +290,10 @@ export class SessionsModel implements IAgentSessions {
       const session = this._sessions?.find(s => s.id === event.session_id);
       if (session) {
         session.usage = event.usage;
+        this._usageSince.set(session.id, {
+          usage: event.usage,
+          requested: this._requested
+        });
         this._text = '';
         this._changed.emit();
         return;
@@ -341,6 +347,7 @@ export class SessionsModel implements IAgentSessions {
       return;
     }
     this._applied = seq;
+    this._keepNewerUsage(sessions, seq);
     if (started !== this._started) {
       this._started = started;
       this._startSeen = false;
@@ -362,6 +369,25 @@ export class SessionsModel implements IAgentSessions {
     }
   }
 
+  /**
+   * Give the sessions of snapshot `seq` the usage of each `usage` event that arrived
+   * after that snapshot was requested: the server may have read its usage before the
+   * event's. An event every later request has seen is forgotten.
+   */
+  private _keepNewerUsage(sessions: ISession[], seq: number): void {
+    for (const session of sessions) {
+      const newer = this._usageSince.get(session.id);
+      if (newer !== undefined && seq <= newer.requested) {
+        session.usage = newer.usage;
+      }
+    }
+    for (const [id, newer] of this._usageSince) {
+      if (seq > newer.requested) {
+        this._usageSince.delete(id);
+      }
+    }
+  }
+
   private _events: IEventStream;
   private _fallback: Poll;
   private _snapshotSoon: Debouncer;
@@ -372,6 +398,11 @@ export class SessionsModel implements IAgentSessions {
   private _polling = false;
   private _requested = 0;
   private _applied = 0;
+  /** Each `usage` event's usage, and the last snapshot requested before it came. */
+  private _usageSince = new Map<
+    string,
+    { usage: ISession['usage']; requested: number }
+  >();
   private _sessions: ISession[] | undefined;
   private _shares: IShare[] = [];
   private _requests: IPendingRequest[] = [];
