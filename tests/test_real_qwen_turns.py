@@ -210,6 +210,10 @@ def test_restore_after_a_reboot_resumes_the_conversation(rig: Rig) -> None:
     type_into(client, "remember teal-heron-5")
     client.wait_for(shows("First-answer"), timeout=120)
     rig.attention_becomes(sid, "waiting", "the first turn's end")
+    # Qwen shows the reply and runs its Stop hook while its write of the reply to the
+    # conversation file can still be pending (a power loss then resumes without it):
+    # the reboot comes once the reply's usage is read from that file
+    rig.usage_becomes(sid, HELLO)
     client.close()
 
     rig.reboot()

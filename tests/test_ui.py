@@ -278,6 +278,16 @@ def show_panel(page: Any) -> Any:
     return panel
 
 
+def still(locator: Any) -> None:
+    """Wait until ``locator``'s element runs no animation (its children may: a
+    notification's progress bar): a notification bounces in, and a click on its button
+    while it moves can land as mousedown on the button and mouseup beside it."""
+    poll(
+        lambda: locator.evaluate("e => e.getAnimations().length === 0"),
+        what="the animation to end",
+    )
+
+
 def row(page: Any, session_id: str) -> Any:
     return page.locator(
         f"#jupyter-agents-panel .jp-AgentsPanel-row[data-session-id='{session_id}']"
@@ -975,6 +985,7 @@ def test_permission_request_answered_from_the_panel_the_notification_and_a_phone
     # 2. the notification: Deny, with what the agent is told instead
     agent.stdin("/perm\r")
     toast.first.wait_for()
+    still(toast.first)
     toast.first.locator("button", has_text="Deny").click()
     dialog = page.locator(".jp-Dialog")
     dialog.locator("input").fill("use the fixture")

@@ -19,6 +19,7 @@ from test_ui import (
     running_by_name,
     shot,
     show_panel,
+    still,
     typed_until,
     wait_notification,
     wait_text,
@@ -89,7 +90,7 @@ def test_losing_the_backend_is_announced_with_restore(lab: Lab, page: Any) -> No
     print(f"\nbackend lost -> announced in {time.monotonic() - killed:.2f} s")
     said = toast.first.inner_text()
     assert f"Terminal {name} was interrupted: its tmux server ended" in said, said
-    page.wait_for_timeout(800)  # the toast has slid in
+    still(toast.first)  # it has slid in
     shot(page, "backend-lost")
     toast.first.locator("button", has_text="Restore").click()
     poll(lambda: lab.sessions()[sid]["status"] == "running", what="the session restored")
