@@ -23,6 +23,7 @@ session events on ``/api/events/subscribe``) need ``websocket-client``.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -47,6 +48,14 @@ from jupyter_agents.terminal.transcripts import Transcript
 TOKEN = "test-token-not-secret"  # noqa: S105
 #: a shell whose output tests can match: bash without rc files and a fixed prompt
 TEST_SHELL = ["/bin/bash", "--norc", "--noprofile", "-i"]
+
+
+#: ports a server is started on before its start fails (:meth:`ServerProcess.start`)
+PORT_TRIES = 3
+
+
+class PortTaken(Exception):
+    """A server could not listen on its port: another process took it."""
 
 
 def free_port() -> int:
@@ -97,6 +106,20 @@ class ServerProcess:
         self.log_path = workdir / f"server-{self.port}.log"
 
     def start(self, timeout: float = 30) -> ServerProcess:
+        """Start the server; once it answers, it is returned. Its port is free when
+        :func:`free_port` picks it, but another process may bind it before the server
+        does: the server then exits, and starts again on a new port (at most
+        :data:`PORT_TRIES` ports in all)."""
+        for _ in range(PORT_TRIES - 1):
+            try:
+                return self._start(timeout)
+            except PortTaken:
+                self.port = free_port()
+                self.base = f"http://127.0.0.1:{self.port}"
+                self.log_path = self.workdir / f"server-{self.port}.log"
+        return self._start(timeout)
+
+    def _start(self, timeout: float) -> ServerProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
         for name in ("config", "data", "runtime"):
             (self.workdir / name).mkdir(exist_ok=True)
@@ -140,11 +163,14 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.stop()
-                raise RuntimeError(f"server exited early:\n{self.log_path.read_text()[-3000:]}")
+                said = self.log_path.read_text()
+                if f"port {self.port} is not available" in said:
+                    raise PortTaken(self.port)
+                raise RuntimeError(f"server exited early:\n{said[-3000:]}")
             try:
                 self.request("GET", "/api/status")
                 return self
-            except OSError:
+            except (OSError, http.client.HTTPException):  # not up, or another's port
                 time.sleep(0.1)
         self.stop(signal.SIGKILL)
         raise RuntimeError(f"server did not start:\n{self.log_path.read_text()[-3000:]}")

@@ -5,8 +5,10 @@ outlives the fork server."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import threading
 from pathlib import Path
@@ -108,3 +110,30 @@ def test_a_new_child_with_a_reused_pid_is_not_taken_for_the_old_one() -> None:
         assert ForkedProcess(server, 4242, []).poll() is None  # was 1: the old child's
     finally:
         server.close()
+
+
+def test_a_server_whose_port_another_process_took_starts_on_another(tmp_path: Path) -> None:
+    """The port :func:`free_port` picked can be taken before the server binds it (a
+    full run met a listener that answered in bytes that are not HTTP): the server
+    exits, saying so, and starts again on a new port."""
+    server = ServerProcess(tmp_path / "state", tmp_path)
+    taken, first_log = server.port, server.log_path
+    listener = socket.create_server(("127.0.0.1", taken))
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                with conn:
+                    conn.sendall(b"\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f")
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        server.start()
+        assert server.port != taken
+        assert server.request("GET", "/api/terminals")[0] == 200
+        assert f"port {taken} is not available" in first_log.read_text()
+    finally:
+        listener.close()
+        server.stop(signal.SIGKILL)
+        kill_backends(tmp_path / "state")
