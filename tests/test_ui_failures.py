@@ -6,6 +6,7 @@ CLIs and kill the tmux server. Screenshots go to ``tests/artifacts/ui/``."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -140,7 +141,13 @@ def test_a_reopened_tab_of_an_ended_agent_says_so_and_resumes_it(lab: Lab, page:
         agent["name"],
     )
     wait_text(page, r"FAKE CLAUDE")
-    page.wait_for_timeout(1500)  # the workspace saves the open tab
+    poll(  # the workspace has saved the open tab (what the reload restores)
+        lambda: (
+            f"terminal:{agent['name']}"
+            in json.dumps(lab.server.request("GET", "/lab/api/workspaces/default")[1])
+        ),
+        what="the workspace to hold the tab",
+    )
     assert lab.server.request("DELETE", f"/api/agents/sessions/{agent['id']}")[0] == 204
     poll(lambda: lab.sessions()[agent["id"]]["status"] == "killed", what="the kill")
     page.reload()  # JupyterLab reopens the tab by name: a new shell takes it
