@@ -453,3 +453,85 @@ def test_a_request_spooled_after_a_later_event_still_counts(tmp_path: Path) -> N
     assert store.get("s1").attention == "permission"
     assert announced == ["s1"]
     store.close()
+
+
+def test_events_spooled_before_their_record_exists_are_applied_once_it_does(
+    tmp_path: Path,
+) -> None:
+    """An agent's hooks run as soon as its process starts, before the launch that started
+    it has recorded the session: a wake in that window reads the lines of a session
+    that has no record yet. They must stay unread until it has one, not be dropped."""
+    import logging
+
+    from jupyter_agents.agents.attention import AttentionTracker
+    from jupyter_agents.agents.kinds import make_kinds
+    from jupyter_agents.agents.spool import spool_path
+    from jupyter_agents.core.store import Session, SessionStore
+
+    store = SessionStore(tmp_path / "sessions.db")
+    spool = spool_path(tmp_path, "s1")
+    spool.parent.mkdir()
+    spool.write_text(json.dumps({"t": 10.0, "event": "SessionStart", "source": "startup"}) + "\n")
+
+    def change(session_id: str, action: Any = None, **fields: Any) -> Session | None:
+        store.update(session_id, **fields)
+        return store.get(session_id)
+
+    tracker = AttentionTracker(
+        tmp_path, store, make_kinds(["bash"], {}), change, logging.getLogger("t")
+    )
+    assert tracker.apply_spool() == 0  # the wake, before the record
+    store.add(Session(id="s1", name="1", status="running", backend="tmux", kind="claude"))
+    assert tracker.apply_spool() == 1
+    assert store.get("s1").attention == "ready"
+    store.close()
+
+
+def test_a_start_hook_applied_while_its_session_is_launched_is_not_lost(
+    agents_state_dir: Path, fake_agents: Any, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interleaving a slow machine makes (issue 53): the new process's SessionStart
+    is spooled, and a wake applies the spool, after the backend started the process
+    and before its launch is recorded (a new session) or while the record still says
+    its old process ended (a restore). Both must be ``ready`` when the call returns."""
+    from jupyter_agents.agents.spool import read_spool, spool_path
+    from jupyter_agents.config import open_sessions
+    from jupyter_agents.pytest_plugin import kill_backends
+
+    for key, value in fake_agents.env.items():
+        monkeypatch.setenv(key, value)
+    service = open_sessions(str(agents_state_dir))
+    backend = service.backends.default()
+    spawn = backend.spawn
+    woken: list[int] = []
+
+    def spawn_then_wake(request: Any) -> Any:
+        live = spawn(request)
+        path = spool_path(agents_state_dir, request.session_id)
+        already = len(read_spool(path, 0)[0])
+
+        def started() -> bool:
+            records = read_spool(path, 0)[0][already:]
+            return any(r["event"] == "SessionStart" for r in records)
+
+        poll(started, what="the new process's SessionStart spooled")
+        woken.append(service.apply_attention())  # the hook's wake, before the record
+        return live
+
+    monkeypatch.setattr(backend, "spawn", spawn_then_wake)
+    try:
+        session, _ = service.create(cwd=str(project), kind="claude", strict=True)
+        assert session.attention == "ready", session
+        assert service.get(session.id).attention == "ready"
+
+        kill_backends(agents_state_dir)  # a reboot
+        service.reconcile()
+        assert service.get(session.id).status == "interrupted"
+        restored = service.restorer.restore(session.id)
+        assert restored.status == "running"
+        assert restored.attention == "ready", restored
+        assert service.get(session.id).attention == "ready"
+        assert len(woken) == 2
+    finally:
+        service.close()
+        kill_backends(agents_state_dir)

@@ -311,8 +311,10 @@ class AttentionTracker:
     events spooled in a state dir, in order, each file from where the last call stopped
     (idempotent across processes: an event no newer than a session's
     ``attention_since`` was applied before, but for the requests it asked or ended,
-    which are followed whatever their order); :meth:`apply_silence` runs the heuristic of
-    kinds that report nothing exact."""
+    which are followed whatever their order); :meth:`launching` and :meth:`launched`
+    bracket a new process's launch, so that its first events apply to the record its
+    launch wrote; :meth:`apply_silence` runs the heuristic of kinds that report nothing
+    exact."""
 
     def __init__(
         self,
@@ -333,7 +335,9 @@ class AttentionTracker:
         self.change = change
         self.log = log
         self._offsets: dict[str, int] = {}
-        self._lock = threading.Lock()
+        #: where each session's spool ended when a new process of it was launched
+        self._launches: dict[str, int] = {}
+        self._lock = threading.RLock()
 
     def apply_silence(self, last_output_of: Callable[[str], datetime | None], now: float) -> int:
         """Running sessions of ``heuristic`` kinds: ``waiting`` once their transcript
@@ -376,21 +380,47 @@ class AttentionTracker:
             files = sorted(self.folder.glob("*.jsonl"))
         except OSError:
             return 0
-        changed = 0
-        for path in files:
-            with self._lock:
-                records, self._offsets[path.stem] = read_spool(
-                    path, self._offsets.get(path.stem, 0)
-                )
-            if records:
-                changed += self._apply(path.stem, records)
-        return changed
+        return sum(self._apply_file(path.stem, None) for path in files)
 
-    def _apply(self, session_id: str, records: list[dict[str, Any]]) -> int:
+    def launching(self, session_id: str) -> None:
+        """Note where a session's spool ends before a new process of it starts: every
+        line after this is that process's (:meth:`launched`)."""
         try:
-            session = self.store.get(session_id)
-        except NotFound:
-            return 0
+            self._launches[session_id] = (self.folder / f"{session_id}.jsonl").stat().st_size
+        except OSError:
+            self._launches[session_id] = 0
+
+    def launched(self, session_id: str) -> int:
+        """Apply what the new process of a session spooled since :meth:`launching`, once
+        its launch is recorded and published: its hooks run as soon as it starts, so
+        their events can reach :meth:`apply_spool` before the record they belong to
+        exists (a new session) or while it still says the old process ended (a
+        restore, whose record then drops what was applied to it). Lines read before are
+        read again; those older than the launch are skipped as applied before. The
+        number of attention changes."""
+        return self._apply_file(session_id, self._launches.pop(session_id, None))
+
+    def _apply_file(self, session_id: str, start: int | None) -> int:
+        """Apply one session's spool from byte ``start`` (None: from where the last call
+        stopped). Lines of a session with no record yet stay unread, for when it has
+        one. One file at a time, so two threads never apply its lines out of order."""
+        with self._lock:
+            offset = self._offsets.get(session_id, 0)
+            records, end = read_spool(
+                self.folder / f"{session_id}.jsonl", offset if start is None else start
+            )
+            if not records:
+                self._offsets[session_id] = max(end, offset)
+                return 0
+            try:
+                session = self.store.get(session_id)
+            except NotFound:
+                return 0
+            self._offsets[session_id] = max(end, offset)
+            return self._apply(session, records)
+
+    def _apply(self, session: Session, records: list[dict[str, Any]]) -> int:
+        session_id = session.id
         kind = self.kinds.get(session.kind)
         source = session.attention_source or (kind.reports if kind else None)
         changed = 0

@@ -222,6 +222,10 @@ class SessionChanges(Protocol):
         """Spawn ``argv`` for ``session`` in its backend and record it running (a
         restore: only while its status is still ``was``)."""
 
+    def launched(self, session: Session) -> Session:
+        """``session`` once the hook events its new process spooled while it was
+        launched are applied (after the launch's event is published)."""
+
     def set_status(
         self, session_id: str, status: Status, expect: Iterable[Status], **fields: Any
     ) -> Session | None:
@@ -361,7 +365,7 @@ class Restorer:
                 self.changes.change(session.id, reason=note)
                 self.log.info("jupyter_agents: session %s %s", session.id, note)
         self.changes.publish("status", session, previous)
-        return session
+        return self.changes.launched(session)
 
     def _revive_worktree(self, session: Session) -> bool:
         """Whether the worktree of ``session`` (a worktree session not finished) was gone

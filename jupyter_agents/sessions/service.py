@@ -628,7 +628,7 @@ class SessionService:
         if agent.reports_usage:
             self.usage.track(session)
         self.publish("created", session)
-        return session, True
+        return self.launched(session), True
 
     # -- worktrees ---------------------------------------------------------------------
 
@@ -737,6 +737,7 @@ class SessionService:
         events of the old one, older than the launch, are not applied any more."""
         backend = self.backends.get(session.backend)
         launched = utcnow_iso()  # before the process runs: its first hook event is newer
+        self.attention.launching(session.id)
         marker = session_marker(session.id, str(self.state_dir))
         kind = self.kinds.get(session.kind)
         reporting = {} if kind is None else kind.reporting_env(self.state_dir, session.id)
@@ -795,6 +796,14 @@ class SessionService:
             f", conversation {launch.conversation_id}" if launch.conversation_id else "",
             session.cwd,
         )
+
+    def launched(self, session: Session) -> Session:
+        """``session`` once the hook events its new process spooled while it was launched
+        are applied (:meth:`~.attention.AttentionTracker.launched`): call it after the
+        launch's own event is published, so that subscribers see the record first."""
+        if not self.attention.launched(session.id):
+            return session
+        return self.store.get(session.id)
 
     # -- changing ----------------------------------------------------------------------
 
