@@ -141,12 +141,64 @@ def xdist_group(item: pytest.Item) -> str | None:
     return module if module == "test_docs" else None
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+#: the modules whose tests build on each other's state (one server, page or hub for the
+#: module, each test going on from where the one before left it): they run in file
+#: order also when the hunt shuffles the suite (``.ci/hunt``, pytest-random-order)
+IN_ORDER = frozenset(
+    {
+        "test_hub_sharing",
+        "test_real_turns",
+        "test_real_codex_turns",
+        "test_real_copilot_turns",
+        "test_real_gemini_turns",
+        "test_real_opencode_turns",
+        "test_real_qwen_turns",
+    }
+)
+
+
+def in_order(item: pytest.Item) -> bool:
+    """Whether ``item``'s module runs in file order (:data:`IN_ORDER`, and every browser
+    module: each shares one server and one page among its tests)."""
+    module = item.path.stem
+    return module in IN_ORDER or module.startswith("test_ui")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups, and the shuffle
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         group = xdist_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        if in_order(item):
+            item.add_marker(pytest.mark.random_order(disabled=True))
+
+
+#: where ``.ci/hunt`` has each failure written, one JSON line each (unset: nowhere)
+HUNT_REPORT = os.environ.get("JUPYTER_AGENTS_HUNT_REPORT")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """For the hunt (:data:`HUNT_REPORT`): every failed phase of a test, in the process
+    that reports the run (the xdist controller), with the worker that ran it, when it
+    ran (the hunt keeps the server logs written meanwhile) and why it failed."""
+    if HUNT_REPORT is None or not report.failed or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    node = getattr(report, "node", None)
+    worker = getattr(getattr(node, "gateway", None), "id", None) or "main"
+    crash = getattr(report.longrepr, "reprcrash", None)
+    record = {
+        "test": report.nodeid,
+        "when": report.when,
+        "worker": worker,
+        "start": report.start,
+        "stop": report.stop,
+        "cause": crash.message if crash is not None else str(report.longrepr)[-500:],
+        "where": f"{crash.path}:{crash.lineno}" if crash is not None else None,
+        "report": str(report.longrepr)[-8000:],
+    }
+    with open(HUNT_REPORT, "a") as f:
+        f.write(json.dumps(record) + "\n")
 
 
 #: what a leftover's command line names (a server forked by the worker's fork server
