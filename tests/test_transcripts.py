@@ -9,6 +9,7 @@ import errno
 import logging
 import os
 import re
+import signal
 import subprocess
 import time
 import urllib.error
@@ -436,6 +437,46 @@ def test_full_disk_leaves_one_gap_and_writing_resumes(agents_server, agents_stat
             time.sleep(1)  # a few more refreshes of the server
             assert gap_markers(directory) == [gap]
             assert server.log_path.read_text().count(logged) == 1
+            client.close()
+        finally:
+            kill_backends(agents_state_dir)  # nothing may hold the tmpfs
+
+
+@both_backends
+def test_output_printed_while_the_server_waits_on_a_full_disk_reaches_viewers(
+    agents_server, agents_state_dir, tmp_path
+):
+    """What a session prints after the disk filled and before the server follows it
+    again (tmux: before its stream switched to control mode; a busy machine may starve
+    the server for longer than a command runs) is in no transcript: viewers are redrawn
+    with it. The server is stopped for that time here (SIGSTOP), so all of a command's
+    output, its end included, comes then."""
+    agents_state_dir.mkdir(mode=0o700)
+    waiting, go, done = tmp_path / "waiting", tmp_path / "go", tmp_path / "done"
+    with small_tmpfs(agents_state_dir / "transcripts") as transcripts:
+        try:
+            server = agents_server()
+            assert server.proc is not None
+            name, sid = shell(server)
+            client = server.ws(name)
+            client.wait_for(lambda c: len(c.messages) >= 2)
+            client.stdin(
+                f"touch {waiting}; until [ -e {go} ]; do sleep 0.05; done; "
+                f"seq -f 'full-%06g' 1 3000; echo FULL-$((2+2)); touch {done}\r"
+            )
+            poll(waiting.exists, 10, "the shell to wait")
+            server.proc.send_signal(signal.SIGSTOP)
+            try:
+                fill(transcripts)
+                go.touch()
+                poll(done.exists, 30, "the command's end")
+            finally:
+                server.proc.send_signal(signal.SIGCONT)
+            client.wait_for("FULL-4", timeout=15)
+            client.stdin("echo ECHO-$((3+3))\r")  # and it follows the session on
+            client.wait_for("ECHO-6")
+            assert len(gap_markers(transcripts / sid)) == 1
+            assert b"FULL-4" not in transcript_bytes(server.state_dir, sid)
             client.close()
         finally:
             kill_backends(agents_state_dir)  # nothing may hold the tmpfs

@@ -85,6 +85,11 @@ class StreamListener(Protocol):
 
     def on_output(self, data: str) -> None: ...
 
+    def on_output_lost(self) -> None:
+        """Output between what was delivered and what comes next is lost (the stream
+        could not follow the session for a while): what was delivered no longer adds up
+        to the session's screen. A :meth:`Stream.snapshot` asked from now on has it."""
+
     def on_exit(self, exit_code: int | None) -> None: ...
 
 

@@ -242,6 +242,13 @@ class LiveTerminal:
                 viewer.send_output(data)
         self.streams.touch(self.session.id)
 
+    def on_output_lost(self) -> None:
+        """Redraw every viewer that gets live output (a lagging one is redrawn once it
+        drained): output it did not get is on the screen a snapshot taken now shows."""
+        for viewer in list(self._active):
+            self._active.remove(viewer)
+            self._replay(viewer)
+
     def on_exit(self, exit_code: int | None) -> None:
         self.streams.stream_ended(self, exit_code)
 

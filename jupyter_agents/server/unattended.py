@@ -104,6 +104,9 @@ class _Quiet:
     def on_output(self, data: str) -> None:
         pass
 
+    def on_output_lost(self) -> None:
+        pass
+
     def on_exit(self, exit_code: int | None) -> None:
         if not self.ended.done():
             self.ended.set_result(False)

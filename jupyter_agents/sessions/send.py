@@ -60,6 +60,9 @@ class _Quiet(StreamListener):
     def on_output(self, data: str) -> None:
         pass
 
+    def on_output_lost(self) -> None:
+        pass
+
     def on_exit(self, exit_code: int | None) -> None:
         self.ended.set()
 

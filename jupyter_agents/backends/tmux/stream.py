@@ -19,7 +19,11 @@ When the transcript cannot be written (a full disk: its writer leaves a gap mark
 drops output until there is space), or a snapshot's history cannot be saved, the stream
 switches to ``%output`` of a control client of its own, attached to its session, for the
 rest of its life, so viewers keep seeing the session; snapshots are then command
-replies, which tmux orders exactly against that output.
+replies, which tmux orders exactly against that output. What the pane printed between
+the last byte delivered from the transcript and that client's first ``%output`` is in
+neither (all the rest of a command's output, on a busy machine): the listener is told
+that output was lost (:meth:`~.StreamListener.on_output_lost`), and redraws its viewers
+from snapshots.
 """
 
 from __future__ import annotations
@@ -339,6 +343,8 @@ class TmuxStream(ListenedStream):
         self._live.on_panes.add(pane)
         self._live.route(pane, self)
         self._live.command(f"refresh-client -A '{pane}:continue'")  # attaches it
+        if self._offset is not None:  # output was delivered from the transcript
+            self._listener.on_output_lost()
 
     # -- the pane and its end --------------------------------------------------------
 
