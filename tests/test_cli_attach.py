@@ -219,3 +219,36 @@ def test_new_attach_starts_and_attaches(backend, agents_state_dir, tmp_path, req
     assert term.wait() == 0
     listed = jupyter_agents("list", "--json", "--state-dir", str(agents_state_dir), env=env)
     assert [m["status"] for m in json.loads(listed.stdout)] == ["running"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_attach_from_inside_a_session_is_refused(backend, agents_state_dir, tmp_path, request):
+    """``attach`` typed into the session it names would feed the session's output back
+    in as its input without end (tmux: 4 KB to 31.5 MB in 10 s, issue 54); typed into
+    another session it would run one inside the other. Both are refused, saying why, and
+    nothing reaches either transcript but the command and its refusal."""
+    from jupyter_agents.pytest_plugin import transcript_bytes
+
+    env = env_for(backend, request)
+    sid = str(start_shell(agents_state_dir, tmp_path, env)["id"])
+    other = str(start_shell(agents_state_dir, tmp_path, env)["id"])
+    state = str(agents_state_dir)
+    jupyter = shutil.which("jupyter")
+    for target, said in ((sid, f"is session {sid} itself"), (other, "one session in another")):
+        line = f"{jupyter} agents attach {target} --state-dir {state}; echo exit-$?-{target}"
+        typed = jupyter_agents("send", sid, line, "--state-dir", state, env=env)
+        assert typed.returncode == 0, typed.stderr
+        ended = f"exit-4-{target}".encode()
+        poll(
+            lambda ended=ended: ended in transcript_bytes(agents_state_dir, sid),
+            timeout=30,
+            what=f"attach {target} refused inside {sid}",
+        )
+        shown = transcript_bytes(agents_state_dir, sid).decode(errors="replace")
+        assert said in shown, shown[-2000:]
+    assert len(transcript_bytes(agents_state_dir, sid)) < 16_384
+    assert b"agents attach" not in transcript_bytes(agents_state_dir, other)
+    assert status_of(agents_state_dir, sid, env) == "running"
+    assert status_of(agents_state_dir, other, env) == "running"
+    for session in (sid, other):
+        jupyter_agents("kill", session, "--state-dir", state, env=env)

@@ -31,6 +31,7 @@ from jupyter_agents.clients.display import RECENT, clip, cost_cell, text_table, 
 from jupyter_agents.config import open_sessions
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError, Conflict, InvalidRequest, NotFound
+from jupyter_agents.core.procs import SESSION_MARKER
 from jupyter_agents.core.store import Session
 from jupyter_agents.sessions import export as conversation_export
 from jupyter_agents.sessions import prune, send
@@ -478,6 +479,9 @@ def attach(service: SessionService, session: Session) -> int:
             f"session {session.id} is {session.status}; nothing to attach to (restore it: "
             f"jupyter agents restore {session.id}; its output: jupyter agents log {session.id})"
         )
+    refused = attach_refused(session, str(service.state_dir), os.environ.get(SESSION_MARKER))
+    if refused is not None:
+        raise Conflict(refused)
     backend = service.backends.get(session.backend)
     argv = backend.debug_attach_command(session.id)
     print(
@@ -499,6 +503,35 @@ def attach(service: SessionService, session: Session) -> int:
     except OSError as e:
         print(f"jupyter agents: cannot run {argv[0]}: {e.strerror}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def attach_refused(session: Session, state_dir: str, marker: str | None) -> str | None:
+    """Why ``attach`` must not show ``session`` on a terminal whose processes carry
+    ``marker`` (their :data:`~jupyter_agents.core.procs.SESSION_MARKER`), or None: the
+    terminal is that session itself (its output would come back in as its input, without
+    end), or another session of ours (one session inside another).
+
+    >>> s = Session(id="a1", name="1", status="running", backend="tmux")
+    >>> attach_refused(s, "/st", None) is None
+    True
+    >>> attach_refused(s, "/st", "a1@/st").split(":")[0]
+    'this terminal is session a1 itself'
+    >>> attach_refused(s, "/st", "b2@/other").split(":")[0]
+    'this terminal is session b2 of jupyter_agents'
+    """
+    if not marker:
+        return None
+    inside, _, where = marker.partition("@")
+    leave = "attach from a terminal of your own, or open its tab in JupyterLab"
+    if inside == session.id and where == state_dir:
+        return (
+            f"this terminal is session {session.id} itself: attached to itself, its output "
+            f"would come back in as its input without end; {leave}"
+        )
+    return (
+        f"this terminal is session {inside} of jupyter_agents: {session.id} would run "
+        f"inside it, one session in another; {leave}"
+    )
 
 
 def cmd_send(service: SessionService, args: argparse.Namespace) -> int:
