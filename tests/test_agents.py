@@ -367,7 +367,7 @@ def test_a_kind_whose_cli_is_missing_says_so_and_starts_nothing(
     kinds = {k["name"]: k for k in server.request("GET", "/api/agents/kinds")[1]}
     assert kinds["codex"]["available"] is False
     assert kinds["codex"]["unavailable"] == (
-        "codex was not found on the server's PATH; install it: npm install -g @openai/codex"
+        "codex was not found on PATH; install it: npm install -g @openai/codex"
     )
     assert kinds["claude"]["available"] is True and kinds["shell"]["available"] is True
     assert "unavailable" not in kinds["claude"]

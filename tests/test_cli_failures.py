@@ -112,3 +112,63 @@ def test_a_failed_resume_is_reported_everywhere(
     finally:
         dashboard.close()
     assert os.environ["JUPYTER_AGENTS_STATE_DIR"] == str(agents_state_dir)
+
+
+def test_restore_all_on_a_terminal_keeps_every_failure_readable(
+    agents_state_dir: Path, fake_agents: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three agents after a reboot, their CLI gone: ``restore --all`` on a real terminal
+    (a tmux pane of 80x24, read back as a person sees it) shows all three reasons; the
+    progress bar redraws only its own line. Exit 1."""
+    import shutil
+    import subprocess
+
+    for key, value in fake_agents.env.items():
+        monkeypatch.setenv(key, value)
+    project = tmp_path / "proj"
+    project.mkdir()
+    service = open_sessions(str(agents_state_dir))
+    try:
+        ids = [service.create(cwd=str(project), kind="claude")[0].id for _ in range(3)]
+    finally:
+        service.close()
+    kill_backends(agents_state_dir)  # a reboot
+    (fake_agents.bin / "claude").unlink()  # and the CLI uninstalled
+    jupyter = shutil.which("jupyter")
+    assert jupyter
+    socket = tmp_path / "screen-tmux"
+    screen = ["tmux", "-S", str(socket), "-f", "/dev/null"]
+    done = tmp_path / "exit-status"
+    command = f"{jupyter} agents restore --all --state-dir {agents_state_dir}; echo $? > {done}"
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    try:
+        subprocess.run(
+            [
+                *screen,
+                "new-session",
+                "-d",
+                "-x",
+                "80",
+                "-y",
+                "24",
+                "sh",
+                "-c",
+                f"{command}; sleep 60",
+            ],
+            check=True,
+            env=env,
+            timeout=20,
+        )
+        poll(lambda: done.exists() and done.read_text().strip(), timeout=60, what="the restore")
+        shown = subprocess.run(
+            [*screen, "capture-pane", "-p", "-J", "-t", "0"], capture_output=True, text=True
+        ).stdout
+    finally:
+        subprocess.run([*screen, "kill-server"], capture_output=True)
+    assert done.read_text().strip() == "1"
+    lines = shown.splitlines()
+    for sid in ids:
+        said = [line for line in lines if line.startswith(f"{sid} could not be restored: ")]
+        assert len(said) == 1 and "claude" in said[0], shown
+    assert lines.count(next(line for line in lines if line.startswith("[#"))) == 1, shown
+    assert "[####################] 3/3" in shown, shown

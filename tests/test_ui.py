@@ -1121,7 +1121,7 @@ def test_a_kind_that_is_not_installed_is_disabled_with_why(lab: Lab, page: Any) 
             assert button.is_visible() and button.is_disabled()
             why = panel.locator("button[data-kind='codex'] + .jp-AgentsPanel-unavailable")
             assert why.inner_text() == (
-                "not installed: codex was not found on the server's PATH; "
+                "not installed: codex was not found on PATH; "
                 "install it: npm install -g @openai/codex"
             )
             assert not panel.locator("button[data-kind='claude']").is_disabled()

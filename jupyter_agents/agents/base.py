@@ -289,7 +289,7 @@ class AgentKind(ABC):
             found = shutil.which(program, path=path) is not None
         if found:
             return None
-        where = "" if os.sep in program else " on the server's PATH"
+        where = "" if os.sep in program else " on PATH"
         how = f"; install it: {self.install}" if self.install else ""
         return f"{program} was not found{where}{how}"
 

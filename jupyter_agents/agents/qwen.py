@@ -366,8 +366,8 @@ class QwenKind(AssignedIdKind):
         major = node_major(path)
         if major is not None and major < NODE_MAJOR:
             return (
-                f"{program} needs Node.js {NODE_MAJOR} or newer, and the node on the "
-                f"server's PATH is version {major}; put a newer node first on PATH"
+                f"{program} needs Node.js {NODE_MAJOR} or newer, and the node on PATH "
+                f"is version {major}; put a newer node first on PATH"
             )
         return None
 

@@ -51,13 +51,20 @@ DETACH_HINT = "Ctrl-" + DETACH_KEY_NAME.removeprefix("C-")
 RECENT_WORDS = f"{RECENT.total_seconds() / 3600:.0f} h"
 
 
-def progress(done: int, total: int, label: str, out: TextIO) -> None:
-    """One line of a text progress bar (rewritten in place on a terminal)."""
+def progress(done: int, total: int, session_id: str, error: str | None, out: TextIO) -> None:
+    """A step of a restore's text progress bar: on a terminal one line redrawn in place,
+    each failure on a line of its own above it, which nothing overwrites; in a pipe, a
+    line per step and one per failure."""
     width = 20
     filled = width * done // max(total, 1)
     bar = "#" * filled + "-" * (width - filled)
-    end = "\r" if out.isatty() and done < total else "\n"
-    out.write(f"[{bar}] {done}/{total} {label}{end}")
+    clear = "\r\x1b[K" if out.isatty() else ""  # the bar line, redrawn below
+    if error is not None:
+        reason = error.removeprefix(f"session {session_id}: ").removeprefix("cannot restore: ")
+        out.write(f"{clear}{session_id} could not be restored: {reason}\n")
+    end = "\r" if clear and done < total else "\n"
+    state = "started" if error is None else "failed"
+    out.write(f"{clear}[{bar}] {done}/{total} {session_id} {state}{end}")
     out.flush()
 
 
@@ -431,7 +438,7 @@ def cmd_restore(service: SessionService, args: argparse.Namespace) -> int:
             print("no interrupted sessions")
             return 0
         result = service.restorer.restore_many(
-            ids, lambda done, total, label: progress(done, total, label, sys.stderr)
+            ids, lambda done, total, sid, error: progress(done, total, sid, error, sys.stderr)
         )
         result_restored, failed = result.restored, len(result.failed)
     for session in result_restored:

@@ -47,8 +47,9 @@ if TYPE_CHECKING:
     from jupyter_agents.core.launch import EnvPolicy
     from jupyter_agents.core.store import SessionStore
 
-#: ``progress(done, total, label)``
-Progress = Callable[[int, int, str], None]
+#: ``progress(done, total, session_id, error)``: ``error`` is why that session could not
+#: be restored, None when it was launched
+Progress = Callable[[int, int, str, "str | None"], None]
 
 #: bytes of the old transcript shown by default
 TAIL_BYTES = 32 * 1024
@@ -465,19 +466,19 @@ class Restorer:
         self, session_ids: Sequence[str], progress: Progress | None = None
     ) -> RestoreResult:
         """Restore each of ``session_ids`` (:meth:`restore`), then check them all at once
-        (:meth:`check_resumed`). One failure never stops the others. ``progress(done, total,
-        label)`` is called after each launch."""
+        (:meth:`check_resumed`). One failure never stops the others. ``progress`` is
+        called after each launch (:data:`Progress`)."""
         started: list[Session] = []
         failed: list[tuple[str, str]] = []
         for done, sid in enumerate(session_ids, 1):
+            error = None
             try:
                 started.append(self.restore(sid))
-                label = f"{sid} started"
             except AgentsError as e:
                 failed.append((sid, str(e)))
-                label = f"{sid} FAILED: {e}"
+                error = str(e)
             if progress is not None:
-                progress(done, len(session_ids), label)
+                progress(done, len(session_ids), sid, error)
         if not started:
             return RestoreResult([], failed)
         with ThreadPoolExecutor(max_workers=min(8, len(started))) as pool:
