@@ -1,5 +1,7 @@
 """``jupyter agents attach`` on a real pty: it says how to leave, the detach key leaves
-with exit 0 and the session running, on both backends and inside a tmux of our own."""
+with exit 0 and the session running and the terminal as it was, with the hint and why
+the client left, on both backends and inside a tmux of our own; it refuses to run
+inside a session of ours."""
 
 from __future__ import annotations
 
@@ -189,6 +191,11 @@ def test_attach_inside_a_tmux_of_our_own(backend, agents_state_dir, tmp_path, re
         poll(lambda: (done.exists() and done.read_text().strip()) or None, timeout=20)
         assert done.read_text().strip() == "0"
         assert status_of(agents_state_dir, sid, env) == "running"
+        # the terminal as it was, the hint on it, and why the client left (both backends)
+        left = screen()
+        assert f"attaching to {sid}" in left and "detach with Ctrl-]" in left, left
+        assert f"[detached (from session {sid})]" in left, left
+        assert "in-own-9" not in left, left  # the session's screen is gone with it
     finally:
         subprocess.run([*outer, "kill-server"], capture_output=True)
 

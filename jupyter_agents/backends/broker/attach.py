@@ -2,10 +2,12 @@
 
     python -m jupyter_agents.backends.broker.attach --state-dir DIR SESSION_ID
 
-Draws the session's replay, then its live output; every key goes to the session except
-Ctrl-] (0x1d), which detaches. The session keeps running and keeps the size its Jupyter
-viewers gave it (this client never resizes it, so a terminal of another size shows it
-wrapped or clipped). POSIX only.
+Draws the session's replay, then its live output, on the terminal's alternate screen;
+every key goes to the session except Ctrl-] (0x1d), which detaches. Leaving, it puts
+back the terminal's modes and its main screen, with what was there before (the hint
+that says how to leave) and a line that says why it left, as ``tmux attach`` does. The
+session keeps running and keeps the size its Jupyter viewers gave it (this client never
+resizes it, so a terminal of another size shows it wrapped or clipped). POSIX only.
 """
 
 from __future__ import annotations
@@ -26,6 +28,18 @@ from jupyter_agents.backends.broker.protocol import (
     encode,
     read_frame_sync,
 )
+from jupyter_agents.backends.broker.replay import RESET
+
+#: taking the terminal: the alternate screen, cleared (a replay's own reset, RIS,
+#: would leave it and wipe the main screen and its scrollback)
+ENTER = b"\x1b[?1049h\x1b[H\x1b[2J"
+#: giving it back: the modes a session's program may have set (mouse, bracketed paste,
+#: focus, application keys, hidden cursor, scroll region, attributes), then the main
+#: screen
+LEAVE = (
+    b"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1004l\x1b[?2004l"
+    b"\x1b[?1l\x1b>\x1b[?25h\x1b[r\x1b[0m\x1b[?1049l"
+)
 
 
 def attach(state_dir: Path, session_id: str) -> int:
@@ -45,6 +59,8 @@ def attach(state_dir: Path, session_id: str) -> int:
     if saved is not None:
         tty.setraw(stdin, termios.TCSANOW)  # keep keys typed ahead
     status = 0
+    said = "detached (from session " + session_id + ")"
+    os.write(stdout, ENTER)
     try:
         while True:
             ready, _, _ = select.select([sock, stdin], [], [])
@@ -59,17 +75,18 @@ def attach(state_dir: Path, session_id: str) -> int:
             if sock in ready:
                 header, payload = read_frame_sync(sock)
                 if header["op"] == "error":
-                    status = 1
-                    os.write(stdout, f"\r\n[{header.get('error')}]\r\n".encode())
+                    status, said = 1, str(header.get("error"))
                     break
                 if header["op"] == "exit":
-                    os.write(stdout, f"\r\n[exited: {header.get('exit_code')}]\r\n".encode())
+                    said = f"exited: {header.get('exit_code')}"
                     break
+                if payload.startswith(RESET):  # a snapshot or resync: on our screen
+                    payload = b"\x1b[H\x1b[2J" + payload[len(RESET) :]
                 os.write(stdout, payload)  # output, resync, snapshot reply
     except ConnectionError:
-        os.write(stdout, b"\r\n[the pty broker went away]\r\n")
-        status = 1
+        status, said = 1, "the pty broker went away"
     finally:
+        os.write(stdout, LEAVE + f"[{said}]\r\n".encode())
         if saved is not None:
             termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
         sock.close()
