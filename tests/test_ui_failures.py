@@ -90,12 +90,49 @@ def test_losing_the_backend_is_announced_with_restore(lab: Lab, page: Any) -> No
     toast.first.wait_for(timeout=20000)
     print(f"\nbackend lost -> announced in {time.monotonic() - killed:.2f} s")
     said = toast.first.inner_text()
-    assert f"Terminal {name} was interrupted: its tmux server ended" in said, said
+    assert f"Terminal “{name}” was interrupted: its tmux server ended" in said, said
     still(toast.first)  # it has slid in
     shot(page, "backend-lost")
     toast.first.locator("button", has_text="Restore").click()
     poll(lambda: lab.sessions()[sid]["status"] == "running", what="the session restored")
+    toast.first.wait_for(state="detached")  # nothing left to restore: the notice goes
     lab.server.request("DELETE", f"/api/agents/sessions/{sid}")
+
+
+def test_a_loss_notice_goes_when_something_else_restores_the_sessions(
+    lab: Lab, page: Any
+) -> None:
+    """Two terminals lost with their backend: the notice names both; restored by the
+    panel's Restore all instead of its own button, it withdraws itself at once and
+    never errs ("is running; only ended sessions can be restored"), and a second loss
+    leaves one notice, not two stacked."""
+    open_lab(page, lab, reset=True)
+    made = [lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1] for _ in "ab"]
+    ids = [m["id"] for m in made]
+    poll(lambda: all(lab.sessions()[i]["status"] == "running" for i in ids))
+    page.wait_for_timeout(500)  # the page has seen them running
+    for round in (1, 2):
+        kill_backends(lab.state_dir)
+        notice = page.locator(".Toastify__toast", has_text="were interrupted")
+        notice.first.wait_for(timeout=20000)
+        said = notice.first.inner_text()
+        names = " and ".join(f"“{m['name']}”" for m in made)
+        assert f"Terminals {names} were interrupted" in said, said
+        assert notice.count() == 1  # one notice, not one per loss
+        if round == 1:
+            still(notice.first)  # it has slid in
+            shot(page, "backend-lost-two")
+        page.evaluate("() => window.jupyterapp.commands.execute('jupyter-agents:restore-all')")
+        poll(
+            lambda: all(lab.sessions()[i]["status"] == "running" for i in ids),
+            what="both restored",
+        )
+        notice.first.wait_for(state="detached", timeout=10000)
+        page.wait_for_timeout(500)  # an error toast would have come by now
+        errors = page.locator(".Toastify__toast", has_text="Could not restore")
+        assert errors.count() == 0, errors.first.inner_text()
+    for sid in ids:
+        lab.server.request("DELETE", f"/api/agents/sessions/{sid}")
 
 
 def test_the_restart_notification_says_what_this_restart_did(lab: Lab, page: Any) -> None:

@@ -158,9 +158,19 @@ export interface IUsage {
   skipped_records: number;
 }
 
-/** What a session is called: its title, else its terminal name. */
-export function displayName(s: Pick<ISession, 'name' | 'title'>): string {
-  return s.title || s.name;
+/**
+ * What a session is called: its title, else its terminal name. A program's title loses
+ * the status glyphs TUIs put before it (Claude Code's `✳`, braille spinners), which
+ * change while it works: one session keeps one name.
+ */
+export function displayName(
+  s: Pick<ISession, 'name' | 'title' | 'title_source'>
+): string {
+  const title =
+    s.title && s.title_source !== 'user'
+      ? s.title.replace(/^[\p{So}\p{Sm}\u2800-\u28ff·•*\s]+/u, '')
+      : s.title;
+  return title || s.name;
 }
 
 /** One kind of session the server can start (`GET /api/agents/kinds`). */

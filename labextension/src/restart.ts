@@ -13,7 +13,7 @@ import { Notification } from '@jupyterlab/apputils';
 import { IStateDB } from '@jupyterlab/statedb';
 import { TranslationBundle } from '@jupyterlab/translation';
 
-import { ISession, reconcileReport } from './api';
+import { displayName, ISession, reconcileReport } from './api';
 import { replaceNotification } from './notify';
 import { CommandIDs, IAgentSessions } from './tokens';
 
@@ -224,7 +224,15 @@ export function lossMessage(
   backends: string[],
   trans: TranslationBundle
 ): string {
-  const which = names.join(', ');
+  const quoted = names.map(n => `“${n}”`);
+  const which =
+    quoted.length > 1
+      ? trans.__(
+          '%1 and %2',
+          quoted.slice(0, -1).join(', '),
+          quoted[quoted.length - 1]
+        )
+      : quoted.join('');
   const what = backends.length === 1 ? backends[0] : backends.join(' and ');
   return trans._n(
     'Terminal %2 was interrupted: its %3 server ended. Its output is kept; Restore starts it again.',
@@ -238,7 +246,9 @@ export function lossMessage(
 /**
  * Announce running sessions that become interrupted while this page watches the same
  * server (a server restart is `notifyRestart`'s), within the event's delivery: which
- * ones, what happened, and Restore.
+ * ones, what happened, and Restore. The notice describes the present: it names only
+ * those still interrupted, whatever restored the others (its Restore, the panel's
+ * Restore all, a tab, the CLI), and goes once none is.
  */
 export function followLosses(options: {
   app: JupyterFrontEnd;
@@ -250,6 +260,9 @@ export function followLosses(options: {
   let seen = new Map<string, string>();
   let started = model.started;
   let id: string | undefined;
+  /** The sessions the notice names, by id, as last seen. */
+  let named = new Map<string, ISession>();
+  let said = '';
   model.changed.connect(() => {
     const sessions = model.sessions;
     if (sessions === undefined) {
@@ -264,29 +277,43 @@ export function followLosses(options: {
       : [];
     seen = now;
     started = model.started;
-    if (!lost.length || !enabled()) {
+    const still = sessions.filter(
+      s => s.status === 'interrupted' && (named.has(s.id) || lost.includes(s))
+    );
+    named = new Map(still.map(s => [s.id, s]));
+    if (!still.length || (!enabled() && id === undefined)) {
+      if (id !== undefined) {
+        Notification.dismiss(id);
+        id = undefined;
+        said = '';
+      }
       return;
     }
-    const names = lost.map(s => s.title || s.name);
-    const backends = Array.from(new Set(lost.map(s => s.backend)));
+    const names = still.map(s => displayName(s));
+    const backends = Array.from(new Set(still.map(s => s.backend)));
     const message = lossMessage(names, backends, trans);
-    if (id !== undefined) {
-      Notification.dismiss(id);
+    if (message === said) {
+      return;
     }
-    id = Notification.warning(message, {
-      autoClose: false,
+    said = message;
+    const options = {
+      autoClose: false as const,
       actions: [
         {
           label: trans.__('Restore'),
           displayType: 'accent' as const,
           callback: () =>
             void Promise.all(
-              lost.map(s =>
-                app.commands.execute(CommandIDs.restore, { id: s.id })
+              Array.from(named.keys()).map(sid =>
+                app.commands.execute(CommandIDs.restore, { id: sid })
               )
             )
         }
       ]
-    });
+    };
+    id =
+      id === undefined
+        ? Notification.warning(message, options)
+        : replaceNotification(id, message, 'warning', options);
   });
 }
