@@ -208,6 +208,11 @@ def test_review_a_worktree_session_and_merge_it(lab: Lab, page: Any) -> None:
     wait_notification(page, f"{tree['branch']}: merged into main at ")
     poll(lambda: review.get_attribute("data-ended") or "", what="the review to say it ended")
     assert "finished: merged" in summary.inner_text()
+    # a finished review offers nothing that cannot act (issue 54, item 5)
+    toolbar = page.locator(".jp-AgentsWorktreeDocument .jp-Toolbar")
+    for action in ("merge", "discard"):
+        toolbar.locator(f"[data-action='{action}']").wait_for(state="hidden")
+    shot(page, "worktree-review-finished")
     assert "6 * 9" in (repo / "analysis.ipynb").read_text()
     assert git(repo, "log", "-1", "--format=%s").strip() == "the answer"
     assert not path.exists()
@@ -215,6 +220,8 @@ def test_review_a_worktree_session_and_merge_it(lab: Lab, page: Any) -> None:
     ended = row(page, agent["id"]).locator(".jp-AgentsPanel-worktreeEnded")
     ended.wait_for(state="attached")  # in the Ended group, folded
     assert ended.text_content().startswith("merged into main at "), ended.text_content()
+    badge = row(page, agent["id"]).locator(".jp-AgentsPanel-badge")
+    assert badge.text_content() == "merged", badge.text_content()  # not "killed" (item 9)
     assert row(page, agent["id"]).locator("button[data-action='review']").count() == 0
 
 

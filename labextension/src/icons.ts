@@ -1,7 +1,7 @@
 import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 import { LabIcon, terminalIcon } from '@jupyterlab/ui-components';
 
-import { IKind, Status } from './api';
+import { IKind, ISession, Status } from './api';
 import { DOMAIN } from './tokens';
 
 const svg = (body: string): string =>
@@ -102,9 +102,33 @@ export function kindLabel(
   return described.get(kind)?.label ?? kind;
 }
 
+/** How a session ended when a person finished its worktree: merged or discarded. */
+export type Finished = 'merged' | 'discarded';
+
+/**
+ * A session's status as the panel shows it: `merged` or `discarded` for a worktree
+ * session that ended by a merge or a discard of its worktree (its record says
+ * `killed` when the finish ended it, `exited` when it had ended before), else its
+ * status.
+ */
+export function shownStatus(
+  s: Pick<ISession, 'status' | 'worktree'>
+): Status | Finished {
+  const ended = s.worktree?.ended ?? '';
+  if (s.status === 'killed' || s.status === 'exited') {
+    if (ended.startsWith('merged')) {
+      return 'merged';
+    }
+    if (ended === 'discarded') {
+      return 'discarded';
+    }
+  }
+  return s.status;
+}
+
 /** A session's status, as a word in the user's language. */
 export function statusLabel(
-  status: Status,
+  status: Status | Finished,
   trans: TranslationBundle = nullTranslator.load(DOMAIN)
 ): string {
   switch (status) {
@@ -118,6 +142,10 @@ export function statusLabel(
       return trans.__('exited');
     case 'killed':
       return trans.__('killed');
+    case 'merged':
+      return trans.__('merged');
+    case 'discarded':
+      return trans.__('discarded');
     default:
       return status;
   }

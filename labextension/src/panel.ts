@@ -49,6 +49,7 @@ import {
   kindLabel,
   limitIcon,
   replayIcon,
+  shownStatus,
   statusLabel
 } from './icons';
 import { resumeFailed, resumeFailure } from './interrupted';
@@ -696,12 +697,11 @@ export class AgentsPanel extends Widget {
 
     const live = s.status === 'running' || s.status === 'orphaned';
     const attention = live && s.attention ? s.attention : null;
+    const shown = shownStatus(s);
     const badge = el(
       'span',
-      `jp-AgentsPanel-badge jp-AgentsPanel-badge-${attention ?? s.status}`,
-      attention
-        ? attentionLabel(attention, trans)
-        : statusLabel(s.status, trans)
+      `jp-AgentsPanel-badge jp-AgentsPanel-badge-${attention ?? shown}`,
+      attention ? attentionLabel(attention, trans) : statusLabel(shown, trans)
     );
     badge.dataset.status = s.status;
     if (attention) {

@@ -30,6 +30,7 @@ import {
   TranslationBundle
 } from '@jupyterlab/translation';
 import { refreshIcon, ToolbarButton } from '@jupyterlab/ui-components';
+import { ISignal, Signal } from '@lumino/signaling';
 import { Panel, Widget } from '@lumino/widgets';
 import { NotebookDiffModel } from 'nbdime/lib/diff/model';
 import { NotebookDiffWidget } from 'nbdime/lib/diff/widget';
@@ -133,6 +134,11 @@ export class WorktreeReview extends Panel {
   /** The session reviewed (as last read). */
   get session(): ISession {
     return this._session;
+  }
+
+  /** Emitted once the worktree is known to be finished, with how it ended. */
+  get ended(): ISignal<this, string> {
+    return this._endedSignal;
   }
 
   /** Read the review again and list its files (the diff shown stays if still listed). */
@@ -353,6 +359,7 @@ export class WorktreeReview extends Panel {
     this.node.dataset.ended = how;
     this._files.replaceChildren();
     this._clearDiff();
+    this._endedSignal.emit(how);
   }
 
   private async _diffOf(file: IWorktreeFile): Promise<Widget> {
@@ -470,6 +477,7 @@ export class WorktreeReview extends Panel {
   private _diff: Panel;
   private _review: IWorktreeReview | null = null;
   private _shown: string | null = null;
+  private _endedSignal = new Signal<this, string>(this);
 }
 
 export namespace WorktreeReview {
@@ -501,14 +509,12 @@ export class WorktreeReviewDocument extends MainAreaWidget<WorktreeReview> {
     );
     this.title.icon = branchIcon;
     this.title.closable = true;
-    this.toolbar.addItem(
-      'refresh',
-      new ToolbarButton({
-        icon: refreshIcon,
-        tooltip: trans.__('Read the worktree again'),
-        onClick: () => void review.load()
-      })
-    );
+    const refresh = new ToolbarButton({
+      icon: refreshIcon,
+      tooltip: trans.__('Read the worktree again'),
+      onClick: () => void review.load()
+    });
+    this.toolbar.addItem('refresh', refresh);
     for (const action of ['merge', 'discard'] as const) {
       const button = new ToolbarButton({
         label: action === 'merge' ? trans.__('Merge…') : trans.__('Discard…'),
@@ -522,7 +528,10 @@ export class WorktreeReviewDocument extends MainAreaWidget<WorktreeReview> {
       });
       button.node.dataset.action = action;
       this.toolbar.addItem(action, button);
+      // a finished worktree has nothing to merge, discard or read again
+      review.ended.connect(() => button.hide());
     }
+    review.ended.connect(() => refresh.hide());
     this.ready = review.load();
   }
 
