@@ -1098,8 +1098,8 @@ def test_a_kind_that_is_not_installed_is_disabled_with_why(lab: Lab, page: Any) 
     """No codex on the server's PATH: the panel folds it with the other kinds that
     cannot start into one "N agents not installed" line; opened, it shows "+ Codex"
     disabled with what was looked for and how to install it, on a desktop and on a
-    phone; the command says the same and cannot run. The kinds are looked up when the
-    page loads."""
+    phone; the command says the same and cannot run, and the Launcher has no card for
+    it. The kinds are looked up when the page loads."""
     codex = lab.bin / "codex"
     kept = codex.read_bytes()
     codex.unlink()
@@ -1128,6 +1128,14 @@ def test_a_kind_that_is_not_installed_is_disabled_with_why(lab: Lab, page: Any) 
             box, pane = why.bounding_box(), panel.bounding_box()
             assert box and pane and box["x"] + box["width"] <= pane["x"] + pane["width"] + 1
             shot(page, f"kind-not-installed-{name}")
+        # the Launcher offers only what can start: Claude Code, no Codex card
+        page.set_viewport_size({"width": 1400, "height": 900})
+        page.evaluate("() => window.jupyterapp.commands.execute('launcher:create')")
+        cards = page.locator(".jp-Launcher-section .jp-LauncherCard-label")
+        page.locator(".jp-LauncherCard", has_text="Claude Code").first.wait_for()
+        labels = [label.strip() for label in cards.all_inner_texts()]
+        assert "Claude Code" in labels and "Codex" not in labels, labels
+        shot(page, "launcher-installed-kinds")
         enabled = page.evaluate(
             "() => ['codex', 'claude'].map(kind => "
             "window.jupyterapp.commands.isEnabled('jupyter-agents:new', {kind}))"

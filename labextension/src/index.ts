@@ -134,12 +134,16 @@ const launcher: JupyterFrontEndPlugin<void> = {
     palette?.addItem({ command: CommandIDs.refresh, category });
     void model.kindsReady.then(kinds =>
       kinds.forEach((kind, rank) => {
-        launcher?.add({
-          command: CommandIDs.create,
-          args: { kind, isLauncher: true },
-          category,
-          rank
-        });
+        // a card that cannot start is not offered: the Launcher draws every card
+        // enabled; the panel lists such kinds, folded, with how to install them
+        if (!model.unavailable(kind)) {
+          launcher?.add({
+            command: CommandIDs.create,
+            args: { kind, isLauncher: true },
+            category,
+            rank
+          });
+        }
         palette?.addItem({
           command: CommandIDs.create,
           args: { kind },
