@@ -843,7 +843,8 @@ def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, p
     it is ``ready``, not "needs you"; once a turn finishes while the person works
     elsewhere, its badge says waiting (group "Needs you"), the status bar counts it, a
     notification with "Open" appears, its terminal tab is marked, the Running sidebar
-    lists it first. While its tab has the focus, a permission request shows on the
+    lists it first; its tab brought to the front withdraws that notification. While
+    its tab is on screen, wherever the focus is, a permission request shows on the
     badge and the tab but pops no notification. The time from the Stop hook to the
     badge is printed, not asserted."""
     open_lab(page, lab, reset=True)
@@ -870,8 +871,9 @@ def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, p
     assert page.locator(".Toastify__toast", has_text="waiting for your input").count() == 0
     page.evaluate(BADGE_TIMES, sid)
     stops = len(spooled(lab, sid, "Stop"))
-    # the person works elsewhere (the panel's filter); the tool ends, the reply comes,
-    # the turn stops: waiting
+    # the person works elsewhere (another tab in front, the panel's filter); the tool
+    # ends, the reply comes, the turn stops: waiting
+    page.evaluate("() => window.jupyterapp.commands.execute('launcher:create')")
     show_panel(page).locator(".jp-AgentsPanel-filter").focus()
     elsewhere = lab.server.ws(name)
     elsewhere.wait_for(lambda c: len(c.messages) >= 2)
@@ -913,6 +915,11 @@ def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, p
     page.locator(".jp-AgentsRunning-needsYou", has_text=name).first.wait_for()
     shot(page, "6-running-sidebar-needs-you")
     show_panel(page)
+    # its tab in front again: the notification has said its piece and goes
+    page.evaluate(
+        "(name) => window.jupyterapp.commands.execute('jupyter-agents:open', {name})", name
+    )
+    toast.first.wait_for(state="detached", timeout=5000)
 
     # answering it (a new prompt) makes it work again: the tab marker goes
     type_in_terminal(page, "/hold\n")
@@ -930,14 +937,22 @@ def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, p
     row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='permission']").wait_for()
     page.wait_for_timeout(1500)
     assert page.locator(".Toastify__toast", has_text="asks for your permission").count() == 0
-    # the same while they work elsewhere: needs you, and a notification says so
+    # nor while its tab is on screen and they type in the panel's filter
+    asks = re.compile(r"asks for your permission|asks to use Bash")
     show_panel(page).locator(".jp-AgentsPanel-filter").focus()
     elsewhere.stdin("/hold\r")
     row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='working']").wait_for()
     elsewhere.stdin("/perm\r")
     row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='permission']").wait_for()
-    # its notification, soon saying what it asks (test_permission_request_answered_...)
-    asks = re.compile(r"asks for your permission|asks to use Bash")
+    page.wait_for_timeout(1500)
+    assert page.locator(".Toastify__toast", has_text=asks).count() == 0
+    # the same with another tab in front: needs you, and a notification says so,
+    # soon saying what it asks (test_permission_request_answered_...)
+    page.evaluate("() => window.jupyterapp.commands.execute('launcher:create')")
+    elsewhere.stdin("/hold\r")
+    row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='working']").wait_for()
+    elsewhere.stdin("/perm\r")
+    row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='permission']").wait_for()
     page.locator(".Toastify__toast", has_text=asks).first.wait_for()
     elsewhere.close()
     shot(page, "6-permission")
@@ -972,7 +987,11 @@ def test_permission_request_answered_from_the_panel_the_notification_and_a_phone
     labels = asked.locator("button").all_inner_texts()
     assert labels == ["Allow", "Allow Bash(echo:*) for this session", "Deny…"], labels
     toast.first.wait_for()
-    assert [t for t in toast.first.locator("button").all_inner_texts() if t] == ["Allow", "Deny"]
+    assert [t for t in toast.first.locator("button").all_inner_texts() if t] == [
+        "Allow",
+        "Deny",
+        "Open",
+    ]
     page.set_viewport_size({"width": 1400, "height": 900})
     page.wait_for_timeout(1000)  # the notification has slid in
     shot(page, "panel-permission-request")

@@ -12,7 +12,7 @@ import { Notification } from '@jupyterlab/apputils';
 import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
-import { Attention, ISession } from './api';
+import { Attention, displayName, ISession } from './api';
 import { kindLabel } from './icons';
 import { replaceNotification } from './notify';
 import { requestActions, requestSentence } from './requests';
@@ -280,8 +280,11 @@ export class AttentionWatcher {
     markTabs(this._options.tabs(), sessions, trans);
     const fresh = newlyNeeding(sessions, this._seen, this._first);
     this._first = false;
-    // a notification whose session no longer needs the user goes
-    const needing = new Set(sessions.filter(needsYou).map(s => s.id));
+    // a notification whose session no longer needs the user goes, as does one whose
+    // session's tab is on screen now (the tab says it)
+    const needing = new Set(
+      sessions.filter(s => needsYou(s) && !this._watched(s)).map(s => s.id)
+    );
     for (const [id, notification] of Array.from(this._shown)) {
       if (!needing.has(id)) {
         Notification.dismiss(notification);
@@ -333,7 +336,14 @@ export class AttentionWatcher {
         continue;
       }
       const message = requestSentence(r, trans);
-      const actions = requestActions(model, r, trans);
+      const actions = [
+        ...requestActions(model, r, trans),
+        {
+          label: trans.__('Open'),
+          caption: trans.__('Open the terminal of %1', displayName(session)),
+          callback: () => void this._options.open(session)
+        }
+      ];
       const shown = this._shown.get(session.id);
       if (shown && Notification.manager.has(shown)) {
         const id = replaceNotification(shown, message, 'warning', {
@@ -363,9 +373,12 @@ export class AttentionWatcher {
     this._options.model.changed.disconnect(this.update, this);
   }
 
-  /** Whether `session`'s tab is shown, focused, on a visible page that has the focus. */
+  /**
+   * Whether `session`'s tab is on screen, on a visible page, wherever the focus is:
+   * the tab already shows what a notification would say.
+   */
   private _watched(session: ISession): boolean {
-    if (document.visibilityState !== 'visible' || !document.hasFocus()) {
+    if (document.visibilityState !== 'visible') {
       return false;
     }
     for (const tab of this._options.tabs()) {
@@ -373,8 +386,7 @@ export class AttentionWatcher {
       if (
         !tab.isDisposed &&
         tab.content.session.name === session.name &&
-        node?.offsetParent &&
-        node.contains(document.activeElement)
+        node?.offsetParent
       ) {
         return true;
       }
@@ -401,7 +413,10 @@ export class AttentionWatcher {
           actions: [
             {
               label: trans.__('Open'),
-              caption: trans.__('Open the terminal of %1', session.name),
+              caption: trans.__(
+                'Open the terminal of %1',
+                displayName(session)
+              ),
               callback: () => void open(session)
             }
           ]

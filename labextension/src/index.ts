@@ -311,6 +311,9 @@ const attention: JupyterFrontEndPlugin<void> = {
       }
     });
     terminals?.widgetAdded.connect(() => watcher.update());
+    // a tab that comes on screen takes over what its notification said
+    app.shell.currentChanged?.connect(() => watcher.update());
+    document.addEventListener('visibilitychange', () => watcher.update());
     void watchSettings(registry, settings => {
       watcher.notifications = settings.composite.notifications !== false;
       watcher.browserNotifications =

@@ -95,10 +95,7 @@ export async function answerAsked(
   }
 }
 
-/**
- * The notification's buttons for `r`: Allow and Deny (its terminal opens from the
- * panel's row; a third button does not fit a notification's width).
- */
+/** The buttons that answer `r`: Allow and Deny. */
 export function requestActions(
   model: IAgentSessions,
   r: IPendingRequest,
