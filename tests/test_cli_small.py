@@ -76,7 +76,7 @@ def test_wait_says_it_timed_out(agents_state_dir, tmp_path):
     got = run("wait", sid, "--timeout", "0.5", "--state-dir", str(agents_state_dir))
     assert got.returncode == 7
     assert got.stderr.strip().splitlines() == [
-        f"jupyter agents: wait: timed out after 0.5 s; session {sid} needed you"
+        f"jupyter agents: wait: timed out after 0.5 s; session {sid} did not need you"
     ]
 
 

@@ -595,9 +595,13 @@ def cmd_wait(service: SessionService, args: argparse.Namespace) -> int:
         if watched is not None and service.get(watched).status != "running":
             raise Conflict(f"session {watched} is {service.get(watched).status}")
         if deadline is not None and time.monotonic() >= deadline:
-            who = "no agent session" if watched is None else f"session {watched}"
+            what = (
+                "no agent session needed you"
+                if watched is None
+                else f"session {watched} did not need you"
+            )
             print(
-                f"jupyter agents: wait: timed out after {args.timeout:g} s; {who} needed you",
+                f"jupyter agents: wait: timed out after {args.timeout:g} s; {what}",
                 file=sys.stderr,
             )
             return EXIT_TIMEOUT
