@@ -99,19 +99,42 @@ def test_losing_the_backend_is_announced_with_restore(lab: Lab, page: Any) -> No
     lab.server.request("DELETE", f"/api/agents/sessions/{sid}")
 
 
-def test_a_loss_notice_goes_when_something_else_restores_the_sessions(
-    lab: Lab, page: Any
-) -> None:
-    """Two terminals lost with their backend: the notice names both; restored by the
-    panel's Restore all instead of its own button, it withdraws itself at once and
-    never errs ("is running; only ended sessions can be restored"), and a second loss
-    leaves one notice, not two stacked."""
+RESTORED_TWO = "Restored 2 interrupted sessions"
+
+
+def toasts(page: Any, text: str) -> set[str]:
+    """The ids of the notifications on the page that say ``text``."""
+    found = page.locator(".Toastify__toast", has_text=text)
+    return set(found.evaluate_all("nodes => nodes.map(n => n.id)"))
+
+
+def test_a_loss_notice_goes_when_something_else_restores_the_sessions(lab: Lab, page: Any) -> None:
+    """Two terminals lost with their backend, their tabs open: the notice names both;
+    restored by the panel's Restore all instead of its own button, it withdraws itself
+    and never errs ("is running; only ended sessions can be restored"), the tabs that
+    closed open again, and a second loss leaves one notice, not two stacked. The time
+    from Restore all to "Restored 2" is printed, not asserted."""
     open_lab(page, lab, reset=True)
     made = [lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1] for _ in "ab"]
     ids = [m["id"] for m in made]
+    terminals = sorted(m["name"] for m in made)
     poll(lambda: all(lab.sessions()[i]["status"] == "running" for i in ids))
-    page.wait_for_timeout(500)  # the page has seen them running
+
+    def tabs() -> list[str]:
+        return sorted(
+            page.evaluate(
+                "() => [...window.jupyterapp.shell.widgets('main')].filter(w => w.content"
+                " && w.content.session && w.content.session.name).map(w => w.content.session.name)"
+            )
+        )
+
     for round in (1, 2):
+        for name in terminals:  # each in a tab
+            page.evaluate(
+                "(name) => window.jupyterapp.commands.execute('jupyter-agents:open', {name})",
+                name,
+            )
+        poll(lambda: tabs() == terminals, what="their tabs")
         kill_backends(lab.state_dir)
         notice = page.locator(".Toastify__toast", has_text="were interrupted")
         notice.first.wait_for(timeout=20000)
@@ -122,12 +145,18 @@ def test_a_loss_notice_goes_when_something_else_restores_the_sessions(
         if round == 1:
             still(notice.first)  # it has slid in
             shot(page, "backend-lost-two")
+        poll(lambda: tabs() == [], what="their tabs to close")
+        before = toasts(page, RESTORED_TWO)  # the last round's may still show
+        clicked = time.monotonic()
         page.evaluate("() => window.jupyterapp.commands.execute('jupyter-agents:restore-all')")
+        poll(lambda before=before: toasts(page, RESTORED_TWO) - before, what=RESTORED_TWO)
+        print(f"\nRestore all -> 'Restored 2' in {time.monotonic() - clicked:.2f} s")
         poll(
             lambda: all(lab.sessions()[i]["status"] == "running" for i in ids),
             what="both restored",
         )
         notice.first.wait_for(state="detached", timeout=10000)
+        poll(lambda: tabs() == terminals, what="their tabs open again, as the notice's does")
         page.wait_for_timeout(500)  # an error toast would have come by now
         errors = page.locator(".Toastify__toast", has_text="Could not restore")
         assert errors.count() == 0, errors.first.inner_text()

@@ -27,6 +27,7 @@ import {
 } from './api';
 import { kindIcon, kindLabel } from './icons';
 import { notifyResumeFailed, resumeFailed } from './interrupted';
+import { lostHere } from './restart';
 import { CommandIDs, IAgentSessions } from './tokens';
 import { askLimit, describeLimit } from './usage';
 
@@ -307,6 +308,7 @@ export function addCommands(options: Commands.IOptions): void {
         const restored = await restoreSession(settings, session.id);
         await model.refresh();
         if (restored.status === 'running') {
+          lostHere.delete(restored.id);
           await open(restored.name);
         } else if (resumeFailed(restored)) {
           notifyResumeFailed(commands, restored, trans);
@@ -334,7 +336,8 @@ export function addCommands(options: Commands.IOptions): void {
     execute: async () => {
       try {
         const result = await restoreAll(settings);
-        await model.refresh();
+        // said as the server answers; the panel follows when the list comes
+        const listed = model.refresh();
         const failed = result.failed.length;
         const restored = trans._n(
           'Restored %1 interrupted session',
@@ -351,6 +354,14 @@ export function addCommands(options: Commands.IOptions): void {
           : restored;
         const notify = failed ? Notification.warning : Notification.success;
         notify(message, { autoClose: failed ? false : 5000 });
+        // the tabs that closed when their sessions were lost open again, as the loss
+        // notice's Restore opens them
+        await listed;
+        for (const s of result.restored) {
+          if (s.status === 'running' && lostHere.delete(s.id)) {
+            await open(s.name);
+          }
+        }
       } catch (error) {
         fail(trans.__('Could not restore the interrupted sessions'), error);
       }

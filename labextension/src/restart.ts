@@ -244,6 +244,13 @@ export function lossMessage(
 }
 
 /**
+ * The sessions this page saw interrupted while it watched (their tabs closed), until a
+ * restore here opened them again: Restore all opens their tabs, as the loss notice's
+ * Restore does.
+ */
+export const lostHere = new Set<string>();
+
+/**
  * Announce running sessions that become interrupted while this page watches the same
  * server (a server restart is `notifyRestart`'s), within the event's delivery: which
  * ones, what happened, and Restore. The notice describes the present: it names only
@@ -277,6 +284,9 @@ export function followLosses(options: {
       : [];
     seen = now;
     started = model.started;
+    for (const s of lost) {
+      lostHere.add(s.id);
+    }
     const still = sessions.filter(
       s => s.status === 'interrupted' && (named.has(s.id) || lost.includes(s))
     );
