@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import statistics
@@ -416,13 +417,18 @@ def test_debug_attach_command(broker):
         nonlocal seen
         deadline = time.monotonic() + 10
         while text not in seen:
-            assert time.monotonic() < deadline, seen
-            seen += client.read(4096)
+            left = deadline - time.monotonic()
+            assert left > 0, seen
+            if select.select([client.fd], [], [], left)[0]:
+                seen += client.read(4096)
 
-    read_until(b"\x1bc")  # the replay: the client is up
+    # it takes the alternate screen once attached: keys typed now reach the session
+    read_until(b"\x1b[?1049h")
     client.write(b"echo ATT-$((1+1))\r")
     read_until(b"ATT-2")
     client.write(b"\x1d")  # Ctrl-] detaches
+    # the main screen back, and why it left (tmux's words)
+    read_until(b"\x1b[?1049l[detached (from session att)]")
     wait_until(lambda: not client.isalive(), 10, "the attach client to leave")
     assert client.exitstatus == 0
     assert alive(shell.pid)
