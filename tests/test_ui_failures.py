@@ -160,8 +160,21 @@ def test_a_loss_notice_goes_when_something_else_restores_the_sessions(lab: Lab, 
         page.wait_for_timeout(500)  # an error toast would have come by now
         errors = page.locator(".Toastify__toast", has_text="Could not restore")
         assert errors.count() == 0, errors.first.inner_text()
+    # tabs first, and saved so: a page that opens the workspace later would start a
+    # new terminal for each of its terminal tabs
+    page.evaluate("() => window.jupyterapp.commands.execute('application:close-all')")
+    poll(lambda: tabs() == [], what="the tabs closed")
+    workspaces = list((lab.root / "workspaces").glob("*.jupyterlab-workspace"))
+    poll(
+        lambda: (
+            lab._workspaces_whole() and not any('"terminal:' in w.read_text() for w in workspaces)
+        ),
+        what="the workspace saved without the terminal tabs",
+    )
     for sid in ids:
         lab.server.request("DELETE", f"/api/agents/sessions/{sid}")
+    running = [s["name"] for s in lab.sessions().values() if s["status"] == "running"]
+    assert running == [], running
 
 
 def test_the_restart_notification_says_what_this_restart_did(lab: Lab, page: Any) -> None:

@@ -267,3 +267,92 @@ def test_a_merge_that_would_conflict_says_which_files_in_the_tab(lab: Lab, page:
     assert lab.sessions()[second["id"]]["worktree"]["ended"] is None
     assert lab.sessions()[second["id"]]["status"] == "running"  # not ended for nothing
     assert (repo / "shared.txt").read_text() == "from-a\n"
+
+
+ROW_BOXES = """(sid) => {
+  const row = document.querySelector(
+    `#jupyter-agents-panel .jp-AgentsPanel-row[data-session-id='${sid}']`);
+  const box = n => { const r = n.getBoundingClientRect();
+    return {x: r.x, y: r.y, w: r.width, h: r.height, what: n.className || n.tagName}; };
+  const name = row.querySelector('.jp-AgentsPanel-name');
+  const parts = [name, ...row.querySelectorAll(
+    '.jp-AgentsPanel-badge, .jp-AgentsPanel-started, .jp-AgentsPanel-actions button,'
+    + ' .jp-AgentsPanel-meta > *')].filter(n => n.getBoundingClientRect().width > 0);
+  const text = name.textContent;
+  return {
+    text,
+    // characters shown: the name's width over the width of one of its characters
+    shown: name.clientWidth / (name.scrollWidth / text.length),
+    parts: parts.map(box),
+    row: box(row),
+  };
+}"""
+
+
+def test_rows_read_at_the_panels_default_width(lab: Lab, page: Any) -> None:
+    """The panel at its default width (about 250 px at 1400x900): a row titled with 60
+    characters, an interrupted one and one whose worktree was discarded each show at
+    least 20 characters of their name, and nothing in a row overlaps anything else or
+    leaves it (issue 54, item 2)."""
+    from jupyter_agents.pytest_plugin import kill_backends
+
+    repo = lab.work / "project"
+    call = lab.server.request
+    status, tree = call(
+        "POST", "/api/agents/sessions", {"kind": "shell", "cwd": str(repo), "worktree": True}
+    )
+    assert status == 201, tree
+    status, ended = call(
+        "POST",
+        f"/api/agents/sessions/{tree['id']}/worktree",
+        {"action": "discard", "confirm": True},
+    )
+    assert status == 200, ended
+    titled = call("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    title = "Refactor the data loader and check every notebook still runs"
+    assert len(title) == 60
+    status, _ = call("PATCH", f"/api/agents/sessions/{titled['id']}", {"title": title})
+    assert status == 200
+    lost = call("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    kill_backends(lab.state_dir)  # both interrupted; the titled one comes back
+    poll(lambda: lab.sessions()[lost["id"]]["status"] == "interrupted", what="interrupted")
+    status, back = call("POST", f"/api/agents/sessions/{titled['id']}/restore", {})
+    assert status == 200 and back["status"] == "running", back
+    try:
+        page.set_viewport_size({"width": 1400, "height": 900})
+        open_lab(page, lab, reset=True)
+        panel = show_panel(page)
+        for sid in (titled["id"], lost["id"], tree["id"]):
+            row(page, sid).wait_for(state="attached")
+        folded = panel.locator("details.jp-AgentsPanel-group:not([open]) > summary")
+        while folded.count():  # the Ended group is folded until opened
+            folded.first.click()
+        width = panel.bounding_box()["width"]
+        print(f"\npanel width {width:.0f} px")
+        shot(page, "panel-rows-250")
+        page.set_viewport_size({"width": 360, "height": 740})
+        page.wait_for_timeout(300)  # laid out again
+        shot(page, "phone-panel-rows")
+        page.set_viewport_size({"width": 1400, "height": 900})
+        for sid in (titled["id"], lost["id"], tree["id"]):
+            got = page.evaluate(ROW_BOXES, sid)
+            assert got["shown"] >= min(20, len(got["text"])) - 0.5, got
+            parts, edge = got["parts"], got["row"]
+            for i, a in enumerate(parts):
+                assert (
+                    edge["x"] - 0.5 <= a["x"] and a["x"] + a["w"] <= edge["x"] + edge["w"] + 0.5
+                ), (
+                    a,
+                    edge,
+                )
+                for b in parts[i + 1 :]:
+                    apart = (
+                        a["x"] + a["w"] <= b["x"] + 0.5
+                        or b["x"] + b["w"] <= a["x"] + 0.5
+                        or a["y"] + a["h"] <= b["y"] + 0.5
+                        or b["y"] + b["h"] <= a["y"] + 0.5
+                    )
+                    assert apart, (a, b)
+    finally:
+        for sid in (titled["id"], lost["id"]):
+            call("DELETE", f"/api/agents/sessions/{sid}")

@@ -681,9 +681,13 @@ export class AgentsPanel extends Widget {
       row.dataset.title = s.title;
       row.classList.add('jp-mod-titled');
     }
+    // the line under the name: its state, when it started (a name that repeats), its
+    // terminal (under a title), folder, cost and time, beside the actions
+    const facts: HTMLElement[] = [];
+    let started: HTMLElement | null = null;
     if (repeated) {
       // `1 killed` and `1 exited` told apart by when they started
-      const started = el(
+      started = el(
         'span',
         'jp-AgentsPanel-started',
         startedText(s.created, now)
@@ -692,7 +696,6 @@ export class AgentsPanel extends Widget {
         'started %1',
         new Date(s.created).toLocaleString()
       );
-      head.append(started);
     }
 
     const live = s.status === 'running' || s.status === 'orphaned';
@@ -708,7 +711,10 @@ export class AgentsPanel extends Widget {
       badge.dataset.attention = attention;
       badge.title = attentionSentence(s, trans);
     }
-    head.append(badge);
+    facts.push(badge);
+    if (started) {
+      facts.push(started);
+    }
     row.append(head);
 
     const actions = el('span', 'jp-AgentsPanel-actions');
@@ -752,6 +758,7 @@ export class AgentsPanel extends Widget {
     row.append(actions);
 
     const meta = el('span', 'jp-AgentsPanel-meta');
+    meta.append(...facts);
     if (s.title) {
       meta.append(el('span', 'jp-AgentsPanel-terminal', s.name));
     }
