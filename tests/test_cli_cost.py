@@ -54,10 +54,19 @@ def test_dashboard_cost_equals_the_magics(
     shell = InteractiveShell.instance()
     try:
         shell.run_line_magic("load_ext", "jupyter_agents")
-        magic = cost_cells(shell.run_line_magic("agent", "ls")._repr_html_())[sid]
+        listed = shell.run_line_magic("agent", "ls")
+        magic = cost_cells(listed._repr_html_())[sid]
+        # as text, on an 80-column screen: no line wider (issue 54, item 17)
+        monkeypatch.setenv("COLUMNS", "80")
+        text = repr(listed)
+        assert max(map(len, text.splitlines())) <= 80 and sid[:6] in text, text
     finally:
         InteractiveShell.clear_instance()
     assert magic.startswith("$"), magic
+    capsys.readouterr()
+    assert main(["cost"]) == 0
+    said = capsys.readouterr().out
+    assert max(map(len, said.splitlines())) <= 80 and "total: " in said, said
 
     from jupyter_agents.clients.widgets import Dashboard
 

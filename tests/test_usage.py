@@ -422,6 +422,7 @@ def test_a_claude_sessions_usage_and_cost_reach_rest_events_and_cli(
     assert tokens_of(report["total"]) == {k: 2 * v for k, v in TURN.items()}
     assert report["total"]["cost"] == pytest.approx(2 * cost(TURN, price), abs=1e-6)
     assert len(report["days"]) == 1 and report["days"][0]["cost"] == report["total"]["cost"]
+    monkeypatch.delenv("COLUMNS", raising=False)  # a pipe: every line whole
     assert main(["cost"]) == 0
     text = capsys.readouterr().out
     assert sid in text and "while nobody watched" in text.lower()

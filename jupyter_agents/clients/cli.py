@@ -27,7 +27,14 @@ from jupyter_agents import __version__
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.kinds import BUILTIN
 from jupyter_agents.backends.base import DETACH_KEY_NAME
-from jupyter_agents.clients.display import RECENT, clip, cost_cell, text_table, worth_listing
+from jupyter_agents.clients.display import (
+    RECENT,
+    clip,
+    cost_cell,
+    text_table,
+    unique_prefixes,
+    worth_listing,
+)
 from jupyter_agents.config import open_sessions
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError, Conflict, InvalidRequest, NotFound
@@ -142,15 +149,24 @@ def cmd_cost(service: SessionService, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(cost_text(report))
+    print(cost_text(report, terminal_width()))
     return 0
 
 
-def cost_text(report: dict[str, Any]) -> str:
+def cost_text(report: dict[str, Any], width: int | None = None) -> str:
     """:func:`cost_report` for people: a table per session, one per UTC day, the total
-    and where the prices come from."""
+    and where the prices come from. ``width``: the screen's (ids shortened to unique
+    prefixes, sentences wrapped); None: every line whole."""
+    short = unique_prefixes([s["id"] for s in report["sessions"]])
     sessions = [
-        (s["id"], s["name"], s["kind"], s["status"], _spent(s), _spent(s["unattended"]))
+        (
+            s["id"] if width is None else short[s["id"]],
+            s["name"],
+            s["kind"],
+            s["status"],
+            _spent(s),
+            _spent(s["unattended"]),
+        )
         for s in report["sessions"]
     ]
     days = [(d["day"], _spent(d), _spent(d["unattended"])) for d in report["days"]]
@@ -164,11 +180,25 @@ def cost_text(report: dict[str, Any]) -> str:
             "",
             _table(("day (UTC)", "spent", "while nobody watched"), days),
             "",
-            f"total: {_spent(total)}; while nobody watched: {_spent(total['unattended'])}",
-            f"estimated from AgentsApp.prices (defaults: list prices as of {PRICES_AS_OF}; "
-            "check your provider)" + (f"; no price for {', '.join(unknown)}" if unknown else ""),
+            *_wrapped(
+                f"total: {_spent(total)}; while nobody watched: {_spent(total['unattended'])}",
+                width,
+            ),
+            *_wrapped(
+                f"estimated from AgentsApp.prices (defaults: list prices as of {PRICES_AS_OF}; "
+                "check your provider)"
+                + (f"; no price for {', '.join(unknown)}" if unknown else ""),
+                width,
+            ),
         ]
     )
+
+
+def _wrapped(sentence: str, width: int | None) -> list[str]:
+    """``sentence`` in lines of at most ``width`` characters (None: one line)."""
+    import textwrap
+
+    return [sentence] if width is None else textwrap.wrap(sentence, width) or [""]
 
 
 def cost_report(service: SessionService, ids: list[str] | None = None) -> dict[str, Any]:

@@ -262,6 +262,15 @@ def html_table(sessions: Sequence[Session], usage: UsageModels | None = None) ->
     )
 
 
+def shown_width() -> int:
+    """The width a text table is shown at outside a terminal command: ``$COLUMNS``,
+    else IPython's terminal's, else 80 (a kernel has no terminal: its text goes to a
+    notebook's output, about that wide)."""
+    import shutil
+
+    return shutil.get_terminal_size((80, 24)).columns
+
+
 class SessionTable:
     """A list of sessions that displays as a table (HTML in notebooks, text elsewhere);
     ``usage``: their REST ``usage`` objects, for the ``cost`` column."""
@@ -271,10 +280,10 @@ class SessionTable:
         self.usage = dict(usage or {})
 
     def __str__(self) -> str:
-        return text_table(self.sessions, self.usage)
+        return text_table(self.sessions, self.usage, shown_width())
 
     def __repr__(self) -> str:
-        return text_table(self.sessions, self.usage)
+        return str(self)
 
     def _repr_html_(self) -> str:
         return html_table(self.sessions, self.usage)

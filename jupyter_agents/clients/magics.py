@@ -30,7 +30,7 @@ from jupyter_agents.clients.cli import (
     describe_session,
     hit_line,
 )
-from jupyter_agents.clients.display import SessionTable, worth_listing
+from jupyter_agents.clients.display import SessionTable, shown_width, worth_listing
 from jupyter_agents.config import open_sessions
 from jupyter_agents.core.errors import AgentsError, Conflict
 from jupyter_agents.core.store import Session
@@ -110,7 +110,7 @@ def report_failures(sessions: list[Session], failed: list[tuple[str, str]]) -> N
     ended at once; each with its reason. A running one with a reason (it started
     fresh: its conversation was never known) gets its line on stdout."""
     for sid, error in failed:
-        print(f"{sid}: {error}", file=sys.stderr)
+        print(f"{sid}: {error.removeprefix(f'session {sid}: ')}", file=sys.stderr)
     for session in sessions:
         if session.status != "running":
             print(f"{session.id}: {session.reason or session.status}", file=sys.stderr)
@@ -260,6 +260,8 @@ class AgentMagics(Magics):
                 return None
             result = service.restorer.restore_many(interrupted)
         report_failures(result.restored, result.failed)
+        if not result.restored:  # each said why above: no empty table after them
+            return None
         return SessionTable(result.restored)
 
     def _grep(self, service: SessionService, args: argparse.Namespace) -> None:
@@ -318,7 +320,7 @@ class AgentMagics(Magics):
         if args.command == "cost":
             service.read_usage()
             ids = [service.lookup(ref).id for ref in args.ids] or None
-            print(cost_text(cost_report(service, ids)))
+            print(cost_text(cost_report(service, ids), shown_width()))
             return None
         if args.command == "attach":
             return terminal_link(service.lookup(args.id))
