@@ -48,7 +48,16 @@ def test_claude_resume_argv_follows_the_transcript(tmp_path):
     assert not launch.ambiguous
     transcript = tmp_path / ".claude" / "projects" / project_slug(str(cwd)) / f"{cid}.jsonl"
     transcript.parent.mkdir(parents=True)
-    transcript.write_text("{}\n")
+    # written, but no message in it (Claude Code writes its title and mode first):
+    # `--resume` would say "No conversation found"; a new conversation, said so
+    heads = [{"type": "ai-title", "title": "x"}, {"type": "permission-mode", "mode": "default"}]
+    transcript.write_text("".join(json.dumps(h) + "\n" for h in heads))
+    empty = kind.resume(session("claude", cwd, cid, ["--model", "opus"]), env)
+    assert (empty.fresh, empty.empty) == (True, True), empty
+    assert empty.argv[:2] == ["claude", "--session-id"] and empty.conversation_id != cid
+    assert empty.argv[3:] == ["--model", "opus"]  # its launch args, in its folder
+    with transcript.open("a") as f:
+        f.write(json.dumps({"type": "user", "message": {"content": "hi"}}) + "\n")
     assert kind.resume(session("claude", cwd, cid), env).argv == ["claude", "--resume", cid]
     # unknown id: a new conversation, never "the most recent" (it may be another's)
     launch = kind.resume(session("claude", cwd, None), env)
@@ -62,7 +71,7 @@ def test_claude_respects_config_dir_and_finds_moved_transcripts(tmp_path):
     cid = str(uuid.uuid4())
     config = tmp_path / "cfg"
     (config / "projects" / "-elsewhere").mkdir(parents=True)
-    (config / "projects" / "-elsewhere" / f"{cid}.jsonl").write_text("{}\n")
+    (config / "projects" / "-elsewhere" / f"{cid}.jsonl").write_text('{"type": "user"}\n')
     env = {"HOME": str(tmp_path / "nohome"), "CLAUDE_CONFIG_DIR": str(config)}
     kind = ClaudeKind(["claude"])
     assert kind.resume(session("claude", tmp_path, cid), env).argv[1] == "--resume"

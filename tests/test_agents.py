@@ -218,6 +218,40 @@ def test_failed_resume_keeps_the_id_and_says_why(agents_server, fake_agents, pro
     assert fake_agents.records("error")[-1]["message"] == f"No saved session found with ID {cid}"
 
 
+def test_an_agent_whose_conversation_holds_no_message_restores_fresh(
+    agents_server, fake_agents, project
+):
+    """Claude Code writes a conversation's title and mode before its first message; a
+    reboot before any message leaves a file `claude --resume` refuses ("No conversation
+    found"). The restore starts a new conversation in its folder with its launch args,
+    running, and says so; nothing is resumed (issue 54, item 11)."""
+    from jupyter_agents.agents.claude import project_slug
+
+    server = agents_server(env=fake_agents.env)
+    status, agent = server.request(
+        "POST", "/api/agents/sessions", {"kind": "claude", "cwd": str(project), "args": ["--x"]}
+    )
+    assert status == 201, agent
+    cid = agent["conversation_id"]
+    path = fake_agents.home / ".claude" / "projects" / project_slug(str(project)) / f"{cid}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    heads = [{"type": "ai-title", "title": "x", "sessionId": cid}, {"type": "mode", "mode": "x"}]
+    path.write_text("".join(json.dumps(h) + "\n" for h in heads))
+    server = reboot(server, agents_server, fake_agents.env)
+    status, model = server.request("POST", f"/api/agents/sessions/{agent['id']}/restore")
+    assert status == 200, model
+    assert model["status"] == "running", model
+    assert model["reason"].startswith("started fresh: its claude conversation held no message")
+    assert model["conversation_id"] != cid and is_uuid(model["conversation_id"])
+    argv = fake_agents.records("start")[-1]["argv"]
+    assert "--resume" not in argv and "--x" in argv, argv
+    assert model["conversation_id"] in argv
+    poll(
+        lambda: b"held no message" in transcript_bytes(server.state_dir, agent["id"]),
+        what="the terminal to say so",
+    )
+
+
 def test_agents_never_see_the_servers_agent_markers(agents_server, fake_agents, project):
     env = {
         **fake_agents.env,

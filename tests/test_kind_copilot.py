@@ -72,7 +72,12 @@ def test_launch_chooses_the_id_and_resume_keeps_it(tmp_path: Path) -> None:
     assert kind.resume(said_nothing, env).argv == ["copilot", "--session-id", CID, "--model", "x"]
     # the archive saw its file: resumed by id, so Copilot says why if it cannot
     assert kind.resume(said_nothing, env, had_file=True).argv[1] == f"--resume={CID}"
-    events(tmp_path, CID, str(tmp_path))
+    started = events(tmp_path, CID, str(tmp_path))  # started, no message in it
+    empty = kind.resume(said_nothing, env)
+    assert empty.fresh and empty.empty and empty.argv[1] == "--session-id"
+    assert empty.conversation_id != CID and empty.argv[3:] == ["--model", "x"]
+    with started.open("a") as f:
+        f.write(json.dumps({"type": "user.message", "data": {"content": "hi"}}) + "\n")
     resumed = kind.resume(said_nothing, env)
     assert resumed.argv[:2] == ["copilot", f"--resume={CID}"] and resumed.conversation_id == CID
     unknown = kind.resume(session("copilot", tmp_path, None), env)
@@ -85,7 +90,8 @@ def test_resume_clears_the_locks_of_processes_that_are_gone(tmp_path: Path) -> N
     process that may still hold the conversation stays (Copilot then asks)."""
     kind = CopilotKind(["copilot"])
     env = {"HOME": str(tmp_path)}
-    folder = events(tmp_path, CID, str(tmp_path)).parent
+    said = {"type": "user.message", "data": {"content": "hi"}}
+    folder = events(tmp_path, CID, str(tmp_path), said).parent
     long_ago = time.time() - 3600
 
     def lock(pid: int, written: float) -> Path:

@@ -73,6 +73,14 @@ def test_resume_by_id_only_when_the_conversation_has_a_file(tmp_path: Path) -> N
     assert launch.argv == ["gemini", "--session-id", cid, "-m", "x"]  # nothing to resume
     assert KIND.resume(session(cwd, cid, home), env, had_file=True).argv[1] == "--resume"
     register(home, cwd, "proj")
+    # started, never prompted: its chat file holds the header only, and `--resume`
+    # answers "No previous sessions found for this project" (exit 42): a new
+    # conversation in its folder, with its launch args, said so
+    stub = write_conversation(home, "proj", cid, "2026-12-05T15-16", lines=0)
+    empty = KIND.resume(session(cwd, cid, home, ["-m", "x"]), env)
+    assert empty.fresh and empty.empty and empty.argv[1] == "--session-id"
+    assert empty.conversation_id != cid and empty.argv[3:] == ["-m", "x"]
+    stub.unlink()
     write_conversation(home, "proj", cid, "2026-12-05T15-16")
     assert KIND.resume(session(cwd, cid, home), env).argv == ["gemini", "--resume", cid]
     fresh = KIND.resume(session(cwd, None, home), env)

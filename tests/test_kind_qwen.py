@@ -63,7 +63,12 @@ def test_resume_by_transcript_and_the_folder_conversations(tmp_path: Path) -> No
     # the archive saw its file (gone now): resumed by id, Qwen says why it cannot
     assert kind.resume(s, env, had_file=True).argv == ["qwen", "--resume", cid, "--yolo"]
     transcript = chats(home, cwd) / f"{cid}.jsonl"
-    transcript.write_text("{}\n")
+    transcript.write_text('{"type": "system", "subtype": "ui_telemetry"}\n')
+    empty = kind.resume(s, env)  # written, no message in it: nothing to resume
+    assert empty.fresh and empty.empty and empty.argv[1] == "--session-id"
+    assert empty.conversation_id != cid and empty.argv[3:] == ["--yolo"]
+    with transcript.open("a") as f:
+        f.write('{"type": "user", "message": {"parts": [{"text": "hi"}]}}\n')
     assert kind.resume(s, env).argv[1:3] == ["--resume", cid]
     assert kind.conversation_file(s, cid) == transcript
     assert kind.conversation_file(s, "../x") is None

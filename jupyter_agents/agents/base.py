@@ -42,13 +42,14 @@ class Launch:
     rather than a known id (which one is up to the CLI); no kind of ours does that any
     more (the most recent one may be someone else's), the field stays for old records.
     ``fresh``: a restore that starts a new conversation because the session's own one
-    was never known.
+    was never known, or (``empty``) held no message: there is nothing to resume.
     """
 
     argv: list[str]
     conversation_id: str | None = None
     ambiguous: bool = False
     fresh: bool = False
+    empty: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +140,12 @@ def pid_file_conversation(folder: Path, pid: int) -> str | None:
         return None
     cid = data.get("sessionId")
     return cid if is_uuid(cid) else None
+
+
+#: how much of a conversation file :meth:`AgentKind.holds_messages` reads at most, and
+#: per line (a message comes within its first records)
+_MESSAGE_SCAN = 16 << 20
+_MESSAGE_LINE = 1 << 20
 
 
 class AgentKind(ABC):
@@ -268,6 +275,36 @@ class AgentKind(ABC):
         keep none."""
         return None
 
+    #: the ``type`` of the records of its conversation files that are messages (a file
+    #: with none holds nothing to resume); empty: not known, every file is taken to
+    #: hold some
+    message_types: frozenset[str] = frozenset()
+
+    def holds_messages(self, path: Path) -> bool:
+        """Whether conversation file ``path`` (JSON lines) holds a message: a record
+        whose ``type`` is one of :attr:`message_types`, read until the first (at most
+        16 MB, 1 MB a line); a file that cannot be read, or whose first 16 MB hold no
+        message, is taken to hold some, so that the CLI says what it finds."""
+        if not self.message_types:
+            return True
+        read = 0
+        try:
+            with path.open("rb") as f:
+                while read < _MESSAGE_SCAN:
+                    line = f.readline(_MESSAGE_LINE)
+                    if not line:
+                        return False
+                    read += len(line)
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue  # not JSON, or a part of a record longer than a line read
+                    if isinstance(record, dict) and record.get("type") in self.message_types:
+                        return True
+        except OSError:
+            pass
+        return True  # unreadable, or no message in its first part: the CLI decides
+
     def conversation_files(self, session: Session) -> list[Path]:
         """The CLI's file of ``session``'s current conversation, if it exists (the
         :meth:`conversation_file` of its ``conversation_id``)."""
@@ -318,8 +355,10 @@ class AssignedIdKind(AgentKind):
     (:meth:`~AgentKind.conversation_file`), or had one (the archive saw it: the CLI then
     says why it cannot resume, instead of a new conversation starting under the old id);
     ``--session-id <id>`` again when it never had one (no message was sent, so there is
-    nothing to resume yet); a new conversation (``fresh``) when the id is unknown. Never
-    the CLI's "most recent conversation", which may be another session's.
+    nothing to resume yet); a new conversation (``fresh``) when the id is unknown, or
+    when its file holds no message (:meth:`~AgentKind.holds_messages`: the CLI wrote its
+    head only, and would refuse to resume it). Never the CLI's "most recent
+    conversation", which may be another session's.
     """
 
     #: the flags that choose the conversation: ours to set, refused in a client's args
@@ -368,6 +407,11 @@ class AssignedIdKind(AgentKind):
         if cid is None or not is_uuid(cid):
             return dataclasses.replace(self.launch(session.args), fresh=True)
         seen_by = dataclasses.replace(session, env=dict(env))  # where the new process looks
-        if had_file or self.conversation_file(seen_by, cid) is not None:
+        path = self.conversation_file(seen_by, cid)
+        if path is not None and not self.holds_messages(path):
+            # its CLI wrote the file's head, no message: its resume would fail ("no
+            # previous sessions found"); a new conversation in its folder, said so
+            return dataclasses.replace(self.launch(session.args), fresh=True, empty=True)
+        if had_file or path is not None:
             return Launch([*self.command, *self.resume_args(cid), *session.args], cid)
         return Launch([*self.command, "--session-id", cid, *session.args], cid)

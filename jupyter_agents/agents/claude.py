@@ -248,6 +248,7 @@ class ClaudeKind(AssignedIdKind):
     follows_conversation = True
     reports = "hooks"
     keeps_conversations = True
+    message_types = frozenset({"user", "assistant"})
     reports_usage = True
     prices = PRICES
     #: Escape interrupts a turn (as a person presses it)

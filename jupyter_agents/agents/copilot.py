@@ -310,6 +310,7 @@ class CopilotKind(AssignedIdKind):
     install = "npm install -g @github/copilot"
     reports = "hooks"
     keeps_conversations = True
+    message_types = frozenset({"user.message", "assistant.message"})
     reports_usage = True
     #: Copilot's ``cost`` is premium requests, and what a subscription pays is not a
     #: list price per token: no prices (its tokens are counted, its cost is unknown)

@@ -366,6 +366,7 @@ class GeminiKind(AssignedIdKind):
     install = "npm install -g @google/gemini-cli"
     reports = "hooks"
     keeps_conversations = True
+    message_types = frozenset({"user", "gemini"})
     reports_usage = True
     #: no list prices: Google's are not in this repository (tokens are counted, not priced)
     prices: Mapping[str, Mapping[str, float]] = {}

@@ -336,6 +336,7 @@ class QwenKind(AssignedIdKind):
     follows_conversation = True
     reports = "hooks"
     keeps_conversations = True
+    message_types = frozenset({"user", "assistant"})
     reports_usage = True
     #: no list prices: Qwen runs whatever model its endpoint serves (``OPENAI_MODEL``)
     prices: Mapping[str, Mapping[str, float]] = {}

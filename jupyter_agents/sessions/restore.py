@@ -129,10 +129,13 @@ def fresh_banner(kind: str, earlier: Session) -> str:
     return f"--- new {kind} session; above: the end of session {earlier.id}{about} ---"
 
 
-def fresh_note(kind: str, session_id: str, offered: Sequence[FolderConversation]) -> str:
+def fresh_note(
+    kind: str, session_id: str, offered: Sequence[FolderConversation], empty: bool = False
+) -> str:
     """What a session restored without its conversation says (its ``reason`` and the
-    marker line): that it started fresh and why, and the folder's conversations to
-    continue instead.
+    marker line): that it started fresh and why (its conversation was never known, or,
+    ``empty``, held no message to resume), and the folder's conversations to continue
+    instead.
 
     >>> when = datetime(2026, 12, 1, 9, 30, tzinfo=timezone.utc)
     >>> note = fresh_note("aider", "s1", [FolderConversation("c0ffee", when)])
@@ -140,8 +143,11 @@ def fresh_note(kind: str, session_id: str, offered: Sequence[FolderConversation]
     (True, 'jupyter agents restore s1 --conversation ID (c0ffee, 2026-12-01 09:30 UTC)')
     """
     note = (
-        f"started fresh: its {kind} conversation was never known, and the newest one here "
-        "may be someone else's"
+        f"started fresh: its {kind} conversation held no message, so there was nothing "
+        "to resume"
+        if empty
+        else f"started fresh: its {kind} conversation was never known, and the newest one "
+        "here may be someone else's"
     )
     if not offered:
         return note
@@ -345,7 +351,9 @@ class Restorer:
             launch = kind.resume(session, session.env, had_file)
             note = None
             if launch.fresh:
-                note = fresh_note(kind.name, session.id, kind.folder_conversations(session))
+                note = fresh_note(
+                    kind.name, session.id, kind.folder_conversations(session), launch.empty
+                )
             argv = kind.with_reporting(launch.argv, self.state_dir, session.id)
             if self.store.find_live(session.name) is not None:
                 session.name = next_free_name(self.store.live_names())
