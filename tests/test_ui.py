@@ -1113,6 +1113,28 @@ def test_restart_notification_can_be_turned_off(lab: Lab, page: Any) -> None:
         lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")
 
 
+def test_the_restart_notice_is_said_once_per_restart(lab: Lab, page: Any) -> None:
+    """One restart, the page loaded three times, each time with its workspace reset
+    (what Notebook 7 has on every load: no workspace kept): one notice, on the first
+    load only (issue 54, item 14). Absence is read 4 s after the panel showed the
+    session, as in the test above."""
+    shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    try:
+        lab.restart(signal.SIGTERM)
+        for load in range(3):
+            open_lab(page, lab, reset=True)
+            show_panel(page)
+            wait_status(page, shell["id"], "running")
+            notice = page.locator(".Toastify__toast", has_text="Jupyter server restarted")
+            if load == 0:
+                notice.first.wait_for()
+            else:
+                page.wait_for_timeout(4000)
+                assert notice.count() == 0, f"load {load + 1}: {notice.first.inner_text()}"
+    finally:
+        lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")
+
+
 def test_a_kind_that_is_not_installed_is_disabled_with_why(lab: Lab, page: Any) -> None:
     """No codex on the server's PATH: the panel folds it with the other kinds that
     cannot start into one "N agents not installed" line; opened, it shows "+ Codex"

@@ -1,8 +1,8 @@
 /**
  * After a server restart: a notification that counts the terminals reattached (still
  * running) and the sessions interrupted, and offers to restore the latter. Shown once
- * per server start; which start was last shown is kept in the workspace (`IStateDB`),
- * so a reload or a second tab does not repeat it.
+ * per server start in each front end (`firstTime`), so a reload or a second tab does
+ * not repeat it.
  *
  * While the server runs: running sessions that become interrupted (their tmux server
  * or broker ended: the tabs close) are announced on every open page as the event
@@ -10,6 +10,7 @@
  */
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { Notification } from '@jupyterlab/apputils';
+import { PageConfig } from '@jupyterlab/coreutils';
 import { IStateDB } from '@jupyterlab/statedb';
 import { TranslationBundle } from '@jupyterlab/translation';
 
@@ -73,20 +74,34 @@ export function restartMessage(
   )}`;
 }
 
-/** Whether the start `started` still has to be notified; remembers it if so. */
+/**
+ * Whether the start `started` still has to be notified by this front end (`app`, e.g.
+ * JupyterLab or Notebook 7); remembers it if so. Kept in the workspace (`IStateDB`)
+ * and in the browser's storage under the front end's name and the server's address:
+ * a front end whose state lives only as long as its page (Notebook 7) or a reset
+ * workspace says it once, not on every load.
+ */
 async function firstTime(
+  app: JupyterFrontEnd,
   state: IStateDB | null,
   started: string
 ): Promise<boolean> {
-  if (!state) {
-    return true;
+  const key = `${STATE_KEY}:${app.name}:${PageConfig.getBaseUrl()}`;
+  let stored: string | null = null;
+  try {
+    stored = window.localStorage.getItem(key);
+    window.localStorage.setItem(key, started);
+  } catch {
+    // no storage (a private window may refuse it): the workspace alone decides
   }
-  const seen = (await state.fetch(STATE_KEY).catch(() => undefined)) as
-    { started?: string } | undefined;
-  if (seen?.started === started) {
+  const seen = state
+    ? ((await state.fetch(STATE_KEY).catch(() => undefined)) as
+        { started?: string } | undefined)
+    : undefined;
+  if (seen?.started === started || stored === started) {
     return false;
   }
-  await state.save(STATE_KEY, { started }).catch(() => undefined);
+  await state?.save(STATE_KEY, { started }).catch(() => undefined);
   return true;
 }
 
@@ -99,7 +114,7 @@ export async function notifyRestart(options: {
   started: string;
 }): Promise<void> {
   const { app, model, state, trans, started } = options;
-  if (!(await firstTime(state, started))) {
+  if (!(await firstTime(app, state, started))) {
     return;
   }
   const sessions = model.sessions ?? [];
