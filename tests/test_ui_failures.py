@@ -90,7 +90,7 @@ def test_losing_the_backend_is_announced_with_restore(lab: Lab, page: Any) -> No
     toast.first.wait_for(timeout=20000)
     print(f"\nbackend lost -> announced in {time.monotonic() - killed:.2f} s")
     said = toast.first.inner_text()
-    assert f"Terminal “{name}” was interrupted: its tmux server ended" in said, said
+    assert f"“Terminal {name}” was interrupted: its tmux server ended" in said, said
     still(toast.first)  # it has slid in
     shot(page, "backend-lost")
     toast.first.locator("button", has_text="Restore").click()
@@ -139,8 +139,8 @@ def test_a_loss_notice_goes_when_something_else_restores_the_sessions(lab: Lab, 
         notice = page.locator(".Toastify__toast", has_text="were interrupted")
         notice.first.wait_for(timeout=20000)
         said = notice.first.inner_text()
-        names = " and ".join(f"“{m['name']}”" for m in made)
-        assert f"Terminals {names} were interrupted" in said, said
+        names = " and ".join(f"“Terminal {m['name']}”" for m in made)
+        assert f"{names} were interrupted" in said, said
         assert notice.count() == 1  # one notice, not one per loss
         if round == 1:
             still(notice.first)  # it has slid in

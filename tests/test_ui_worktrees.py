@@ -291,7 +291,8 @@ ROW_BOXES = """(sid) => {
 
 def test_rows_read_at_the_panels_default_width(lab: Lab, page: Any) -> None:
     """The panel at its default width (about 250 px at 1400x900): a row titled with 60
-    characters, an interrupted one and one whose worktree was discarded each show at
+    characters, an interrupted one, an agent that spent (its cost in the row) and one
+    whose worktree was discarded each show at
     least 20 characters of their name, and nothing in a row overlaps anything else or
     leaves it (issue 54, item 2)."""
     from jupyter_agents.pytest_plugin import kill_backends
@@ -314,7 +315,10 @@ def test_rows_read_at_the_panels_default_width(lab: Lab, page: Any) -> None:
     status, _ = call("PATCH", f"/api/agents/sessions/{titled['id']}", {"title": title})
     assert status == 200
     lost = call("POST", "/api/agents/sessions", {"kind": "shell"})[1]
-    kill_backends(lab.state_dir)  # both interrupted; the titled one comes back
+    spender = call("POST", "/api/agents/sessions", {"kind": "claude"})[1]
+    lab.server.type_line(spender["name"], "hello", "claude heard: hello")
+    poll(lambda: lab.sessions()[spender["id"]].get("usage"), what="what it spent")
+    kill_backends(lab.state_dir)  # all interrupted; the titled one comes back
     poll(lambda: lab.sessions()[lost["id"]]["status"] == "interrupted", what="interrupted")
     status, back = call("POST", f"/api/agents/sessions/{titled['id']}/restore", {})
     assert status == 200 and back["status"] == "running", back
@@ -322,7 +326,7 @@ def test_rows_read_at_the_panels_default_width(lab: Lab, page: Any) -> None:
         page.set_viewport_size({"width": 1400, "height": 900})
         open_lab(page, lab, reset=True)
         panel = show_panel(page)
-        for sid in (titled["id"], lost["id"], tree["id"]):
+        for sid in (titled["id"], lost["id"], tree["id"], spender["id"]):
             row(page, sid).wait_for(state="attached")
         folded = panel.locator("details.jp-AgentsPanel-group:not([open]) > summary")
         while folded.count():  # the Ended group is folded until opened
@@ -334,7 +338,7 @@ def test_rows_read_at_the_panels_default_width(lab: Lab, page: Any) -> None:
         page.wait_for_timeout(300)  # laid out again
         shot(page, "phone-panel-rows")
         page.set_viewport_size({"width": 1400, "height": 900})
-        for sid in (titled["id"], lost["id"], tree["id"]):
+        for sid in (titled["id"], lost["id"], tree["id"], spender["id"]):
             got = page.evaluate(ROW_BOXES, sid)
             assert got["shown"] >= min(20, len(got["text"])) - 0.5, got
             parts, edge = got["parts"], got["row"]

@@ -12,8 +12,8 @@ import { Notification } from '@jupyterlab/apputils';
 import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
-import { Attention, displayName, ISession } from './api';
-import { kindLabel } from './icons';
+import { Attention, ISession } from './api';
+import { sessionName } from './icons';
 import { replaceNotification } from './notify';
 import { requestActions, requestSentence } from './requests';
 import { DOMAIN, IAgentSessions } from './tokens';
@@ -87,7 +87,7 @@ export function attentionSentence(
   s: ISession,
   trans: TranslationBundle = nullTranslator.load(DOMAIN)
 ): string {
-  const who = trans.__('%1 session %2', kindLabel(s.kind, trans), s.name);
+  const who = sessionName(s, trans);
   switch (s.attention) {
     case 'ready':
       return trans.__('%1 is ready: nothing asked yet', who);
@@ -340,7 +340,10 @@ export class AttentionWatcher {
         ...requestActions(model, r, trans),
         {
           label: trans.__('Open'),
-          caption: trans.__('Open the terminal of %1', displayName(session)),
+          caption: trans.__(
+            'Open the terminal of %1',
+            sessionName(session, trans)
+          ),
           callback: () => void this._options.open(session)
         }
       ];
@@ -415,7 +418,7 @@ export class AttentionWatcher {
               label: trans.__('Open'),
               caption: trans.__(
                 'Open the terminal of %1',
-                displayName(session)
+                sessionName(session, trans)
               ),
               callback: () => void open(session)
             }

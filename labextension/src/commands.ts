@@ -25,7 +25,7 @@ import {
   restoreSession,
   setUnattendedLimit
 } from './api';
-import { kindIcon, kindLabel } from './icons';
+import { kindIcon, kindLabel, sessionName } from './icons';
 import { notifyResumeFailed, resumeFailed } from './interrupted';
 import { lostHere } from './restart';
 import { CommandIDs, IAgentSessions } from './tokens';
@@ -315,9 +315,8 @@ export function addCommands(options: Commands.IOptions): void {
         } else {
           Notification.warning(
             trans.__(
-              '%1 session %2 did not resume: %3',
-              label(restored.kind),
-              restored.name,
+              '%1 did not resume: %2',
+              sessionName(restored, trans),
               restored.reason ??
                 trans.__('it exited with code %1', restored.exit_code)
             ),

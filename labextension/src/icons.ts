@@ -1,7 +1,7 @@
 import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 import { LabIcon, terminalIcon } from '@jupyterlab/ui-components';
 
-import { IKind, ISession, Status } from './api';
+import { displayName, IKind, ISession, Status } from './api';
 import { DOMAIN } from './tokens';
 
 const svg = (body: string): string =>
@@ -124,6 +124,26 @@ export function shownStatus(
     }
   }
   return s.status;
+}
+
+/**
+ * What notices, banners and toasts call a session, the same everywhere: the title the
+ * panel shows (a program's without its status glyphs), else its kind and terminal
+ * number ("Claude Code 2", "Terminal 1" for a shell).
+ */
+export function sessionName(
+  s: Pick<ISession, 'name' | 'title' | 'kind'> & {
+    title_source?: ISession['title_source'];
+  },
+  trans: TranslationBundle = nullTranslator.load(DOMAIN)
+): string {
+  const shown = displayName(s);
+  if (s.title && shown !== s.name) {
+    return shown;
+  }
+  return s.kind === 'shell'
+    ? trans.__('Terminal %1', s.name)
+    : trans.__('%1 %2', kindLabel(s.kind, trans), s.name);
 }
 
 /** A session's status, as a word in the user's language. */

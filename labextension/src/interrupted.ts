@@ -29,8 +29,8 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 import { Widget } from '@lumino/widgets';
 
-import { displayName, ISession, reconcileReport } from './api';
-import { kindLabel } from './icons';
+import { ISession, reconcileReport } from './api';
+import { kindLabel, sessionName } from './icons';
 import { CommandIDs, IAgentSessions } from './tokens';
 
 /**
@@ -135,9 +135,9 @@ export function describeRestored(
   const where = s.cwd ? trans.__(' in %1', s.cwd) : '';
   if (s.kind === 'shell') {
     return trans.__(
-      'Terminal %1 was interrupted when the server or the machine restarted, and is ' +
+      '%1 was interrupted when the server or the machine restarted, and is ' +
         'restored: a new shell%2, under its earlier output and a marker line.',
-      s.name,
+      sessionName(s, trans),
       where
     );
   }
@@ -145,9 +145,9 @@ export function describeRestored(
     ? trans.__(' (conversation %1)', s.conversation_id.slice(0, 8))
     : '';
   return trans.__(
-    'Terminal %1 was interrupted when the server or the machine restarted, and is ' +
+    '%1 was interrupted when the server or the machine restarted, and is ' +
       'restored: %2 resumed%3%4.',
-    s.name,
+    sessionName(s, trans),
     kindLabel(s.kind, trans),
     conversation,
     where
@@ -172,9 +172,9 @@ export function describeInterrupted(
   const where = s.cwd ? trans.__(' in %1', s.cwd) : '';
   const why = s.reason ? ` (${s.reason})` : '';
   return trans.__(
-    'Terminal %1 was interrupted: %2%3 ended when the server or the machine ' +
+    '%1 was interrupted: %2%3 ended when the server or the machine ' +
       'restarted%4. This tab now shows a new, empty shell.',
-    s.name,
+    sessionName(s, trans),
     what,
     where,
     why
@@ -197,9 +197,8 @@ export function describeResumeFailed(
   trans: TranslationBundle
 ): string {
   return trans.__(
-    '%1 %2 could not be resumed (%3). Its record and conversation id are kept.',
-    kindLabel(s.kind, trans),
-    displayName(s),
+    '%1 could not be resumed (%2). Its record and conversation id are kept.',
+    sessionName(s, trans),
     resumeFailure(s)
   );
 }
@@ -323,15 +322,25 @@ export class RestoredBanner extends Banner {
     onFresh: () => Promise<void>,
     onDismiss: () => void
   ) {
+    // what fits its kind: a shell for a shell, a new conversation for an agent
+    const shell = session.kind === 'shell';
+    const kind = kindLabel(session.kind, trans);
     const fresh = bannerButton(
       'fresh',
-      trans.__('Start a fresh shell instead'),
+      shell
+        ? trans.__('Start a fresh shell instead')
+        : trans.__('Start a fresh %1 session instead', kind),
       false,
       onFresh
     );
-    fresh.title = trans.__(
-      'Open a new, empty shell in a new tab and close this one (the restored session keeps running; kill it from the Agents panel)'
-    );
+    fresh.title = shell
+      ? trans.__(
+          'Open a new, empty shell in a new tab and close this one (the restored session keeps running; kill it from the Agents panel)'
+        )
+      : trans.__(
+          'Start a new %1 conversation in its folder, in a new tab, and close this one (the restored session keeps running; kill it from the Agents panel)',
+          kind
+        );
     super(session, describeRestored(session, trans), [
       fresh,
       bannerButton('dismiss', trans.__('OK'), true, onDismiss)
@@ -466,7 +475,7 @@ export class InterruptedTabs {
         // a new plain shell where the restored one runs; this tab goes (the
         // restored session keeps running, listed in the Agents panel)
         await app.commands.execute(CommandIDs.create, {
-          kind: 'shell',
+          kind: restored.kind,
           cwd: restored.cwd ?? ''
         });
         widget.dispose();

@@ -9,7 +9,7 @@ import { InputDialog, Notification } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 
 import { answerRequest, IAnswer, IPendingRequest } from './api';
-import { kindLabel } from './icons';
+import { sessionName } from './icons';
 import { IAgentSessions } from './tokens';
 
 /** The one line that says what a request will do: its command, file or URL. */
@@ -27,16 +27,12 @@ export function requestWhat(r: IPendingRequest): string {
   );
 }
 
-/** "Claude in terminal 3 asks to use Bash: `rm -rf build`" */
+/** "Claude Code 3 asks to use Bash: `rm -rf build`" */
 export function requestSentence(
   r: IPendingRequest,
   trans: TranslationBundle
 ): string {
-  const who = trans.__(
-    '%1 in terminal %2',
-    kindLabel(r.kind, trans),
-    r.title || r.name
-  );
+  const who = sessionName(r, trans);
   const what = requestWhat(r);
   const line = what.split('\n')[0];
   const shown = line.length > 120 ? `${line.slice(0, 119)}…` : line;

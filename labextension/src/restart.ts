@@ -14,7 +14,8 @@ import { PageConfig } from '@jupyterlab/coreutils';
 import { IStateDB } from '@jupyterlab/statedb';
 import { TranslationBundle } from '@jupyterlab/translation';
 
-import { displayName, ISession, reconcileReport } from './api';
+import { ISession, reconcileReport } from './api';
+import { sessionName } from './icons';
 import { replaceNotification } from './notify';
 import { CommandIDs, IAgentSessions } from './tokens';
 
@@ -250,8 +251,8 @@ export function lossMessage(
       : quoted.join('');
   const what = backends.length === 1 ? backends[0] : backends.join(' and ');
   return trans._n(
-    'Terminal %2 was interrupted: its %3 server ended. Its output is kept; Restore starts it again.',
-    'Terminals %2 were interrupted: their %3 server ended. Their output is kept; Restore starts them again.',
+    '%2 was interrupted: its %3 server ended. Its output is kept; Restore starts it again.',
+    '%2 were interrupted: their %3 server ended. Their output is kept; Restore starts them again.',
     names.length,
     which,
     what === 'broker' ? trans.__('pty broker') : what
@@ -314,7 +315,7 @@ export function followLosses(options: {
       }
       return;
     }
-    const names = still.map(s => displayName(s));
+    const names = still.map(s => sessionName(s, trans));
     const backends = Array.from(new Set(still.map(s => s.backend)));
     const message = lossMessage(names, backends, trans);
     if (message === said) {
