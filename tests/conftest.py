@@ -14,13 +14,14 @@ from jupyter_agents.pytest_plugin import FORK_SERVER
 
 pytest_plugins = ["jupyter_agents.pytest_plugin", "pytest_jupyter.jupyter_server"]
 
-# Shells started without a shell_command (the CLI's, kernels') are the user's login shell
-# when $SHELL is unset (config.default_shell). Where the suite runs without $SHELL (CI),
-# they are sh, as before: a login bash sources the machine's ~/.bashrc, whose
-# `pyenv rehash` waits on a lock that a shell the tests kill mid-rehash leaves behind,
-# so every later login shell shows nothing for up to a minute. tests/test_cli_attach.py
-# drops $SHELL on purpose, to test that fallback.
-os.environ.setdefault("SHELL", "/bin/sh")
+# Shells started without a shell_command (the CLI's, kernels') are $SHELL, as a login
+# shell when not started from a terminal (config.default_shell): here always sh, whoever
+# runs the suite. A login bash sources the machine's ~/.bashrc, whose `pyenv rehash`
+# waits on a lock that a shell the tests kill mid-rehash leaves behind, so every later
+# login bash of the machine shows nothing for up to a minute (and a run started from a
+# bash, $SHELL=/bin/bash, failed that way). tests/test_cli_attach.py drops $SHELL on
+# purpose, with a HOME of its own, to test the fallback to the login shell.
+os.environ["SHELL"] = "/bin/sh"
 
 FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_agent.py"
 
