@@ -328,17 +328,19 @@ def _login_shell() -> str | None:
 
 def default_shell(terminado_settings: dict[str, Any] | None = None) -> list[str]:
     """The shell of new terminals: ``ServerApp.terminado_settings["shell_command"]``,
-    else ``$SHELL`` (a login shell when not started from a terminal), as
-    jupyter_server_terminals chooses; without ``$SHELL`` (a service, a container's
-    entry point), the user's login shell from the password database, as tmux chooses,
-    and only then ``sh``."""
+    else ``$SHELL``, a login shell when the process asking was not started from a
+    terminal (neither its input nor its output is one), as jupyter_server_terminals
+    chooses; so ``jupyter agents new shell`` typed in a terminal and
+    ``$(jupyter agents new shell)`` start the same shell. Without ``$SHELL`` (a service,
+    a container's entry point), the user's login shell from the password database, as
+    tmux chooses, and only then ``sh``."""
     override = (terminado_settings or {}).get("shell_command")
     if isinstance(override, str):
         override = shlex.split(override)
     if override:
         return list(override)
     shell = [os.environ.get("SHELL") or _login_shell() or shutil.which("sh") or "/bin/sh"]
-    if not sys.stdout.isatty():
+    if not (sys.stdin.isatty() or sys.stdout.isatty()):
         shell.append("-l")  # not started from a terminal: let the shell set up the env
     return shell
 

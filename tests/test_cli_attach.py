@@ -259,3 +259,54 @@ def test_attach_from_inside_a_session_is_refused(backend, agents_state_dir, tmp_
     assert status_of(agents_state_dir, other, env) == "running"
     for session in (sid, other):
         jupyter_agents("kill", session, "--state-dir", state, env=env)
+
+
+def test_new_shell_from_a_terminal_or_into_a_pipe_is_the_same_shell(
+    agents_state_dir, tmp_path, request
+):
+    """`jupyter agents new shell` typed in a terminal and `$(jupyter agents new shell)`
+    (its output into a pipe, its input still the terminal) start the same shell: same
+    $0, PATH and login state (issue 54, item 16; before, the pipe's was a login shell,
+    whose /etc/profile reset PATH so that `jupyter` was not found inside)."""
+    from jupyter_agents.pytest_plugin import transcript_bytes
+
+    env = {**env_for("tmux", request), "SHELL": "/bin/bash"}
+    jupyter = shutil.which("jupyter")
+    assert jupyter
+    new = [jupyter, "agents", "new", "shell", "--json", "--cwd", str(tmp_path)]
+    new += ["--state-dir", str(agents_state_dir)]
+    typed = Pty(new, env)  # input and output a terminal
+    assert typed.wait() == 0
+    shown = typed.seen.decode().replace("\r\n", "\n")
+    in_terminal = json.loads(shown[shown.index("{") :])
+    master, slave = pty.openpty()
+    try:  # output into a pipe, input the terminal
+        piped = subprocess.run(new, stdin=slave, capture_output=True, text=True, env=env)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert piped.returncode == 0, piped.stderr
+    into_pipe = json.loads(piped.stdout)
+    said = {}
+    for model in (in_terminal, into_pipe):
+        sid = str(model["id"])
+        probe = 'echo "SAID $0 $(shopt -q login_shell && echo login || echo no-login) $PATH END"'
+        sent = jupyter_agents("send", sid, probe, "--state-dir", str(agents_state_dir), env=env)
+        assert sent.returncode == 0, sent.stderr
+        line = poll(
+            lambda sid=sid: next(
+                (
+                    found
+                    for found in transcript_bytes(agents_state_dir, sid).decode().splitlines()
+                    if found.startswith("SAID ") and found.rstrip().endswith(" END")
+                ),
+                None,
+            ),
+            timeout=30,
+            what=f"{sid}'s answer",
+        )
+        said[sid] = line.strip()
+        jupyter_agents("kill", sid, "--state-dir", str(agents_state_dir), env=env)
+    first, second = said.values()
+    assert first == second, said
+    assert " no-login " in first and f" {env['PATH']} END" in first, first
