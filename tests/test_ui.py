@@ -1171,9 +1171,10 @@ def test_a_kind_that_is_not_installed_is_disabled_with_why(lab: Lab, page: Any) 
             shot(page, f"kind-not-installed-{name}")
         # the Launcher offers only what can start: Claude Code, no Codex card
         page.set_viewport_size({"width": 1400, "height": 900})
+        # the Launcher in front (JupyterLab may have opened one of its own behind it)
         page.evaluate("() => window.jupyterapp.commands.execute('launcher:create')")
-        cards = page.locator(".jp-Launcher-section .jp-LauncherCard-label")
-        page.locator(".jp-LauncherCard", has_text="Claude Code").first.wait_for()
+        cards = page.locator(".jp-LauncherCard:visible .jp-LauncherCard-label")
+        page.locator(".jp-LauncherCard:visible", has_text="Claude Code").first.wait_for()
         labels = [label.strip() for label in cards.all_inner_texts()]
         assert "Claude Code" in labels and "Codex" not in labels, labels
         shot(page, "launcher-installed-kinds")
