@@ -829,6 +829,11 @@ BADGE_TIMES = """(sid) => {
 }"""
 
 
+#: open a Launcher in front; returns nothing (the command's result, the Launcher widget,
+#: would be serialized for Python and may be too deep to)
+NEW_LAUNCHER = "async () => { await window.jupyterapp.commands.execute('launcher:create'); }"
+
+
 def spooled(lab: Lab, sid: str, event: str) -> list[float]:
     """The times of the hook runs of ``event`` a session spooled (its hook's clock)."""
     path = lab.state_dir / "spool" / f"{sid}.jsonl"
@@ -873,7 +878,7 @@ def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, p
     stops = len(spooled(lab, sid, "Stop"))
     # the person works elsewhere (another tab in front, the panel's filter); the tool
     # ends, the reply comes, the turn stops: waiting
-    page.evaluate("() => window.jupyterapp.commands.execute('launcher:create')")
+    page.evaluate(NEW_LAUNCHER)
     show_panel(page).locator(".jp-AgentsPanel-filter").focus()
     elsewhere = lab.server.ws(name)
     elsewhere.wait_for(lambda c: len(c.messages) >= 2)
@@ -948,7 +953,7 @@ def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, p
     assert page.locator(".Toastify__toast", has_text=asks).count() == 0
     # the same with another tab in front: needs you, and a notification says so,
     # soon saying what it asks (test_permission_request_answered_...)
-    page.evaluate("() => window.jupyterapp.commands.execute('launcher:create')")
+    page.evaluate(NEW_LAUNCHER)
     elsewhere.stdin("/hold\r")
     row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='working']").wait_for()
     elsewhere.stdin("/perm\r")
@@ -1172,7 +1177,7 @@ def test_a_kind_that_is_not_installed_is_disabled_with_why(lab: Lab, page: Any) 
         # the Launcher offers only what can start: Claude Code, no Codex card
         page.set_viewport_size({"width": 1400, "height": 900})
         # the Launcher in front (JupyterLab may have opened one of its own behind it)
-        page.evaluate("() => window.jupyterapp.commands.execute('launcher:create')")
+        page.evaluate(NEW_LAUNCHER)
         cards = page.locator(".jp-LauncherCard:visible .jp-LauncherCard-label")
         page.locator(".jp-LauncherCard:visible", has_text="Claude Code").first.wait_for()
         labels = [label.strip() for label in cards.all_inner_texts()]

@@ -148,7 +148,10 @@ def test_a_loss_notice_goes_when_something_else_restores_the_sessions(lab: Lab, 
         poll(lambda: tabs() == [], what="their tabs to close")
         before = toasts(page, RESTORED_TWO)  # the last round's may still show
         clicked = time.monotonic()
-        page.evaluate("() => window.jupyterapp.commands.execute('jupyter-agents:restore-all')")
+        page.evaluate(
+            "async () => {"
+            " await window.jupyterapp.commands.execute('jupyter-agents:restore-all'); }"
+        )
         poll(lambda before=before: toasts(page, RESTORED_TWO) - before, what=RESTORED_TWO)
         print(f"\nRestore all -> 'Restored 2' in {time.monotonic() - clicked:.2f} s")
         poll(
@@ -162,7 +165,9 @@ def test_a_loss_notice_goes_when_something_else_restores_the_sessions(lab: Lab, 
         assert errors.count() == 0, errors.first.inner_text()
     # tabs first, and saved so: a page that opens the workspace later would start a
     # new terminal for each of its terminal tabs
-    page.evaluate("() => window.jupyterapp.commands.execute('application:close-all')")
+    page.evaluate(
+        "async () => { await window.jupyterapp.commands.execute('application:close-all'); }"
+    )
     poll(lambda: tabs() == [], what="the tabs closed")
     workspaces = list((lab.root / "workspaces").glob("*.jupyterlab-workspace"))
     poll(
