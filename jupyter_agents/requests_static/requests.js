@@ -60,6 +60,11 @@
   }
 
   async function answer(card, r, decision, extra) {
+    // the card's buttons are disabled, then the card goes: the focus moves to the line
+    // that says how it was answered, from where Tab reaches the next card
+    if (card.contains(document.activeElement)) {
+      state.focus();
+    }
     card.querySelectorAll('button, textarea').forEach(b => (b.disabled = true));
     try {
       await call('POST', 'api/agents/requests/' + r.id, Object.assign({ decision }, extra || {}));

@@ -54,9 +54,10 @@ class RequestsPage(RequestsRoute):
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
             "<title>Agent requests</title>"
             f"<link rel='stylesheet' href='{static}requests.css'></head>"
-            f"<body data-base-url='{base}'><h1>Agent requests</h1>"
-            "<div id='state' class='state' role='status' aria-live='polite'></div>"
-            "<ul id='requests' aria-label='Pending permission requests'></ul>"
+            f"<body data-base-url='{base}'><main><h1>Agent requests</h1>"
+            "<div id='state' class='state' role='status' aria-live='polite'"
+            " tabindex='-1'></div>"
+            "<ul id='requests' aria-label='Pending permission requests'></ul></main>"
             f"<script src='{static}requests.js'></script></body></html>"
         )
 

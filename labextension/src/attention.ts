@@ -247,6 +247,13 @@ export namespace AttentionWatcher {
  */
 export class AttentionWatcher {
   constructor(private _options: AttentionWatcher.IOptions) {
+    // where a screen reader hears that a session needs its user, with notifications
+    // on or off: a polite live region, out of sight
+    this._live = document.createElement('div');
+    this._live.className = 'jp-AgentsAttention-live';
+    this._live.setAttribute('role', 'status');
+    this._live.setAttribute('aria-live', 'polite');
+    document.body.append(this._live);
     _options.model.changed.connect(this.update, this);
     void _options.model.ready.then(() => this.update());
   }
@@ -278,8 +285,10 @@ export class AttentionWatcher {
       return;
     }
     markTabs(this._options.tabs(), sessions, trans);
-    const fresh = newlyNeeding(sessions, this._seen, this._first);
+    const first = this._first;
+    const fresh = newlyNeeding(sessions, this._seen, first);
     this._first = false;
+    this._announce(sessions, first);
     // a notification whose session no longer needs the user goes, as does one whose
     // session's tab is on screen now (the tab says it)
     const needing = new Set(
@@ -294,7 +303,32 @@ export class AttentionWatcher {
     for (const { session } of fresh) {
       this._notify(session);
     }
+
     this._offerAnswers(sessions);
+  }
+
+  /**
+   * Say in the live region each session that began needing its user (permission,
+   * waiting, error) since the last look, notifications on or off; nothing on the first
+   * look (opening Lab replays nothing).
+   */
+  private _announce(sessions: ISession[], first: boolean): void {
+    const heard = new Set<string>();
+    const said: string[] = [];
+    for (const s of sessions) {
+      if (s.status !== 'running' || !needsYou(s)) {
+        continue;
+      }
+      const key = `${s.id}|${s.attention}|${s.attention_since ?? ''}`;
+      heard.add(key);
+      if (!first && !this._heard.has(key)) {
+        said.push(attentionSentence(s, this._options.trans));
+      }
+    }
+    this._heard = heard;
+    if (said.length) {
+      this._live.textContent = said.join('. ');
+    }
   }
 
   /**
@@ -449,6 +483,9 @@ export class AttentionWatcher {
     }
   }
 
+  private _live: HTMLDivElement;
+  /** The needs already said in the live region: session, attention, since. */
+  private _heard = new Set<string>();
   private _seen = new Map<string, string>();
   private _shown = new Map<string, string>();
   /** The requests already seen: the notification offering each (null: none, the

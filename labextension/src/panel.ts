@@ -155,6 +155,11 @@ const ACTION_ICONS: Record<Action, LabIcon> = {
 /** The prefix of the row menu's commands (`agents-row:<action>`, args `{id}`). */
 export const ROW_COMMAND = 'agents-row:';
 
+/** A row's own buttons: reachable with Tab while it is the selected row. */
+const ROW_BUTTONS = ['primary', 'more', 'cost', 'action', 'worktree', 'revoke']
+  .map(c => `button.jp-AgentsPanel-${c}`)
+  .join(', ');
+
 /**
  * A session's actions (its status's, the first being the primary one): its
  * conversation when it has one; Share only where this server can share (`canShare`);
@@ -269,6 +274,9 @@ export class AgentsPanel extends Widget {
     this.title.icon = agentsIcon;
     this.title.caption = _trans.__('Agents: terminals and agent sessions');
     const trans = _trans;
+    // a named region: a screen reader lists it among the page's landmarks
+    this.node.setAttribute('role', 'region');
+    this.node.setAttribute('aria-label', trans.__('Agents'));
     this._groupTitles = {
       needs: trans.__('Needs you'),
       working: trans.__('Working'),
@@ -371,17 +379,39 @@ export class AgentsPanel extends Widget {
       }
     };
 
+    // plain lists of rows (a group's `ul` named by its title), each row focusable
+    // and its buttons reachable with Tab: a listbox may hold only options, and an
+    // option's buttons would be out of a screen reader's reach
     this._body = el('div', 'jp-AgentsPanel-body');
-    this._body.setAttribute('role', 'listbox');
-    this._body.setAttribute('aria-label', trans.__('Sessions'));
     this._body.onkeydown = event => this._onKey(event);
+    // a focus that enters a row (its own, or one of its buttons by Tab) selects it
+    this._body.addEventListener('focusin', event => {
+      const within = (event.target as HTMLElement).closest<HTMLElement>(
+        '.jp-AgentsPanel-row'
+      );
+      const id = within?.dataset.sessionId;
+      if (id && id !== this._selected) {
+        this._select(id, false);
+      }
+    });
+    // what the keys do, said to a screen reader with each row
+    const keys = el(
+      'p',
+      'jp-AgentsPanel-keys',
+      trans.__(
+        'Enter opens the session; Shift+F10 or the context menu key lists its other actions; Delete ends it; Up and Down move between sessions.'
+      )
+    );
+    keys.id = `${this.id}-keys`;
+    keys.hidden = true;
 
     this.node.append(
       header,
       this._toolbar,
       this._search.node,
       this._filter,
-      this._body
+      this._body,
+      keys
     );
     this._renderToolbar();
     this._model.changed.connect(this.render, this);
@@ -404,6 +434,13 @@ export class AgentsPanel extends Widget {
     this.render();
     window.clearInterval(this._clock);
     this._clock = window.setInterval(() => this.render(), CLOCK);
+  }
+
+  /** Activated (its command, a shortcut): the focus goes into it, to the list. */
+  protected onActivateRequest(msg: Message): void {
+    if (this.isVisible && !this.node.contains(document.activeElement)) {
+      this._keepFocus();
+    }
   }
 
   protected onAfterHide(msg: Message): void {
@@ -493,6 +530,7 @@ export class AgentsPanel extends Widget {
       }
       section.append(summary);
       const list = el('ul', 'jp-AgentsPanel-list');
+      list.setAttribute('aria-label', this._groupTitles[group]);
       for (const session of rows) {
         list.append(this._row(session, now, seen.get(session.name)! > 1));
       }
@@ -501,9 +539,7 @@ export class AgentsPanel extends Widget {
     }
     const selected = this._rowOf(this._selected);
     if (selected) {
-      selected.classList.add('jp-mod-selected');
-      selected.setAttribute('aria-selected', 'true');
-      selected.tabIndex = 0;
+      this._select(this._selected, false);
       if (focused) {
         selected.focus();
       }
@@ -513,9 +549,22 @@ export class AgentsPanel extends Widget {
       if (first) {
         first.tabIndex = 0; // the list is reachable with Tab
       }
-      if (focused) {
-        this._body.focus();
-      }
+    }
+    if (focused && !this._body.contains(document.activeElement)) {
+      // its row went (ended into a folded group, or filtered out): the next one
+      this._keepFocus();
+    }
+  }
+
+  /** Put the focus on the selected row, else the first one shown, else the filter. */
+  private _keepFocus(): void {
+    const rows = this._rows();
+    const target =
+      rows.find(r => r.dataset.sessionId === this._selected) ?? rows[0];
+    if (target) {
+      this._select(target.dataset.sessionId ?? null, true);
+    } else {
+      this._filter.focus();
     }
   }
 
@@ -628,8 +677,8 @@ export class AgentsPanel extends Widget {
     const trans = this._trans;
     const kind = kindLabel(s.kind, trans);
     const row = el('li', 'jp-AgentsPanel-row');
-    row.setAttribute('role', 'option');
     row.tabIndex = -1;
+    row.setAttribute('aria-describedby', `${this.id}-keys`);
     row.dataset.sessionId = s.id;
     row.dataset.name = s.name;
     row.dataset.status = s.status;
@@ -837,7 +886,9 @@ export class AgentsPanel extends Widget {
       for (const asked of this._model.requests.filter(
         r => r.session_id === s.id
       )) {
-        row.append(requestElement(this._model, asked, trans));
+        row.append(
+          requestElement(this._model, asked, trans, () => this._refocus(s.id))
+        );
         row.classList.add('jp-mod-asking');
       }
     }
@@ -985,11 +1036,19 @@ export class AgentsPanel extends Widget {
     if (button) {
       button.disabled = true;
     }
+    // a dialog it opens returns the focus to what had it, unless the list was drawn
+    // again meanwhile: then to the row (an action that moves it on, Open, is left be)
+    const hadFocus = this.node.contains(document.activeElement);
     try {
       await this._actions[action](s);
     } finally {
       if (button) {
         button.disabled = false;
+      }
+      const lost =
+        !document.activeElement || document.activeElement === document.body;
+      if (hadFocus && lost && this.isVisible) {
+        this._refocus(s.id);
       }
     }
   }
@@ -1009,6 +1068,9 @@ export class AgentsPanel extends Widget {
       if (this._menu === menu) {
         this._menu = null;
       }
+      // back to its row (Escape, or an item whose dialog then returns the focus
+      // here), not to the page's body; a click elsewhere then takes it on
+      this._refocus(s.id);
     });
     const box = anchor.getBoundingClientRect();
     menu.open(box.left, box.bottom, { horizontalAlignment: 'right' });
@@ -1040,14 +1102,35 @@ export class AgentsPanel extends Widget {
     );
   }
 
+  /** Focus session `id`'s row (it may have been drawn again), else the next one. */
+  private _refocus(id: string): void {
+    if (this._rowOf(id)) {
+      this._selected = id;
+    }
+    this._keepFocus();
+  }
+
+  /**
+   * Select session `id`'s row: the one reachable with Tab, its buttons after it (the
+   * other rows' buttons are skipped: one stop per row, not one per button).
+   */
   private _select(id: string | null, focus: boolean): void {
     for (const node of Array.from(
       this._body.querySelectorAll<HTMLElement>('.jp-AgentsPanel-row')
     )) {
       const on = node.dataset.sessionId === id;
       node.classList.toggle('jp-mod-selected', on);
-      node.setAttribute('aria-selected', String(on));
+      if (on) {
+        node.setAttribute('aria-current', 'true');
+      } else {
+        node.removeAttribute('aria-current');
+      }
       node.tabIndex = on ? 0 : -1;
+      for (const button of Array.from(
+        node.querySelectorAll<HTMLElement>(ROW_BUTTONS)
+      )) {
+        button.tabIndex = on ? 0 : -1;
+      }
     }
     this._selected = id;
     const row = this._rowOf(id);
@@ -1071,6 +1154,12 @@ export class AgentsPanel extends Widget {
 
   private _onKey(event: KeyboardEvent): void {
     const session = this._model.sessions?.find(s => s.id === this._selected);
+    const onRow = (event.target as HTMLElement).classList.contains(
+      'jp-AgentsPanel-row'
+    );
+    if (!onRow && !['ArrowDown', 'ArrowUp'].includes(event.key)) {
+      return; // a button's own keys (Enter, Space) act on the button
+    }
     switch (event.key) {
       case 'ArrowDown':
         this._move(1);

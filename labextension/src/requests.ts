@@ -113,11 +113,17 @@ export function requestActions(
   ];
 }
 
-/** A request as the panel shows it under its session's row. */
+/**
+ * A request as the panel shows it under its session's row. `refocus` puts the focus
+ * back where a person answering by keyboard goes on from (the session's row): called
+ * as an answer starts (its buttons are disabled, which would drop the focus) and when
+ * it ended (the request's box is gone, or a dialog closed).
+ */
 export function requestElement(
   model: IAgentSessions,
   r: IPendingRequest,
-  trans: TranslationBundle
+  trans: TranslationBundle,
+  refocus: () => void = () => undefined
 ): HTMLElement {
   const box = document.createElement('div');
   box.className = 'jp-AgentsPanel-request';
@@ -164,6 +170,10 @@ export function requestElement(
     b.dataset.action = action;
     b.onclick = event => {
       event.stopPropagation();
+      const hadFocus = box.contains(document.activeElement);
+      if (hadFocus) {
+        refocus();
+      }
       actions
         .querySelectorAll('button')
         .forEach(x => ((x as HTMLButtonElement).disabled = true));
@@ -172,6 +182,9 @@ export function requestElement(
           actions
             .querySelectorAll('button')
             .forEach(x => ((x as HTMLButtonElement).disabled = false));
+        }
+        if (hadFocus) {
+          refocus();
         }
       });
     };

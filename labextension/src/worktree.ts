@@ -382,24 +382,27 @@ export class WorktreeReview extends Panel {
       }
       case 'text': {
         const node = el('div', 'jp-AgentsWorktree-text');
-        const side = (doc: string) => ({
+        // each pane named as its label above it says, for a screen reader
+        const before = trans.__('Before (%1)', this._review?.base ?? '');
+        const now = trans.__('Now (worktree)');
+        const side = (doc: string, name: string) => ({
           doc,
           extensions: [
             lineNumbers(),
             jupyterTheme,
             EditorView.editable.of(false),
-            EditorState.readOnly.of(true)
+            EditorState.readOnly.of(true),
+            EditorView.contentAttributes.of({
+              'aria-label': trans.__('%1: %2', file.path, name)
+            })
           ]
         });
         const labels = el('div', 'jp-AgentsWorktree-sides');
-        labels.append(
-          el('span', '', trans.__('Before (%1)', this._review?.base ?? '')),
-          el('span', '', trans.__('Now (worktree)'))
-        );
+        labels.append(el('span', '', before), el('span', '', now));
         node.append(labels);
         const view = new MergeView({
-          a: side(file.before ?? ''),
-          b: side(file.after ?? ''),
+          a: side(file.before ?? '', before),
+          b: side(file.after ?? '', now),
           parent: node,
           collapseUnchanged: { margin: 3, minSize: 6 },
           // a huge file: a coarser diff rather than a page that stops answering
