@@ -255,3 +255,50 @@ def test_a_reopened_tab_of_an_ended_agent_says_so_and_resumes_it(lab: Lab, page:
     new_terminal(page)
     page.wait_for_timeout(3000)
     assert page.locator(".jp-AgentsEnded").count() == 0
+
+
+def test_a_tab_restored_after_a_backend_lost_in_an_earlier_run_says_so(lab: Lab, page: Any) -> None:
+    """The tmux server dies while Jupyter runs (the session is interrupted then, not at
+    the next start), and Jupyter is restarted before the page comes back: the reopened
+    tab shows its session restored in place, and says so, as after a reboot."""
+    open_lab(page, lab, reset=True)
+    new_terminal(page)
+    typed_until(page, "echo LOST-$((3*5))", r"LOST-15")
+    name = page.evaluate("() => window.jupyterapp.shell.currentWidget.content.session.name")
+    sid = running_by_name(lab, name)["id"]
+    poll(  # the workspace has saved the open tab (what the next page restores)
+        lambda: (
+            f"terminal:{name}"
+            in json.dumps(lab.server.request("GET", "/lab/api/workspaces/default")[1])
+        ),
+        what="the workspace to hold the tab",
+    )
+    context = page.context
+    page.close()
+    kill_backends(lab.state_dir)
+    poll(lambda: lab.sessions()[sid]["status"] == "interrupted", what="the loss noticed")
+    lab.restart()
+    # the boot found nothing to interrupt: it was interrupted by the run before
+    boot = lab.server.request("GET", "/api/agents/reconcile")[1]["boot"]
+    assert sid not in [a["session_id"] for a in boot["actions"] if a["kind"] == "interrupt"]
+    page = context.new_page()
+    test_ui.watch_console(page)
+    open_lab(page, lab)
+    banner = page.locator(f".jp-AgentsRestored[data-session-id='{sid}']")
+    banner.wait_for(state="attached", timeout=30000)
+    assert lab.sessions()[sid]["status"] == "running"  # the tab's POST restored it
+    page.evaluate(  # its tab in front
+        "(id) => window.jupyterapp.shell.activateById(document"
+        ".querySelector(`.jp-AgentsRestored[data-session-id='${id}']`)"
+        ".closest('.jp-MainAreaWidget').id)",
+        sid,
+    )
+    banner.wait_for()
+    said = banner.inner_text()
+    assert f"Terminal {name}" in said and "is restored" in said, said
+    assert sid in lab.server.request("GET", "/api/agents/reconcile")[1]["restored_on_open"]
+    shot(page, "restored-after-earlier-loss")
+    page.set_viewport_size({"width": 360, "height": 740})
+    page.wait_for_timeout(300)  # laid out again
+    shot(page, "restored-after-earlier-loss-phone")
+    lab.server.request("DELETE", f"/api/agents/sessions/{sid}")

@@ -474,7 +474,13 @@ class ReconcileHandler(ApiHandler):
     ``POST``: reconcile now."""
 
     def _reply(self) -> None:
-        self.reply({**_report(self.service.last_report), "boot": _report(self.service.boot_report)})
+        self.reply(
+            {
+                **_report(self.service.last_report),
+                "boot": _report(self.service.boot_report),
+                "restored_on_open": self.manager.restored_on_open,
+            }
+        )
 
     @web.authenticated
     @authorized

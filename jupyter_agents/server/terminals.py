@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import collections
 import threading
 from collections.abc import Iterable
 from datetime import datetime, timezone
@@ -38,6 +39,9 @@ from jupyter_agents.sessions.service import SessionService
 MODEL = dict[str, Any]
 #: the gauge stock terminals keep (jupyter_server_terminals' terminalmanager.py)
 RUNNING_TOTAL = metrics.TERMINAL_CURRENTLY_RUNNING_TOTAL
+
+#: how many restores on open :attr:`TerminalManager.restored_on_open` keeps
+RESTORED_KEPT = 256
 
 
 def terminal_model(session: Session) -> MODEL:
@@ -88,6 +92,10 @@ class TerminalManager(LoggingConfigurable):
         #: the running sessions' ids, as :data:`RUNNING_TOTAL` counts them
         self._running: set[str] = set()
         self._counting = threading.Lock()
+        #: the sessions this server run restored in place because a tab was opened on
+        #: their name (JupyterLab reopening its tabs): oldest first, the last
+        #: :data:`RESTORED_KEPT` (the front end's banner says what happened to each)
+        self._restored_on_open: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     # -- the running total ------------------------------------------------------------
 
@@ -131,6 +139,7 @@ class TerminalManager(LoggingConfigurable):
                 lost = self.service.interrupted_terminal(name)
                 if lost is not None:
                     restored = self.service.restorer.restore(lost.id)
+                    self._note_restored(restored.id)
                     # a resume that fails at once is recorded (interrupted, with why)
                     threading.Thread(
                         target=self._check_resumed, args=(restored,), daemon=True
@@ -140,6 +149,21 @@ class TerminalManager(LoggingConfigurable):
         except AgentsError as e:
             raise http_error(e) from e
         return terminal_model(session)
+
+    def _note_restored(self, session_id: str) -> None:
+        with self._counting:
+            self._restored_on_open[session_id] = None
+            self._restored_on_open.move_to_end(session_id)
+            while len(self._restored_on_open) > RESTORED_KEPT:
+                self._restored_on_open.popitem(last=False)
+
+    @property
+    def restored_on_open(self) -> builtins.list[str]:
+        """The ids of the sessions this server run restored in place when a tab opened
+        on their name (whatever interrupted them: a reboot, or a backend lost while the
+        previous server ran), oldest first."""
+        with self._counting:
+            return builtins.list(self._restored_on_open)
 
     def _check_resumed(self, session: Session) -> None:
         try:

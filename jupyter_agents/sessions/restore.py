@@ -143,8 +143,7 @@ def fresh_note(
     (True, 'jupyter agents restore s1 --conversation ID (c0ffee, 2026-12-01 09:30 UTC)')
     """
     note = (
-        f"started fresh: its {kind} conversation held no message, so there was nothing "
-        "to resume"
+        f"started fresh: its {kind} conversation held no message, so there was nothing to resume"
         if empty
         else f"started fresh: its {kind} conversation was never known, and the newest one "
         "here may be someone else's"

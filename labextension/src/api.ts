@@ -564,6 +564,8 @@ export interface IReconcileReport {
   time: string | null;
   actions: IReconcileAction[];
   boot?: { time: string | null; actions: IReconcileAction[] };
+  /** The sessions this server run restored in place when a tab opened on their name. */
+  restored_on_open?: string[];
 }
 
 export const reconcileReport = (s: Settings): Promise<IReconcileReport> =>

@@ -29,7 +29,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
 import { Widget } from '@lumino/widgets';
 
-import { ISession, reconcileReport } from './api';
+import { IReconcileReport, ISession, reconcileReport } from './api';
 import { kindLabel, sessionName } from './icons';
 import { CommandIDs, IAgentSessions } from './tokens';
 
@@ -72,19 +72,33 @@ export function interruptedFor(
 }
 
 /**
- * The session that a tab named `name` shows, if the server restored it in place when
- * the tab was reopened: running under that name, and interrupted at this server's
- * start (`interruptedAtBoot`: the ids of the boot reconcile's `interrupt` actions).
+ * The session that a tab named `name` shows, if the server restored it in place: running
+ * under that name, and among `restored` (what this server run restored when a tab
+ * opened on a name, and what its start found interrupted: see `restoredInPlace`).
  */
 export function restoredFor(
   sessions: ISession[],
   name: string,
-  interruptedAtBoot: ReadonlySet<string>
+  restored: ReadonlySet<string>
 ): ISession | undefined {
   return sessions.find(
-    s =>
-      s.status === 'running' && s.name === name && interruptedAtBoot.has(s.id)
+    s => s.status === 'running' && s.name === name && restored.has(s.id)
   );
+}
+
+/**
+ * The ids of the sessions a tab may show restored in place, from the reconcile report:
+ * those this server run restored when a tab opened on their name (whatever interrupted
+ * them: a reboot, or a backend lost while an earlier server ran), and those its start
+ * found interrupted (restored since by other means, e.g. `jupyter agents restore`).
+ */
+export function restoredInPlace(report: IReconcileReport): Set<string> {
+  return new Set([
+    ...(report.restored_on_open ?? []),
+    ...(report.boot?.actions ?? [])
+      .filter(a => a.kind === 'interrupt')
+      .map(a => a.session_id)
+  ]);
 }
 
 /**
@@ -407,25 +421,15 @@ export class InterruptedTabs {
     );
   }
 
-  /** The ids the server found interrupted when it started (once per server start). */
-  private _interruptedAtBoot(): Promise<Set<string>> {
-    const { model } = this._options;
-    const started = model.started ?? '';
-    if (!this._boot || this._boot.started !== started) {
-      this._boot = {
-        started,
-        ids: reconcileReport(model.serverSettings).then(
-          report =>
-            new Set(
-              (report.boot?.actions ?? [])
-                .filter(a => a.kind === 'interrupt')
-                .map(a => a.session_id)
-            ),
-          () => new Set<string>()
-        )
-      };
-    }
-    return this._boot.ids;
+  /**
+   * The ids of the sessions restored in place (`restoredInPlace`), read when a tab
+   * opens on a running session's name: the server restores as the tab opens.
+   */
+  private _restoredInPlace(): Promise<Set<string>> {
+    return reconcileReport(this._options.model.serverSettings).then(
+      restoredInPlace,
+      () => new Set<string>()
+    );
   }
 
   private async _onTab(
@@ -443,11 +447,7 @@ export class InterruptedTabs {
       await model.refresh();
     }
     const sessions = model.sessions ?? [];
-    const restored = restoredFor(
-      sessions,
-      name,
-      await this._interruptedAtBoot()
-    );
+    const restored = restoredFor(sessions, name, await this._restoredInPlace());
     if (restored && !this._ourRestores.has(restored.id)) {
       if (!widget.isDisposed) {
         this._offerFresh(widget, restored);
@@ -556,7 +556,6 @@ export class InterruptedTabs {
 
   /** Sessions restored by a command of ours (panel, banner, notification). */
   private _ourRestores = new Set<string>();
-  private _boot: { started: string; ids: Promise<Set<string>> } | undefined;
 }
 
 export namespace InterruptedTabs {
