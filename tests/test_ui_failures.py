@@ -295,10 +295,36 @@ def test_a_tab_restored_after_a_backend_lost_in_an_earlier_run_says_so(lab: Lab,
     )
     banner.wait_for()
     said = banner.inner_text()
-    assert f"Terminal {name}" in said and "is restored" in said, said
+    assert f"Terminal {name} was interrupted when its tmux server ended" in said, said
+    assert "is restored" in said, said
     assert sid in lab.server.request("GET", "/api/agents/reconcile")[1]["restored_on_open"]
     shot(page, "restored-after-earlier-loss")
+    # on a phone (the tab alone, as Open shows it there), the banner within its width
     page.set_viewport_size({"width": 360, "height": 740})
-    page.wait_for_timeout(300)  # laid out again
+    page.evaluate(
+        "() => { window.jupyterapp.shell.collapseLeft();"
+        " window.jupyterapp.shell.mode = 'single-document'; }"
+    )
+    poll(
+        lambda: (b := banner.bounding_box()) is not None and b["x"] + b["width"] <= 360,
+        what="the banner laid out within 360 px",
+    )
+    # its words and buttons inside it, not cut by the tab's layout
+    parts = [banner.locator(".jp-AgentsInterrupted-text"), *banner.locator("button").all()]
+
+    def cut() -> list[Any]:
+        outer = banner.bounding_box()
+        boxes = [part.bounding_box() for part in parts]
+        return [
+            b
+            for b in boxes
+            if not (outer and b and b["y"] + b["height"] <= outer["y"] + outer["height"] + 1)
+        ]
+
+    try:
+        poll(lambda: not cut(), what="the banner as tall as its words and buttons")
+    except AssertionError:
+        raise AssertionError(f"cut by the banner {banner.bounding_box()}: {cut()}") from None
     shot(page, "restored-after-earlier-loss-phone")
+    page.evaluate("() => { window.jupyterapp.shell.mode = 'multiple-document'; }")
     lab.server.request("DELETE", f"/api/agents/sessions/{sid}")

@@ -27,6 +27,7 @@ import { MainAreaWidget, Notification } from '@jupyterlab/apputils';
 import { ITerminal, ITerminalTracker } from '@jupyterlab/terminal';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { CommandRegistry } from '@lumino/commands';
+import { Message, MessageLoop } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { IReconcileReport, ISession, reconcileReport } from './api';
@@ -141,6 +142,24 @@ export function describeEnded(s: ISession, trans: TranslationBundle): string {
   );
 }
 
+/**
+ * What held a session's process and ended with it: its tmux server or pty broker (a
+ * reboot ends either; a Jupyter server restart alone ends neither).
+ */
+export function holderOf(
+  s: Pick<ISession, 'backend'>,
+  trans: TranslationBundle
+): string {
+  switch (s.backend) {
+    case 'tmux':
+      return trans.__('its tmux server');
+    case 'broker':
+      return trans.__('its pty broker');
+    default:
+      return trans.__('its terminal backend');
+  }
+}
+
 /** Describe a session restored in place in one sentence. */
 export function describeRestored(
   s: ISession,
@@ -149,9 +168,10 @@ export function describeRestored(
   const where = s.cwd ? trans.__(' in %1', s.cwd) : '';
   if (s.kind === 'shell') {
     return trans.__(
-      '%1 was interrupted when the server or the machine restarted, and is ' +
-        'restored: a new shell%2, under its earlier output and a marker line.',
+      '%1 was interrupted when %2 ended (a reboot ends it too), and is ' +
+        'restored: a new shell%3, under its earlier output and a marker line.',
       sessionName(s, trans),
+      holderOf(s, trans),
       where
     );
   }
@@ -159,9 +179,10 @@ export function describeRestored(
     ? trans.__(' (conversation %1)', s.conversation_id.slice(0, 8))
     : '';
   return trans.__(
-    '%1 was interrupted when the server or the machine restarted, and is ' +
-      'restored: %2 resumed%3%4.',
+    '%1 was interrupted when %2 ended (a reboot ends it too), and is ' +
+      'restored: %3 resumed%4%5.',
     sessionName(s, trans),
+    holderOf(s, trans),
     kindLabel(s.kind, trans),
     conversation,
     where
@@ -186,11 +207,12 @@ export function describeInterrupted(
   const where = s.cwd ? trans.__(' in %1', s.cwd) : '';
   const why = s.reason ? ` (${s.reason})` : '';
   return trans.__(
-    '%1 was interrupted: %2%3 ended when the server or the machine ' +
-      'restarted%4. This tab now shows a new, empty shell.',
+    '%1 was interrupted: %2%3 ended with %4%5. This tab now shows a new, ' +
+      'empty shell.',
     sessionName(s, trans),
     what,
     where,
+    holderOf(s, trans),
     why
   );
 }
@@ -280,6 +302,51 @@ class Banner extends Widget {
     text.className = 'jp-AgentsInterrupted-text';
     text.textContent = message;
     this.node.append(text, ...buttons);
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    this._fitText();
+  }
+
+  /** The min-height last given to the layout ('' for the stylesheet's). */
+  private _fitted = '';
+
+  protected onResize(msg: Widget.ResizeMessage): void {
+    this._fitText();
+  }
+
+  /**
+   * As tall as its words and buttons need at its width: the tab's layout gives a
+   * header its minimum height, which is a line or two on a desktop but six on a phone
+   * (cut there, its buttons hidden, without this).
+   */
+  private _fitText(): void {
+    // lumino's `contain: strict` sizes the node by its layout alone: what it needs is
+    // the span of its children (laid out at its width, wrapped), plus its padding
+    const node = this.node;
+    const boxes = Array.from(node.children).map(c => c.getBoundingClientRect());
+    if (!boxes.length || !node.isConnected) {
+      return;
+    }
+    const style = getComputedStyle(node);
+    const needed = Math.ceil(
+      Math.max(...boxes.map(b => b.bottom)) -
+        Math.min(...boxes.map(b => b.top)) +
+        (parseFloat(style.paddingTop) || 0) +
+        (parseFloat(style.paddingBottom) || 0) +
+        (parseFloat(style.borderBottomWidth) || 0)
+    );
+    // never below the stylesheet's own minimum (a desktop's one or two lines)
+    node.style.minHeight = '';
+    const floor = parseFloat(getComputedStyle(node).minHeight) || 0;
+    const wanted = needed > floor ? `${needed}px` : '';
+    node.style.minHeight = wanted;
+    if (wanted !== this._fitted) {
+      this._fitted = wanted;
+      if (this.parent) {
+        MessageLoop.postMessage(this.parent, Widget.Msg.FitRequest);
+      }
+    }
   }
 }
 
