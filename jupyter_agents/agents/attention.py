@@ -152,7 +152,12 @@ def claude_settings(state_dir: Path, session_id: str) -> Path:
             "hooks": [{"type": "command", "command": ask, "timeout": int(CLAUDE_ASK_WAIT) + 30}],
         }
     ]
-    return write_hook_settings(state_dir, f"{session_id}.json", {"hooks": hooks})
+    return write_hook_settings(state_dir, claude_settings_name(session_id), {"hooks": hooks})
+
+
+def claude_settings_name(session_id: str) -> str:
+    """The name of session ``session_id``'s Claude Code settings file (in ``hooks/``)."""
+    return f"{session_id}.json"
 
 
 def merged_hooks(settings: Mapping[str, Any], ours: Mapping[str, list[Any]]) -> dict[str, Any]:
@@ -173,12 +178,18 @@ def merged_hooks(settings: Mapping[str, Any], ours: Mapping[str, list[Any]]) -> 
     return {**settings, "hooks": hooks}
 
 
+def hook_settings_path(state_dir: Path, name: str) -> Path:
+    """Where :func:`write_hook_settings` writes the settings file ``name``."""
+    return state_dir / "hooks" / name
+
+
 def write_hook_settings(state_dir: Path, name: str, content: Mapping[str, Any]) -> Path:
     """Write ``content`` as JSON to ``<state_dir>/hooks/<name>``, readable by its owner
     only (a symlink there is refused), and return its path: a session's private
     settings file, which its CLI reads on every start."""
     spool_dir(state_dir)
-    path = ensure_private_dir(state_dir / "hooks") / name
+    ensure_private_dir(state_dir / "hooks")
+    path = hook_settings_path(state_dir, name)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as f:
         os.fchmod(f.fileno(), 0o600)  # a file of an earlier run may have been loosened

@@ -225,6 +225,13 @@ class AgentKind(ABC):
         reporting for session ``session_id`` added (:mod:`jupyter_agents.agents.attention`)."""
         return argv
 
+    def session_files(self, state_dir: Path, session_id: str) -> list[Path]:
+        """What a session of this kind keeps in ``state_dir`` of its own beyond what every
+        session has (its record, transcript, archived conversations, hook spool and
+        restore prelude): its hook settings, its plugin's records. ``jupyter agents
+        prune`` removes exactly these with the rest; none by default."""
+        return []
+
     def reporting_env(self, state_dir: Path, session_id: str) -> dict[str, str]:
         """Environment variables that give session ``session_id``'s process this kind's
         attention reporting (for CLIs that take their hooks from a settings file named

@@ -20,7 +20,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from jupyter_agents.agents.attention import claude_settings
+from jupyter_agents.agents.attention import (
+    claude_settings,
+    claude_settings_name,
+    hook_settings_path,
+)
 from jupyter_agents.agents.base import (
     AssignedIdKind,
     FolderConversation,
@@ -279,6 +283,10 @@ class ClaudeKind(AssignedIdKind):
 
     def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
         return [*argv, "--settings", str(claude_settings(state_dir, session_id))]
+
+    def session_files(self, state_dir: Path, session_id: str) -> list[Path]:
+        """Its settings file (``--settings``: our hooks)."""
+        return [hook_settings_path(state_dir, claude_settings_name(session_id))]
 
     def folder_conversations(self, session: Session, limit: int = 5) -> list[FolderConversation]:
         """``projects/<slug of the folder>/<id>.jsonl``, newest first."""

@@ -45,6 +45,7 @@ from typing import Any
 
 from jupyter_agents.agents.attention import (
     hook_command,
+    hook_settings_path,
     merged_hooks,
     spool_dir,
     write_hook_settings,
@@ -242,12 +243,17 @@ def gemini_hooks(state_dir: Path, session_id: str) -> dict[str, list[dict[str, A
     return hooks
 
 
+def settings_name(session_id: str) -> str:
+    """The name of session ``session_id``'s system-defaults file (in ``hooks/``)."""
+    return f"{session_id}.gemini.json"
+
+
 def gemini_settings(state_dir: Path, session_id: str, env: Mapping[str, str]) -> Path:
     """Write the session's private system-defaults file and return its path: the
     administrator's system defaults (of a process with ``env``) with our hooks
     (:func:`gemini_hooks`) appended to theirs, event by event."""
     settings = merged_hooks(_admin_defaults(env), gemini_hooks(state_dir, session_id))
-    return write_hook_settings(state_dir, f"{session_id}.gemini.json", settings)
+    return write_hook_settings(state_dir, settings_name(session_id), settings)
 
 
 # -- usage ------------------------------------------------------------------------------
@@ -381,6 +387,10 @@ class GeminiKind(AssignedIdKind):
 
     def markdown(self, record: Mapping[str, Any]) -> Iterator[str]:
         return markdown(record)
+
+    def session_files(self, state_dir: Path, session_id: str) -> list[Path]:
+        """Its system-defaults file (our hooks)."""
+        return [hook_settings_path(state_dir, settings_name(session_id))]
 
     def reporting_env(self, state_dir: Path, session_id: str) -> dict[str, str]:
         """``GEMINI_CLI_SYSTEM_DEFAULTS_PATH`` naming the session's private

@@ -247,6 +247,10 @@ class OpenCodeKind(AgentKind):
     def markdown(self, record: Mapping[str, Any]) -> Iterator[str]:
         return markdown(record)
 
+    def session_files(self, state_dir: Path, session_id: str) -> list[Path]:
+        """The folder where our plugin records its conversations."""
+        return [records_dir(state_dir, session_id)]
+
     def reporting_env(self, state_dir: Path, session_id: str) -> dict[str, str]:
         """``OPENCODE_CONFIG_CONTENT`` loading our plugin (:func:`plugin_config`; it
         replaces one the session's environment has). OpenCode waits for its plugin

@@ -34,6 +34,7 @@ from typing import Any
 from jupyter_agents.agents.attention import (
     ask_command,
     hook_command,
+    hook_settings_path,
     merged_hooks,
     write_hook_settings,
 )
@@ -191,6 +192,11 @@ def qwen_hooks(state_dir: Path, session_id: str, ask_wait: float) -> dict[str, l
     return hooks
 
 
+def settings_name(session_id: str) -> str:
+    """The name of session ``session_id``'s system-defaults file (in ``hooks/``)."""
+    return f"{session_id}.qwen.json"
+
+
 def qwen_settings(
     state_dir: Path, session_id: str, ask_wait: float, environ: Mapping[str, str]
 ) -> Path:
@@ -198,7 +204,7 @@ def qwen_settings(
     administrator's and :func:`qwen_hooks`) and return its path (0600)."""
     admin = read_settings(system_defaults_path(environ))
     content = merged_hooks(admin, qwen_hooks(state_dir, session_id, ask_wait))
-    return write_hook_settings(state_dir, f"{session_id}.qwen.json", content)
+    return write_hook_settings(state_dir, settings_name(session_id), content)
 
 
 # -- usage -------------------------------------------------------------------------------
@@ -377,6 +383,10 @@ class QwenKind(AssignedIdKind):
 
     def markdown(self, record: Mapping[str, Any]) -> Iterator[str]:
         return markdown(record)
+
+    def session_files(self, state_dir: Path, session_id: str) -> list[Path]:
+        """Its system-defaults file (our hooks)."""
+        return [hook_settings_path(state_dir, settings_name(session_id))]
 
     def reporting_env(self, state_dir: Path, session_id: str) -> dict[str, str]:
         """``QWEN_CODE_SYSTEM_DEFAULTS_PATH`` naming the session's private system

@@ -85,8 +85,10 @@ def describe(service: SessionService, sessions: Iterable[Session]) -> list[Pruna
 
 def remove(service: SessionService, sessions: Iterable[Session]) -> list[str]:
     """Delete each of ``sessions`` that is still ended (re-read first: one restored
-    meanwhile stays): its record, transcript, archived conversations, hook spool,
-    hook settings and restore prelude. The ids removed."""
+    meanwhile stays): its record, transcript, archived conversations, hook spool and
+    restore prelude, and the files its kind keeps of it
+    (:meth:`~jupyter_agents.agents.base.AgentKind.session_files`: hook settings, plugin
+    records). The ids removed."""
     state = service.state_dir
     removed = []
     for session in sessions:
@@ -94,12 +96,25 @@ def remove(service: SessionService, sessions: Iterable[Session]) -> list[str]:
             continue  # restored (or gone) since the plan was made
         shutil.rmtree(_transcript(service, session), ignore_errors=True)
         service.archive.remove(session.id)
+        kind = service.kinds.get(session.kind)
+        if kind is None:
+            service.log.warning(
+                "jupyter_agents: pruning session %s of kind %r, no longer configured: "
+                "files of its kind's own (hook settings) may stay in %s",
+                session.id,
+                session.kind,
+                state,
+            )
+        own = kind.session_files(state, session.id) if kind is not None else []
         for leftover in (
             state / "spool" / f"{session.id}.jsonl",
-            state / "hooks" / f"{session.id}.json",
             state / f"prelude-{session.id}",
+            *own,
         ):
-            leftover.unlink(missing_ok=True)
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
         service.log.info("jupyter_agents: pruned session %s (%s)", session.id, session.kind)
         removed.append(session.id)
     return removed
