@@ -163,15 +163,20 @@ class SessionService:
         """The one place a session record changes (a :class:`~jupyter_agents.core.events.
         Changer`): set ``fields`` (compare-and-set while its status is one of ``expect``
         and the fields in ``was`` still hold those values) and, with ``action``, publish
-        the record as it is now. The new record, or None when nothing changed (an unknown
-        id, another status, another value). :class:`Conflict` for a live name or
+        the record as it is now (a ``status`` event with the status it had). The new
+        record, or None when nothing changed (an unknown id, another status, another
+        value): then nothing is published. :class:`Conflict` for a live name or
         conversation id of another session."""
         expected = None if expect is None else tuple(expect)
+        previous: Status | None = None
+        if action == "status":
+            with contextlib.suppress(NotFound):
+                previous = self.store.get(session_id).status
         if not self.store.update(session_id, expect=expected, was=was, **fields):
             return None
         session = self.store.get(session_id)
         if action is not None:
-            self.publish(action, session)
+            self.publish(action, session, previous)
         return session
 
     def set_status(
@@ -180,10 +185,9 @@ class SessionService:
         """Change a record's status (compare-and-set on ``expect``) and publish it; the
         new record, or None when it was not in an expected status."""
         before = self.store.get(session_id)
-        if not self.change(session_id, status=status, expect=tuple(expect), **fields):
+        after = self.change(session_id, "status", status=status, expect=tuple(expect), **fields)
+        if after is None:
             return None
-        after = self.store.get(session_id)
-        self.publish("status", after, before.status)
         ended = before.status == "running" and status != "running"
         if ended and self.requests.close_session(session_id, "the session ended"):
             self.publish("request", after)
@@ -498,11 +502,11 @@ class SessionService:
                 fields["modes"] = point.dump()
             if point.modes.title is not None and point.modes.title != session.program_title:
                 fields["program_title"] = point.modes.title
-            if fields:
-                self.change(session.id, **fields)
-            if "program_title" in fields:
+            if not fields:
+                continue
+            retitled = "program_title" in fields
+            if self.change(session.id, "title" if retitled else None, **fields) and retitled:
                 changed += 1
-                self.publish("title", self.store.get(session.id))
         return changed
 
     def modes_at(self, session_id: str, offset: int) -> Followed:
@@ -515,10 +519,7 @@ class SessionService:
         """Give a session a person's title (:func:`~jupyter_agents.terminal.vt.check_title`;
         None or empty: clear it, so the program's shows again); published."""
         title = check_title(title)
-        self.change(session_id, title=title)
-        session = self.store.get(session_id)
-        self.publish("title", session)
-        return session
+        return self.change(session_id, "title", title=title) or self.store.get(session_id)
 
     def apply_attention(self) -> int:
         """Bring attention states up to date (:class:`attention.AttentionTracker`): the
@@ -912,15 +913,13 @@ class SessionService:
             if wrote is None or wrote <= recorded:
                 continue
             when = clock.iso(wrote)
-            if self.change(session.id, expect=("running",), last_activity=when):
+            if self.change(session.id, "activity", expect=("running",), last_activity=when):
                 moved += 1
-                self.publish("activity", self.store.get(session.id))
         return moved
 
     def note_activity(self, session_id: str) -> None:
         """Output or input happened now: record ``last_activity`` and publish it."""
-        if self.change(session_id, last_activity=utcnow_iso()):
-            self.publish("activity", self.store.get(session_id))
+        self.change(session_id, "activity", last_activity=utcnow_iso())
 
     def set_size(self, session_id: str, rows: int, cols: int) -> None:
         """Remember a session's terminal size (re-applied when it is reattached)."""
