@@ -159,6 +159,53 @@ def test_every_conversation_a_session_had_is_kept(agents_server, fake_agents, pr
     assert text.count("*From archived copy") == 2
 
 
+def test_a_clear_seen_first_by_its_hook_keeps_the_conversation_it_left(
+    agents_state_dir: Path, fake_agents: Any, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/clear`` reaches the server two ways: the SessionStart hook (pushed) and the
+    periodic check of conversation ids. Whichever comes first, the conversation left
+    is kept. Here the hook's, with no periodic check at all: before the fix the first
+    conversation was never archived (half the runs of the test above lost it)."""
+    from jupyter_agents.agents.spool import read_spool, spool_path
+    from jupyter_agents.config import open_sessions
+    from jupyter_agents.sessions.send import send
+
+    for key, value in fake_agents.env.items():
+        monkeypatch.setenv(key, value)
+    service = open_sessions(str(agents_state_dir))
+    try:
+        session, _ = service.create(cwd=str(project), kind="claude", strict=True)
+        first = session.conversation_id
+        kind = service.kinds["claude"]
+        send(service, session, "before-clear")
+        poll(lambda: kind.conversation_file(session, first) is not None, what="its file")
+        spool = spool_path(agents_state_dir, session.id)
+
+        def new_start() -> str | None:
+            records = read_spool(spool, 0)[0]
+            return next(
+                (
+                    r["conversation"]
+                    for r in records
+                    if r["event"] == "SessionStart" and r.get("conversation") != first
+                ),
+                None,
+            )
+
+        send(service, session, "/clear")
+        second = poll(new_start, what="the SessionStart of /clear spooled")
+        service.apply_attention()  # the hook's wake; no follow_conversations here
+        assert service.get(session.id).conversation_id == second
+        send(service, session, "after-clear")
+        poll(lambda: kind.conversation_file(session, second) is not None, what="its new file")
+        service.archive_conversations()
+        kept = [c.conversation for c in service.archive.index(session.id).kept()]
+        assert kept == [first, second], kept
+    finally:
+        service.close()
+        kill_backends(agents_state_dir)
+
+
 def test_a_deleted_codex_rollout_comes_back_and_resumes(agents_server, fake_agents, project):
     server = agents_server(env=fake_agents.env, args=FAST)
     coder = server.new("codex", project)

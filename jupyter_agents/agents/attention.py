@@ -335,12 +335,16 @@ class AttentionTracker:
         change: Changer,
         log: logging.Logger,
         requests_changed: Callable[[str], object] | None = None,
+        conversation_left: Callable[[str, str], object] | None = None,
     ) -> None:
         self.folder = state_dir / "spool"
         #: the pending permission requests (:mod:`jupyter_agents.agents.permissions`)
         self.requests = RequestFolder(state_dir)
         #: called with a session's id when its pending requests changed
         self.requests_changed = requests_changed or (lambda session_id: None)
+        #: called with a session's id and the conversation id it held, when a hook event
+        #: moved it to another (``/clear``): the archive keeps the one it left
+        self.conversation_left = conversation_left or (lambda session_id, conversation: None)
         self.store = store
         self.kinds = kinds
         self.change = change
@@ -494,6 +498,8 @@ class AttentionTracker:
                 was={"conversation_id": session.conversation_id},  # not if a pass moved it
             )
             if followed is not None:
+                if session.conversation_id:
+                    self.conversation_left(session.id, session.conversation_id)
                 session = followed
         except Conflict as e:
             self.log.warning("jupyter_agents: session %s: %s", session.id, e)

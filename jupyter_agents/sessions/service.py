@@ -129,7 +129,15 @@ class SessionService:
             worktrees=self.worktrees,
         )
         self.attention = AttentionTracker(
-            state_dir, store, kinds, self.change, self.log, self._requests_changed
+            state_dir,
+            store,
+            kinds,
+            self.change,
+            self.log,
+            self._requests_changed,
+            # a /clear seen first by its hook: the conversation left is archived too,
+            # as when follow_conversations sees it first
+            conversation_left=self.archive.note,
         )
         #: the agents' pending permission requests
         self.requests = self.attention.requests
