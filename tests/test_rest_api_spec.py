@@ -24,7 +24,8 @@ def served() -> set[tuple[str, str]]:
     found = set()
     for pattern, handler, _ in handlers(None, None, None, None):  # type: ignore[arg-type]
         param = "{name}" if "terminals" in pattern else "{id}"
-        path = pattern.replace(r"(\w+)", param).replace(r"([\w.]+)", "{file}")
+        path = pattern.replace(r"(\w+)", param).replace("(.*)", param)
+        path = path.replace(r"([\w.]+)", "{file}")
         for method in ("get", "post", "delete"):
             if method in vars(handler) or (method == "get" and issubclass(handler, TermSocket)):
                 found.add((path, method))

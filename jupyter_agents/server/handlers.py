@@ -27,7 +27,7 @@ from jupyter_agents.server.requests_page import RequestsAsset, RequestsPage
 from jupyter_agents.server.streams import Streams
 from jupyter_agents.server.terminals import TerminalManager, terminal_model
 from jupyter_agents.server.viewer import ViewerAsset, ViewerPage, ViewerSocket
-from jupyter_agents.server.websocket import AUTH_RESOURCE, TermSocket
+from jupyter_agents.server.websocket import AUTH_RESOURCE, NoSuchTerminal, TermSocket
 from jupyter_agents.sessions import export as conversation_export
 from jupyter_agents.sessions.query import parse_query
 from jupyter_agents.sessions.search import search_sessions
@@ -540,6 +540,7 @@ def handlers(
         (r"/api/terminals", TerminalRootHandler, rest),
         (r"/api/terminals/(\w+)", TerminalHandler, rest),
         (r"/terminals/websocket/(\w+)", TermSocket, {"service": service, "streams": streams}),
+        (r"/terminals/websocket/(.*)", NoSuchTerminal, {}),
         (r"/api/agents/sessions", SessionsHandler, rest),
         (r"/api/agents/sessions/(\w+)", SessionHandler, rest),
         (r"/api/agents/sessions/(\w+)/log", LogHandler, rest),

@@ -62,6 +62,19 @@ def parse_message(raw: str | bytes) -> tuple[str, Any, Any] | None:
     return None
 
 
+async def allowed(handler: JupyterHandler, action: str, resource: str) -> User:
+    """The request's user, if they may do ``action`` on ``resource``; 403 otherwise (also
+    without a user: a websocket cannot be redirected to log in)."""
+    user = handler.current_user
+    if not user:
+        raise web.HTTPError(403)
+    if handler.authorizer is None:
+        warn_disabled_authorization()
+    elif not await ensure_async(handler.authorizer.is_authorized(handler, user, action, resource)):
+        raise web.HTTPError(403)
+    return user  # type: ignore[no-any-return]
+
+
 class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ignore[misc]
     """One viewer of one running terminal (authorized ``execute`` on ``terminals``)."""
 
@@ -83,15 +96,7 @@ class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ign
         self.sent = 0
 
     async def get(self, *args: Any, **kwargs: Any) -> None:
-        user = self.current_user
-        if not user:
-            raise web.HTTPError(403)
-        if self.authorizer is None:
-            warn_disabled_authorization()
-        elif not await ensure_async(
-            self.authorizer.is_authorized(self, user, self.auth_action, self.auth_resource)
-        ):
-            raise web.HTTPError(403)
+        user = await allowed(self, self.auth_action, self.auth_resource)
         try:
             self.session = await asyncio.to_thread(self.find_session, user, args[0])
         except AgentsError as e:
@@ -178,3 +183,15 @@ class TermSocket(WebSocketMixin, JupyterHandler, WebSocketHandler):  # type: ign
             self._release()
         if self.terminal is not None and self.pending <= RESUME_BYTES:
             self.terminal.caught_up(self)
+
+
+class NoSuchTerminal(JupyterHandler):
+    """``/terminals/websocket/<anything that is not a name>``: no terminal has it (names
+    are letters, digits and underscores), so 404 here, as :class:`TermSocket` says for an
+    unknown name (403 first for whom the socket would refuse), rather than whatever
+    another extension serves for ``/terminals/<path>`` (Notebook 7's terminal page
+    answers 200)."""
+
+    async def get(self, name: str) -> None:
+        await allowed(self, TermSocket.auth_action, AUTH_RESOURCE)
+        raise web.HTTPError(404, f"no terminal is named {name[:64]!r}")
