@@ -384,12 +384,16 @@ export class AgentsPanel extends Widget {
     // option's buttons would be out of a screen reader's reach
     this._body = el('div', 'jp-AgentsPanel-body');
     this._body.onkeydown = event => this._onKey(event);
-    // a focus that enters a row (its own, or one of its buttons by Tab) selects it
+    // a focus on a row, or on one of its own buttons, selects it; not one on the
+    // answers under a row that asks (always reachable with Tab): selecting that row
+    // would take the list's tab stop from the row below, out of Tab's reach
     this._body.addEventListener('focusin', event => {
-      const within = (event.target as HTMLElement).closest<HTMLElement>(
-        '.jp-AgentsPanel-row'
-      );
-      const id = within?.dataset.sessionId;
+      const target = event.target as HTMLElement;
+      if (!target.matches(`.jp-AgentsPanel-row, ${ROW_BUTTONS}`)) {
+        return;
+      }
+      const id = target.closest<HTMLElement>('.jp-AgentsPanel-row')?.dataset
+        .sessionId;
       if (id && id !== this._selected) {
         this._select(id, false);
       }
