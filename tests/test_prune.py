@@ -76,3 +76,28 @@ def test_a_pruned_session_leaves_no_file_of_its_own(
     said = prune(state)
     assert "removed 1 session" in said, said
     assert own() == [], f"left after prune (of {made}): {own()}"
+
+
+def test_an_environment_never_read_goes_when_its_session_ends_or_is_pruned(
+    agents_server: Any, tmp_path: Path
+) -> None:
+    """tmux hands a session's environment (secrets included) to its first process in a
+    private file that process deletes as it starts. A session ended before it got there
+    (the hunt of e01534f killed a shell that quickly on a loaded machine) left the file
+    for ever; now the end of the session removes it, and prune removes one a vanished
+    tmux server left."""
+    server = agents_server()
+    state = server.state_dir
+    session = server.new("shell", tmp_path)
+    env = state / "tmux" / f"env-{session['id']}"
+    poll(lambda: not env.exists(), what="its first process to read and delete the file")
+    env.write_text("SECRET=never-read\n")  # as if that process had not got there yet
+    assert server.request("DELETE", f"/api/agents/sessions/{session['id']}")[0] == 204
+    poll(lambda: server.model(session["id"])["status"] == "killed", what="the kill")
+    assert not env.exists()
+    env.write_text("SECRET=never-read\n")  # as if its tmux server had ended first
+    store = SessionStore(state / "sessions.db")
+    store.update(session["id"], last_activity="2020-01-01T00:00:00Z")
+    store.close()
+    assert "removed 1 session" in prune(state)
+    assert not env.exists()

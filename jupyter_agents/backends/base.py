@@ -292,6 +292,11 @@ class Backend(LoggingConfigurable, metaclass=_BackendMeta):  # type: ignore[misc
     def list_live(self) -> list[LiveSession]:
         """Every session the backend holds, ours or not, dead-but-held included."""
 
+    def session_files(self, session_id: str) -> list[Path]:
+        """What the backend may keep of a session in the state dir beyond its transcript
+        (``jupyter agents prune`` removes these with it); none by default."""
+        return []
+
     @abstractmethod
     def remove(self, session_id: str) -> None:
         """Drop the session from the backend (hangs up whatever still runs in it).

@@ -106,6 +106,7 @@ def remove(service: SessionService, sessions: Iterable[Session]) -> list[str]:
                 state,
             )
         own = kind.session_files(state, session.id) if kind is not None else []
+        own += service.backends.get(session.backend).session_files(session.id)
         for leftover in (
             state / "spool" / f"{session.id}.jsonl",
             state / f"prelude-{session.id}",

@@ -19,6 +19,7 @@ from traitlets import Int, Unicode, default
 
 from jupyter_agents.backends.base import (
     DETACH_KEY_NAME,
+    SESSION_ID,
     Backend,
     LiveSession,
     SpawnRequest,
@@ -211,7 +212,7 @@ class TmuxBackend(Backend):
         # The environment travels in a private file the session's first process reads
         # and deletes: as ``-e`` arguments it would sit in the tmux server's command line,
         # readable by every user of the machine (secrets included).
-        env_file = self.tmux_dir / f"env-{sid}"
+        env_file = self.env_file(sid)
         write_env_file(env_file, {k: v for k, v in request.env.items() if k not in TMUX_OWNED})
         command = (
             'exec env -i TERM="$TERM" TMUX="$TMUX" TMUX_PANE="$TMUX_PANE" /bin/sh -c '
@@ -302,9 +303,24 @@ class TmuxBackend(Backend):
         pid = proc.stdout.strip()
         return int(pid) if not proc.returncode and pid.isdigit() else None
 
+    def env_file(self, session_id: str) -> Path:
+        """Where :meth:`spawn` leaves a session's environment for its first process,
+        which deletes it as it starts."""
+        return self.tmux_dir / f"env-{check_session_id(session_id)}"
+
+    def session_files(self, session_id: str) -> list[Path]:
+        """Its environment file, when its first process never ran to delete it (ended
+        first, or its tmux server did)."""
+        return [self.env_file(session_id)]
+
     def remove(self, session_id: str) -> None:
         self.history.drop(session_id)
         self._run("kill-session", "-t", tmux_arg(f"={session_id}"), check=False)
+        # its first process is gone; if it ended before reading its environment (secrets
+        # included), that file goes now, not with the state dir (a session made by hand
+        # on our socket, whatever its name, has none)
+        if SESSION_ID.fullmatch(session_id):
+            self.env_file(session_id).unlink(missing_ok=True)
 
     def kill_server(self) -> None:
         """Stop the tmux server of this state dir and everything in it (blocking).
