@@ -192,7 +192,14 @@ def test_a_keyboard_reaches_every_action_and_keeps_its_place(lab: Lab, page: Any
     )
     sid = agent["id"]
     page.locator(f"{panel} .jp-AgentsPanel-row[data-session-id='{sid}']").wait_for()
-    show_panel(page)  # the new tab took the focus
+    # its terminal opens and takes the focus: only then back to the panel (a tab that
+    # opens later, on a loaded machine, would take the focus from the keys below)
+    test_ui.wait_current_terminal(page, agent["name"], "its terminal opened by + Claude Code")
+    poll(
+        lambda: "xterm-helper-textarea" in focused(page),
+        what=f"the new terminal to take the focus, not {focused(page)}",
+    )
+    show_panel(page)
 
     # its row, its Open and its menu, by Tab
     selected_row = f"{panel} .jp-AgentsPanel-row[data-session-id='{sid}']"
@@ -203,6 +210,7 @@ def test_a_keyboard_reaches_every_action_and_keeps_its_place(lab: Lab, page: Any
         if page.evaluate("s => document.activeElement.matches(s)", selected_row):
             break
         page.keyboard.press("ArrowDown")
+    assert page.evaluate("s => document.activeElement.matches(s)", selected_row), focused(page)
     # from the filter again, Tab: the list's one stop is the selected row, past the
     # answers of the row that asks above it (the first test's), which Tab reaches too
     asking = page.locator(f"{panel} .jp-AgentsPanel-row.jp-mod-asking")
@@ -287,12 +295,18 @@ def test_a_keyboard_reaches_every_action_and_keeps_its_place(lab: Lab, page: Any
     phone = page.context.new_page()
     watch_console(phone)
     phone.set_viewport_size({"width": 360, "height": 740})
+    asked = poll(
+        lambda: lab.server.request("GET", f"/api/agents/requests?session={sid}")[1],
+        what="its request listed",
+    )
+    # its card (the first test's agent may still ask too, above or below it)
+    card = f"li.request[data-request-id='{asked[0]['id']}']"
     phone.goto(lab.url("/agents/requests"))
-    phone.locator("li.request button[data-action='allow']").wait_for()
-    tab_to(phone, "li.request button[data-action='allow']")
+    phone.locator(f"{card} button[data-action='allow']").wait_for()
+    tab_to(phone, f"{card} button[data-action='allow']")
     phone.keyboard.press("Enter")
     ws.wait_for("Allowed by PermissionRequest hook")
-    phone.locator("li.empty").wait_for()
+    phone.locator(card).wait_for(state="detached")
     assert phone.evaluate("() => document.activeElement.id") == "state", focused(phone)
     assert "Allowed: Bash" in phone.locator("#state").inner_text()
     phone.close()
