@@ -10,10 +10,13 @@ them. The stream's control client keeps its pane *paused* (``refresh-client -A
 pipe); a cut runs ``refresh-client -A %N:continue`` and the captures on one line, so the
 first ``%output`` after the replies is the pane's output right after the snapshot. Found
 in the transcript (:func:`locate`), it gives the cut's offset; the pane is then paused
-again. A pane that printed nothing more is cut at the settled end of its transcript;
-one that tmux read nothing from for :data:`IDLE` before the cut (``#{window_activity}``,
-asked on the cut's line: :func:`idle_before`) at its transcript's size taken before the
-cut, with no wait: its writer had that long to land all of it.
+again. A pane that prints only a few bytes and then pauses is placed by them only where
+they tell (:func:`placed`): a line end alone occurs in every line the transcript had yet
+to land when the cut began. A pane that printed nothing more is cut at the settled end
+of its transcript; one that tmux read nothing from for :data:`IDLE` before the cut
+(``#{window_activity}``, asked on the cut's line: :func:`idle_before`) at its
+transcript's size taken before the cut, with no wait: its writer had that long to land
+all of it.
 
 A :class:`Cut` is one such snapshot: it captures the pane (its history into tmux
 buffers, saved into files: :meth:`~.control.TmuxControl.save_buffers`), places it, and
@@ -71,7 +74,9 @@ class Placed:
 class Unplaced:
     """The transcript cannot place the snapshot: ``why`` tmux could not save its
     history (a full disk), or (None) the transcript lacks the output after it (its
-    writer drops output). The stream then goes on through control mode."""
+    writer drops output), or that output does not tell where it is (a few bytes, the
+    same as others near it, for :data:`SETTLE_LIMIT`). The stream then goes on through
+    control mode."""
 
     why: str | None
 
@@ -154,8 +159,10 @@ class Cut:
         if saved is None:  # tmux could not save it (a full disk): replies carry it
             unsaved = Unplaced(error or "no answer")
             return unsaved if error else Lost(unsaved)
-        if after:
+        if len(after) >= ANCHOR:
             cut = await locate(self._transcript, floor, after)
+        elif after:  # a few bytes after it, which do not tell where it is
+            cut = quiet
         else:
             cut = quiet if quiet is not None else await settle(self._transcript)
         if cut is None:
@@ -201,7 +208,7 @@ class Cut:
             if idle_before(parse_reply(WindowActivity, replies["activity"]), since):
                 self._after = None  # the cut is ``floor``: no anchor is looked for
                 return replies, floor
-            return replies, await anchor(self._after, self._more, self._transcript)
+            return replies, await anchor(self._after, self._more, self._transcript, floor)
         finally:
             control.on_panes.discard(pane)
             control.command(f"refresh-client -A '{pane}:pause'")
@@ -243,26 +250,60 @@ async def settle(transcript: Transcript) -> int:
     return size
 
 
-async def anchor(after: bytearray, more: asyncio.Event, transcript: Transcript) -> int | None:
+async def anchor(
+    after: bytearray, more: asyncio.Event, transcript: Transcript, floor: int
+) -> int | None:
     """Wait for the pane's output after a cut's capture, which its stream collects into
     ``after`` (setting ``more`` as it comes), until it anchors the cut (:data:`ANCHOR`
-    bytes: None, to :func:`locate` it), or some came and then none for :data:`QUIET`
-    (None too). If none comes while the transcript does not grow either, for
-    :data:`QUIET`, all the pane printed is in the transcript: its size then is the cut
-    (returned). A transcript that grows with no ``%output`` may hold output after the
-    capture whose ``%output`` is late (a loaded machine), so that is waited out."""
+    bytes: None, to :func:`locate` it) or the pane is quiet: no ``%output`` while the
+    transcript does not grow either, for :data:`QUIET`. A pane quiet with no output
+    after the capture has all it printed in the transcript: its size then is the cut
+    (returned). One quiet after a few bytes is cut where :func:`placed` finds them; if
+    it cannot tell yet, the wait goes on. A transcript that grows with no ``%output``
+    may hold output after the capture whose ``%output`` is late (a loaded machine), so
+    that is waited out. None also when :data:`SETTLE_LIMIT` passed first."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SETTLE_LIMIT
+    quiet_since = loop.time()
     while len(after) < ANCHOR and loop.time() < deadline:
         more.clear()
         size = transcript.size()
         try:
             await asyncio.wait_for(more.wait(), QUIET)
         except asyncio.TimeoutError:
-            if after:
-                return None
-            if transcript.size() == size:
+            if transcript.size() != size:
+                quiet_since = loop.time()
+            elif not after:
                 return size
+            else:
+                found = placed(transcript, floor, bytes(after), loop.time() - quiet_since)
+                if found is not None:
+                    return found
+        else:
+            quiet_since = loop.time()
+    return None
+
+
+def placed(transcript: Transcript, floor: int, after: bytes, quiet: float) -> int | None:
+    """Where ``after``, all a pane printed after a cut (fewer than :data:`ANCHOR`
+    bytes), starts in its ``transcript``, searched from ``floor`` (its size before the
+    cut), the pane and the transcript having been quiet for ``quiet`` seconds: where it
+    occurs there once; or else, once ``quiet`` reaches :data:`IDLE` (its writer had that
+    long to land all tmux read), where it ends the transcript. None while that cannot be
+    told: a few bytes that occur more than once (a line end, in the lines a lagging
+    transcript had yet to land at ``floor``) would place the cut at the first of them,
+    and the new viewer would get again everything from there.
+
+    Also None when there is no such transcript (any more)."""
+    try:
+        data, size = transcript.read(floor)
+    except (NotFound, OutOfRange):
+        return None
+    first = data.find(after)
+    if first >= 0 and data.find(after, first + 1) < 0:
+        return floor + first
+    if quiet >= IDLE and floor + len(data) == size and data.endswith(after):
+        return size - len(after)
     return None
 
 
