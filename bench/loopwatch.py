@@ -8,7 +8,7 @@ microsecond each), and one of
 jupyter_agents' (a step of one of its tasks, a method of one of its objects, one of its
 functions, or the two calls the live terminals make into
 :class:`~jupyter_agents.server.activity.Attendance` from tornado's websocket task) counts as
-ours. The thread CPU time of ``SessionService.read_usage`` and ``UnattendedGuard.check``
+ours. The thread CPU time of ``Refresh.read_usage`` and ``UnattendedGuard.check``
 (the cost tracking: they run in worker threads) and the records they read are summed.
 The figures go to that file as JSON twice a second; a file of the same name ending in
 ``.reset`` (:func:`reset`) sets them back to zero.
@@ -115,7 +115,7 @@ def install(path: Path) -> Stats:
     events.Handle._run = timed_run  # type: ignore[method-assign,assignment]
 
     from jupyter_agents.server import activity, unattended
-    from jupyter_agents.sessions import service
+    from jupyter_agents.sessions import refresh
 
     def on_loop(fn: Any) -> Any:
         """Time a method the live terminals call on the loop (inside tornado's task)."""
@@ -150,7 +150,7 @@ def install(path: Path) -> Stats:
 
     activity.Attendance.viewers = on_loop(activity.Attendance.viewers)  # type: ignore[method-assign]
     activity.Attendance.human_input = on_loop(activity.Attendance.human_input)  # type: ignore[method-assign]
-    service.SessionService.read_usage = in_thread(service.SessionService.read_usage)  # type: ignore[method-assign]
+    refresh.Refresh.read_usage = in_thread(refresh.Refresh.read_usage)  # type: ignore[method-assign]
     unattended.UnattendedGuard.check = in_thread(unattended.UnattendedGuard.check)  # type: ignore[method-assign]
 
     def write() -> None:

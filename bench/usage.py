@@ -177,7 +177,7 @@ def run(flavors: list[Flavor], mode: Mode) -> list[Row]:
             target=f"<= {TARGET_MS_PER_S:g} ms/s",
             verdict={n: fig[n]["ms_per_s"] <= TARGET_MS_PER_S for n in names},
             ratio=False,
-            note="stock tracks no cost; thread CPU of SessionService.read_usage and "
+            note="stock tracks no cost; thread CPU of Refresh.read_usage and "
             f"UnattendedGuard.check in the server, refresh every {REFRESH:g} s; the server's "
             "whole CPU meanwhile: "
             + ", ".join(f"{n} {fig[n]['server_ms_per_s']:.0f} ms/s" for n in names),

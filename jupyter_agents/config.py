@@ -158,11 +158,13 @@ class AgentsSettings(LoggingConfigurable):
     refresh_interval = Float(
         5.0,
         config=True,
-        help="Seconds between checks of running agents' conversation ids (e.g. after "
+        help="Seconds between refreshes: running agents' conversation ids (e.g. after "
         "/clear), copies of what they added to their conversation files into the "
-        "conversation archive, and checks of changes other processes made to the store; "
-        "0 turns the periodic check off (conversation ids are still checked on every "
-        "listing; nothing is archived).",
+        "conversation archive, what they spent, their programs' modes and titles, when "
+        "they last printed, sessions that ended while nobody watched (also found when "
+        "their process ends), and changes other processes made to the store. 0 turns "
+        "the refresh off (nothing is archived; hook events still apply as they come). "
+        "A listing only reads.",
     )
     restore_tail_bytes = Int(
         restore.TAIL_BYTES,

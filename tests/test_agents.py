@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import threading
 import time
@@ -207,7 +208,8 @@ def test_failed_resume_keeps_the_id_and_says_why(agents_server, fake_agents, pro
     cid = poll(lambda: sessions(server)[coder["id"]]["conversation_id"], what="codex id")
     server = reboot(server, agents_server, fake_agents.env)
     for rollout in (fake_agents.home / ".codex" / "sessions").rglob("*.jsonl"):
-        rollout.unlink()  # its conversation is gone
+        rollout.unlink()  # its conversation is gone: the CLI's file and the archive's copy
+    shutil.rmtree(server.state_dir / "conversations" / coder["id"], ignore_errors=True)
     status, model = server.request("POST", f"/api/agents/sessions/{coder['id']}/restore")
     assert status == 200
     assert model["status"] == "interrupted"  # it can be restored again once fixed

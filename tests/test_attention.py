@@ -515,7 +515,7 @@ def test_a_start_hook_applied_while_its_session_is_launched_is_not_lost(
             return any(r["event"] == "SessionStart" for r in records)
 
         poll(started, what="the new process's SessionStart spooled")
-        woken.append(service.apply_attention())  # the hook's wake, before the record
+        woken.append(service.refresh.apply_attention())  # the hook's wake, before the record
         return live
 
     monkeypatch.setattr(backend, "spawn", spawn_then_wake)

@@ -57,7 +57,7 @@ def failed_resume(
         session, _ = service.create(cwd=str(project), kind="codex", strict=True)
 
         def conversation() -> str | None:
-            service.follow_conversations()
+            service.refresh.follow_conversations()
             return service.get(session.id).conversation_id
 
         poll(conversation, what="the codex conversation id")

@@ -35,7 +35,7 @@ def test_an_unknown_codex_conversation_is_never_resumed_with_last(
         sid = session.id
 
         def conversation() -> str | None:
-            service.follow_conversations()
+            service.refresh.follow_conversations()
             return service.get(sid).conversation_id
 
         # another conversation of this folder: what "--last" would resume

@@ -194,11 +194,11 @@ def test_a_clear_seen_first_by_its_hook_keeps_the_conversation_it_left(
 
         send(service, session, "/clear")
         second = poll(new_start, what="the SessionStart of /clear spooled")
-        service.apply_attention()  # the hook's wake; no follow_conversations here
+        service.refresh.apply_attention()  # the hook's wake; no follow_conversations here
         assert service.get(session.id).conversation_id == second
         send(service, session, "after-clear")
         poll(lambda: kind.conversation_file(session, second) is not None, what="its new file")
-        service.archive_conversations()
+        service.refresh.archive_conversations()
         kept = [c.conversation for c in service.archive.index(session.id).kept()]
         assert kept == [first, second], kept
     finally:

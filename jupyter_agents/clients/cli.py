@@ -79,15 +79,15 @@ def progress(done: int, total: int, session_id: str, error: str | None, out: Tex
 
 
 def cmd_list(service: SessionService, args: argparse.Namespace) -> int:
-    service.read_usage()
+    service.refresh.catch_up()
     sessions = service.list(args.status or None)
     if args.json:
-        print(json.dumps(service.models(sessions), indent=2))
+        print(json.dumps(service.models.many(sessions), indent=2))
         return 0
     now = datetime.now(timezone.utc)
     shown = sessions if args.all or args.status else [s for s in sessions if worth_listing(s, now)]
     width = None if args.wide else terminal_width()
-    print(text_table(shown, service.usage_models(shown), width))
+    print(text_table(shown, service.models.usage(shown), width))
     if len(shown) < len(sessions):
         print(
             f"({_count(len(sessions) - len(shown), 'session')} that ended over "
@@ -109,9 +109,9 @@ def terminal_width() -> int | None:
 
 
 def cmd_show(service: SessionService, args: argparse.Namespace) -> int:
-    service.follow_conversations()
-    service.read_usage()
-    model = service.models([service.lookup(args.id)])[0]
+    service.refresh.follow_conversations()
+    service.refresh.read_usage()
+    model = service.models.many([service.lookup(args.id)])[0]
     if args.json:
         print(json.dumps(model, indent=2))
         return 0
@@ -144,7 +144,7 @@ def describe_session(model: dict[str, Any], width: int | None) -> str:
 
 def cmd_cost(service: SessionService, args: argparse.Namespace) -> int:
     """What agent sessions spent (estimated): per session, per UTC day, in total."""
-    service.read_usage()
+    service.refresh.read_usage()
     report = cost_report(service, [service.lookup(ref).id for ref in args.ids] or None)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -207,7 +207,7 @@ def cost_report(service: SessionService, ids: list[str] | None = None) -> dict[s
     prices = service.usage.prices
     found = service.store.list(kinds=service.usage_kinds)
     chosen = [s for s in found if ids is None or s.id in ids]
-    models = service.usage_models(chosen)
+    models = service.models.usage(chosen)
     listed = []
     for session in chosen:
         spent = models[session.id]
@@ -270,7 +270,7 @@ def cmd_limit(service: SessionService, args: argparse.Namespace) -> int:
         return _usage_error("limit: give --tokens/--cost/--seconds, --none or --default")
     if given or args.none or args.default:
         try:
-            service.set_unattended_limit(session.id, None if args.default else given)
+            service.models.set_unattended_limit(session.id, None if args.default else given)
         except InvalidRequest as e:
             return _usage_error(str(e))
     limit, source = service.usage.limit_of(session.id)
@@ -295,7 +295,7 @@ def cmd_new(service: SessionService, args: argparse.Namespace) -> int:
 
 
 def cmd_diff(service: SessionService, args: argparse.Namespace) -> int:
-    review = service.review_worktree(service.lookup(args.id).id)
+    review = service.review.changes(service.lookup(args.id).id)
     if args.json:
         print(json.dumps(review.to_model(), indent=2))
         return 0
@@ -312,7 +312,7 @@ def cmd_diff(service: SessionService, args: argparse.Namespace) -> int:
 
 
 def cmd_finish(service: SessionService, args: argparse.Namespace) -> int:
-    session = service.finish_worktree(
+    session = service.review.finish(
         service.lookup(args.id).id, "merge" if args.merge else "discard", args.yes
     )
     print(f"{session.id}: worktree {(session.worktree or {}).get('ended')}")
@@ -413,6 +413,7 @@ def cmd_prune(service: SessionService, args: argparse.Namespace) -> int:
     except InvalidRequest as e:
         return _usage_error(str(e))
     now = datetime.now(timezone.utc)
+    service.reconcile()  # what ended since
     chosen = prune.describe(service, prune.plan(service.list(), before))
     for item in chosen:
         s = item.session
@@ -611,7 +612,8 @@ def cmd_wait(service: SessionService, args: argparse.Namespace) -> int:
     watched = None if args.any else service.lookup(args.id).id
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     while True:
-        service.apply_attention()
+        service.reconcile()  # a session that ended
+        service.refresh.apply_attention()
         running = [
             s
             for s in service.terminals()
@@ -641,7 +643,7 @@ def cmd_wait(service: SessionService, args: argparse.Namespace) -> int:
 def _request_id(service: SessionService, ref: str) -> str:
     """The pending request ``ref`` names: its id or a unique prefix (4 or more
     characters) of one; :class:`NotFound` otherwise."""
-    ids = [r["id"] for r in service.pending_requests()]
+    ids = [r["id"] for r in service.permissions.pending()]
     if ref in ids:
         return ref
     found = [i for i in ids if len(ref) >= 4 and i.startswith(ref)]
@@ -656,9 +658,9 @@ def _request_id(service: SessionService, ref: str) -> str:
 
 
 def cmd_requests(service: SessionService, args: argparse.Namespace) -> int:
-    service.apply_attention()
+    service.refresh.apply_attention()
     ids = None if args.id is None else [service.lookup(args.id).id]
-    requests = service.pending_requests(ids)
+    requests = service.permissions.pending(ids)
     if args.json:
         print(json.dumps(requests, indent=1))
         return 0
@@ -676,10 +678,10 @@ def cmd_requests(service: SessionService, args: argparse.Namespace) -> int:
 
 
 def _answer(service: SessionService, args: argparse.Namespace, body: dict[str, Any]) -> int:
-    service.apply_attention()  # what ended meanwhile, and how
+    service.refresh.apply_attention()  # what ended meanwhile, and how
     ref = args.request
-    request_id = ref if service.requests.how_ended(ref) else _request_id(service, ref)
-    done = service.answer_request(request_id, body, by=os.environ.get("USER"))
+    request_id = ref if service.permissions.how_ended(ref) else _request_id(service, ref)
+    done = service.permissions.answer(request_id, body, by=os.environ.get("USER"))
     request = done["request"]
     verb = "allowed" if done["decision"] == "allow" else "denied"
     print(f"{verb} {request['tool']} for {request['kind']} {request['name']} ({request_id})")

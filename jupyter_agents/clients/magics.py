@@ -301,24 +301,24 @@ class AgentMagics(Magics):
             )
             return SessionTable([session])
         if args.command in ("ls", "list"):
-            service.read_usage()
+            service.refresh.catch_up()
             sessions = service.list()
             if not args.all:
                 now = datetime.now(timezone.utc)
                 sessions = [s for s in sessions if worth_listing(s, now)]
-            return SessionTable(sessions, service.usage_models(sessions))
+            return SessionTable(sessions, service.models.usage(sessions))
         if args.command in ("resume", "restore"):
             return self._resume(service, args)
         if args.command == "show":
-            service.follow_conversations()
-            service.read_usage()
-            model = service.models([service.lookup(args.id)])[0]
+            service.refresh.follow_conversations()
+            service.refresh.read_usage()
+            model = service.models.many([service.lookup(args.id)])[0]
             print(json.dumps(model, indent=2) if args.json else describe_session(model, None))
             return None
         if args.command == "grep":
             return self._grep(service, args)
         if args.command == "cost":
-            service.read_usage()
+            service.refresh.read_usage()
             ids = [service.lookup(ref).id for ref in args.ids] or None
             print(cost_text(cost_report(service, ids), shown_width()))
             return None

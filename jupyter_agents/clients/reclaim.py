@@ -150,8 +150,8 @@ def user_round(state_dir: Path, policy: Policy, deleted: bool, end: bool) -> lis
     service = settings.open_sessions(create=False)
     try:
         service.reconcile()
-        service.apply_attention()  # hook events since a server last applied them
-        service.read_usage()  # what agents spent since a server last read it
+        service.refresh.apply_attention()  # hook events since a server last applied them
+        service.refresh.read_usage()  # what agents spent since a server last read it
         running = service.store.list(["running"])
         usage = service.usage.usage([s.id for s in running])
         now = time.time()

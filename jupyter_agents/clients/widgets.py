@@ -74,13 +74,13 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
     def refresh(self) -> None:
         """Reconcile and read the agents' usage, then redraw what changed."""
         self.service.reconcile()
-        self.service.read_usage()
+        self.service.refresh.read_usage()
         self._redraw()
 
     def _redraw(self) -> None:
         with self._lock:
             current = self.service.store.list()
-            usage = self.service.usage_models(current)
+            usage = self.service.models.usage(current)
             models = [{**s.to_model(), "usage": usage.get(s.id)} for s in current]
             if models != self.sessions:
                 self.sessions = models

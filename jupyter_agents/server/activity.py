@@ -20,7 +20,7 @@ latest of ``settings["*_last_activity"]`` and ``settings["last_activity_times"]`
 
 This is the *server's* activity. A *session's* ``last_activity`` (``list``, the panel)
 is another thing: when its program last printed, watched or not
-(:meth:`~jupyter_agents.sessions.service.SessionService.follow_activity`, from its transcript),
+(:meth:`~jupyter_agents.sessions.refresh.Refresh.follow_activity`, from its transcript),
 or when a viewer last typed or was sent output.
 
 A waiting agent, an idle shell, or a session merely running counts for nothing: stock

@@ -17,6 +17,7 @@ from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.core.events import SCHEMA_ID, SCHEMA_PATH, SessionEvent
 from jupyter_agents.core.store import CLOSE_TIMEOUT, Session
 from jupyter_agents.server.activity import Attendance, ServerActivity
+from jupyter_agents.server.exits import ExitWatch
 from jupyter_agents.server.handlers import handlers
 from jupyter_agents.server.streams import Streams
 from jupyter_agents.server.terminals import TerminalManager
@@ -130,7 +131,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         self.serverapp.event_logger.register_event_schema(SCHEMA_PATH)
         # before the first request: the first GET /api/terminals must list survivors
         self.service.reconcile(boot=True)
-        self.service.apply_attention()  # hook events of while no server ran
+        self.service.refresh.apply_attention()  # hook events of while no server ran
         self.service.usage.unwatch_all(time.time())  # no viewer is connected yet
         self.service.events.publish_external(
             self.service.store
@@ -191,9 +192,10 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
 
     async def ensure_started(self) -> None:
         """Start, once, what runs while the server does (on the IO loop): emit session
-        events, watch restored sessions, follow conversation ids and other processes'
-        changes, watch the backend's liveness, listen for hooks, expire shares, cull,
-        keep the server active while agents work.
+        events, watch restored sessions and the ends of running sessions' processes,
+        refresh (conversations, usage, modes, activity, other processes' changes),
+        watch the backend's liveness, listen for hooks, expire shares, cull, keep the
+        server active while agents work.
 
         The server's start hook calls it; so does every request to our routes
         (:meth:`~jupyter_agents.server.handlers.ApiHandler.prepare`), because a host that never
@@ -218,9 +220,11 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         self._unmonitor = service.backends.default().monitor(
             lambda: loop.run_in_executor(None, service.reconcile)
         )
+        self._exits = ExitWatch(service, self.log)
+        await self._exits.start()
         manager.start_culling()
         self._hooks = await listen_for_hooks(
-            service.state_dir, lambda: loop.run_in_executor(None, service.apply_attention)
+            service.state_dir, lambda: loop.run_in_executor(None, service.refresh.apply_attention)
         )
         if self.refresh_interval > 0:
             self._refresher = asyncio.ensure_future(self._refresh(service))
@@ -248,26 +252,16 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         self.serverapp.event_logger.emit(schema_id=SCHEMA_ID, data=event.data())
 
     async def _refresh(self, service: SessionService) -> None:
-        """Every ``refresh_interval`` s, off the loop: conversation ids of running agents
-        (and what they added to their conversation files, into the archive, and the
-        tokens they spent, into the usage ledger, then the unattended limit applied),
-        what their programs set (modes, titles) and when they last printed (their
-        ``last_activity``, watched or not), the changes other processes made to the
-        store (all publish events), and new gaps in running sessions' transcripts
-        (logged)."""
+        """Every ``refresh_interval`` s, off the loop: one :meth:`~jupyter_agents.
+        sessions.refresh.Refresh.tick` (sessions that ended unwatched, conversation ids
+        and files, usage, modes and titles, activity, attention, other processes'
+        changes, transcript gaps), then the unattended limit on what it read of usage."""
         while True:
             await asyncio.sleep(self.refresh_interval)
             try:
-                await asyncio.to_thread(service.follow_conversations)
-                await asyncio.to_thread(service.archive_conversations)
-                changes = await asyncio.to_thread(service.read_usage)
+                changes = await asyncio.to_thread(service.refresh.tick)
                 if self.guard is not None:
                     await self.guard.interrupt(await asyncio.to_thread(self.guard.check, changes))
-                await asyncio.to_thread(service.follow_modes)
-                await asyncio.to_thread(service.follow_activity)
-                await asyncio.to_thread(service.apply_attention)  # in case a wake was lost
-                await asyncio.to_thread(service.events.publish_external, service.store)
-                await asyncio.to_thread(service.log_transcript_gaps)
             except AgentsError as e:
                 self.log.warning("jupyter_agents: refresh failed: %s", e)
 
@@ -300,6 +294,9 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         hooks = getattr(self, "_hooks", None)
         if hooks is not None:
             hooks.close()
+        exits = getattr(self, "_exits", None)
+        if exits is not None:
+            exits.stop()
         if self.manager is not None:
             self.manager.stop_culling()
             if self.on_shutdown == "kill":

@@ -132,16 +132,16 @@ class TerminalHandler(ApiHandler):
 
 
 class SessionsHandler(ApiHandler):
-    """``GET /api/agents/sessions``: every record, any status, oldest first (after a
-    reconcile). ``POST`` ``{kind, cwd?, name?, args?, worktree?}``: start a session
-    (201); ``worktree`` true (or a branch name): in a new git worktree of ``cwd``'s
-    repository (409 saying why when it cannot be made)."""
+    """``GET /api/agents/sessions``: every record, any status, oldest first, as the
+    store holds it (it writes nothing). ``POST`` ``{kind, cwd?, name?, args?,
+    worktree?}``: start a session (201); ``worktree`` true (or a branch name): in a new
+    git worktree of ``cwd``'s repository (409 saying why when it cannot be made)."""
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
         sessions = await self.call(self.service.list)
-        self.reply(await self.call(self.service.models, sessions))
+        self.reply(await self.call(self.service.models.many, sessions))
 
     @web.authenticated
     @authorized
@@ -173,7 +173,7 @@ class SessionHandler(ApiHandler):
     @web.authenticated
     @authorized
     async def get(self, session_id: str) -> None:
-        self.reply(await self.call(self.service.model, session_id))
+        self.reply(await self.call(self.service.models.one, session_id))
 
     @web.authenticated
     @authorized
@@ -191,8 +191,8 @@ class SessionHandler(ApiHandler):
         if "title" in data:
             await self.call(self.service.rename, session_id, data["title"])
         if "unattended_limit" in data:
-            await self.call(self.service.set_unattended_limit, session_id, limit)
-        self.reply(await self.call(self.service.model, session_id))
+            await self.call(self.service.models.set_unattended_limit, session_id, limit)
+        self.reply(await self.call(self.service.models.one, session_id))
 
     @web.authenticated
     @authorized
@@ -390,7 +390,7 @@ class WorktreeHandler(ApiHandler):
     @web.authenticated
     @authorized_to_see_output
     async def get(self, session_id: str) -> None:
-        review = await self.call(self.service.review_worktree, session_id)
+        review = await self.call(self.service.review.changes, session_id)
         self.reply(review.to_model())
 
     @web.authenticated
@@ -399,7 +399,7 @@ class WorktreeHandler(ApiHandler):
         data = self.body({"action", "confirm"})
         self.parsed(params.fields, data, {"action": str, "confirm": bool})
         session = await self.call(
-            self.service.finish_worktree,
+            self.service.review.finish,
             session_id,
             data.get("action"),
             bool(data.get("confirm")),
@@ -419,7 +419,7 @@ class WorktreeFileHandler(ApiHandler):
         path = self.get_query_argument("path", "", strip=False)
         if not path:
             raise http_error(InvalidRequest("say which file: ?path=<a path the review lists>"))
-        self.reply(await self.call(self.service.worktree_file, session_id, path))
+        self.reply(await self.call(self.service.review.file, session_id, path))
 
 
 class AdoptHandler(ApiHandler):
@@ -462,7 +462,7 @@ class KindsHandler(ApiHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.reply(await self.call(self.service.describe_kinds))
+        self.reply(await self.call(self.service.models.kinds))
 
 
 def _report(report: Report) -> dict[str, Any]:
@@ -504,7 +504,7 @@ class RequestsHandler(ApiHandler):
     async def get(self) -> None:
         session = self.get_query_argument("session", None)
         ids = None if session is None else [session]
-        self.reply(await self.call(self.service.pending_requests, ids))
+        self.reply(await self.call(self.service.permissions.pending, ids))
 
 
 class RequestHandler(ApiHandler):
@@ -518,7 +518,7 @@ class RequestHandler(ApiHandler):
     @web.authenticated
     @authorized_to_see_output
     async def get(self, request_id: str) -> None:
-        self.reply(await self.call(self.service.pending_request, request_id))
+        self.reply(await self.call(self.service.permissions.pending_one, request_id))
 
     @web.authenticated
     @authorized_to_see_output
@@ -526,7 +526,7 @@ class RequestHandler(ApiHandler):
         body = self.body({"decision", "message", "suggestion"})
         user = self.current_user
         by = getattr(user, "username", None) if user is not None else None
-        self.reply(await self.call(self.service.answer_request, request_id, body, by))
+        self.reply(await self.call(self.service.permissions.answer, request_id, body, by))
 
 
 def handlers(

@@ -23,6 +23,7 @@ know; our extension shows such a terminal at that size and says why.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jupyter_agents.backends import Backends
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.core.events import SessionEvent
 from jupyter_agents.core.store import Session
@@ -173,7 +175,11 @@ class LiveTerminal:
         if size != self._size:
             self._size = size
             self.stream.resize(*size)
-            self.streams.offload(self.streams.service.set_size, self.session.id, *size)
+            rows, cols = size  # re-applied when the session is reattached
+            remember = functools.partial(
+                self.streams.service.change, self.session.id, rows=rows, cols=cols
+            )
+            self.streams.offload(remember)
         self._tell_sizes(size)
 
     def _tell_again(self, viewer: Viewer) -> None:
@@ -337,7 +343,12 @@ class Streams:
                 self.attendance.human_input(session_id)
         if now - self._touched.get(session_id, 0.0) >= self.activity_interval:
             self._touched[session_id] = now
-            self.offload(self.service.note_activity, session_id)
+            now_iso = clock.now_iso()
+            self.offload(
+                functools.partial(
+                    self.service.change, session_id, "activity", last_activity=now_iso
+                )
+            )
             if activity is not None:
                 activity.terminal()
 
@@ -401,11 +412,11 @@ class Streams:
             if self.present(session_id):
                 self._hand_over(session_id)
 
-        self.offload(self.service.asks_elsewhere, session_id).add_done_callback(asking)
+        self.offload(self.service.permissions.asks_elsewhere, session_id).add_done_callback(asking)
 
     def _hand_over(self, session_id: str) -> None:
         self._asking.discard(session_id)
-        self.offload(self.service.hand_over, session_id, "somebody is at the terminal")
+        self.offload(self.service.permissions.hand_over, session_id, "somebody is at the terminal")
 
     def _ended(self, session: Session) -> None:
         term = self.terminals.get(session.id)

@@ -180,7 +180,8 @@ class TerminalManager(LoggingConfigurable):
         return terminal_model(self._session(name))
 
     def list(self) -> builtins.list[MODEL]:
-        """The running terminals' models, after a reconcile (ended ones drop out)."""
+        """The running terminals' models, as the store holds them (a session that ended
+        drops out once its end is recorded: at once for a process the server watches)."""
         try:
             running = self.service.terminals()
         except AgentsError as e:

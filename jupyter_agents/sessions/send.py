@@ -47,7 +47,7 @@ def keys(text: str, bracketed: bool, enter: bool) -> str:
 
 def wants_paste(service: SessionService, session: Session) -> bool:
     """Whether ``session``'s program has bracketed paste on now (from its output)."""
-    followed = service.modes_at(session.id, service.transcript(session.id).size())
+    followed = service.refresh.modes_at(session.id, service.transcript(session.id).size())
     return bool(followed.modes.private.get(BRACKETED_PASTE))
 
 

@@ -2,7 +2,9 @@
 
 :class:`SessionService` owns the life of every terminal and agent session of a state
 dir: create, restore (its :attr:`restorer`: one or many, with the resume check), adopt,
-terminate, kill_server, the listing, conversation following and process gc. It is
+terminate, kill_server, the listing and process gc; its :attr:`refresh`
+(:mod:`.refresh`) follows what changes outside requests (conversations, usage, modes,
+activity, hook events). It is
 synchronous and blocking (it waits on tmux, the broker, SQLite and the state lock), never
 tornado-bound: the server calls it from worker threads, the CLI and kernels directly.
 Every change it makes is published as a ``SessionEvent`` to the subscribers of its
@@ -25,11 +27,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from jupyter_agents.agents import conversations
 from jupyter_agents.agents.archive import ConversationArchive, ConversationFile
 from jupyter_agents.agents.attention import AttentionTracker
 from jupyter_agents.agents.base import AgentKind, Launch
-from jupyter_agents.agents.permissions import Answer, Ending, answer_from
 from jupyter_agents.backends import Backends
 from jupyter_agents.backends.base import SpawnRequest
 from jupyter_agents.core import clock
@@ -47,8 +47,10 @@ from jupyter_agents.core.procs import (
     terminate_tree,
 )
 from jupyter_agents.core.store import Session, SessionStore, Status, new_session_id, utcnow_iso
-from jupyter_agents.sessions.filediff import file_diff
+from jupyter_agents.sessions.models import Models
 from jupyter_agents.sessions.reconcile import Action, apply_plan
+from jupyter_agents.sessions.refresh import Refresh
+from jupyter_agents.sessions.requests import PermissionDesk
 from jupyter_agents.sessions.restore import (
     TAIL_BYTES,
     Restorer,
@@ -57,11 +59,11 @@ from jupyter_agents.sessions.restore import (
     prelude_argv,
     write_prelude,
 )
-from jupyter_agents.sessions.worktrees import Finish, Review, Worktree, Worktrees, worktree_of
-from jupyter_agents.spend.ledger import Change, Throttle, UsageLedger
-from jupyter_agents.spend.limits import parse_override
-from jupyter_agents.terminal.state import Followed, ModeFollower
-from jupyter_agents.terminal.transcripts import GapLog, Transcript
+from jupyter_agents.sessions.review import WorktreeReview
+from jupyter_agents.sessions.worktrees import Worktree, Worktrees, worktree_of
+from jupyter_agents.spend.ledger import UsageLedger
+from jupyter_agents.terminal.state import ModeFollower
+from jupyter_agents.terminal.transcripts import Transcript
 from jupyter_agents.terminal.vt import check_title
 
 ENDED: tuple[Status, ...] = ("exited", "interrupted", "killed")
@@ -115,6 +117,8 @@ class SessionService:
         self.archive = archive or ConversationArchive(state_dir, log=self.log)
         #: the git worktrees of sessions started in one (:mod:`.worktrees`)
         self.worktrees = worktrees or Worktrees(log=self.log)
+        #: what a worktree session did, and its finish (:mod:`.review`)
+        self.review = WorktreeReview(store, self.worktrees, self.change, self.terminate, self.log)
         self.restorer = Restorer(
             store,
             backends,
@@ -139,17 +143,42 @@ class SessionService:
             # as when follow_conversations sees it first
             conversation_left=self.archive.note,
         )
-        #: the agents' pending permission requests
+        #: the agents' pending permission requests (their files)
         self.requests = self.attention.requests
+        #: what people do with them: list, answer, hand over (:mod:`.requests`)
+        self.permissions = PermissionDesk(store, self.requests, self._requests_changed)
         #: what agent sessions spent, and who watched (:mod:`jupyter_agents.spend.ledger`)
         self.usage = usage or UsageLedger(store, log=self.log, kinds=kinds)
         #: the kinds whose CLIs record what they spend
         self.usage_kinds = [name for name, kind in kinds.items() if kind.reports_usage]
-        self._usage_events = Throttle()
+        #: the REST models of sessions, with what they spent (:mod:`.models`)
+        self.models = Models(
+            store,
+            kinds,
+            env,
+            self.usage,
+            self.usage_kinds,
+            self._transcript,
+            self.events.publish,
+        )
         #: what each running session's program has set, followed from its transcript
         self.modes = ModeFollower()
-        backends.follow_modes(self.modes_at)
-        self._gaps = GapLog(self.log)
+        #: what the records learn from outside requests (:mod:`.refresh`)
+        self.refresh = Refresh(
+            store=store,
+            kinds=kinds,
+            change=self.change,
+            events=self.events,
+            reconcile=self.reconcile,
+            transcript_of=self._transcript,
+            conversation_files=self.conversation_files,
+            archive=self.archive,
+            attention=self.attention,
+            usage=self.usage,
+            modes=self.modes,
+            log=self.log,
+        )
+        backends.follow_modes(self.refresh.modes_at)
 
     def close(self) -> bool:
         """Close the store, and with it the usage ledger's use of it, once the statement
@@ -207,90 +236,6 @@ class SessionService:
         with contextlib.suppress(NotFound):
             self.publish("request", self.store.get(session_id))
 
-    def pending_requests(
-        self, session_ids: Iterable[str] | None = None
-    ) -> builtins.list[dict[str, Any]]:
-        """The REST models of the pending permission requests of running sessions (of
-        ``session_ids`` when given), oldest first, each with its session's ``name``,
-        ``kind`` and ``title``."""
-        running = {s.id: s for s in self.store.list(["running"])}
-        wanted = running.keys() if session_ids is None else running.keys() & set(session_ids)
-        out = []
-        for request in self.requests.pending(sorted(wanted)):
-            session = running[request.session_id]
-            out.append(
-                {
-                    **request.to_model(),
-                    "name": session.name,
-                    "kind": session.kind,
-                    "title": session.title or session.program_title,
-                }
-            )
-        return out
-
-    def pending_request(self, request_id: str) -> dict[str, Any]:
-        """One pending request's model; :class:`NotFound` when there is none."""
-        found = [r for r in self.pending_requests() if r["id"] == request_id]
-        if not found:
-            raise NotFound(
-                f"no pending permission request {request_id!r}: it was answered, "
-                "closed, or never existed"
-            )
-        return found[0]
-
-    def answer_request(
-        self, request_id: str, body: Mapping[str, Any], by: str | None = None
-    ) -> dict[str, Any]:
-        """Answer a pending request with ``body`` ``{decision: "allow"|"deny", message?,
-        suggestion?}`` (:func:`~jupyter_agents.agents.permissions.answer_from`), once.
-        :class:`InvalidRequest` for a malformed body; :class:`Conflict` saying how it
-        ended for a request that ended (answered here or in the terminal, moot) while
-        this server remembers it (the latest 1,000); :class:`NotFound` for an unknown
-        one, or one of a session that no longer runs. Returns ``{request, decision}``."""
-        answer = answer_from(body, by, time.time())
-        request = self.requests.get(request_id)
-        session = None if request is None else self.store.get_many([request.session_id])
-        how = self.requests.how_ended(request_id) if request is None else None
-        if how is not None:
-            raise Conflict(f"permission request {request_id} was {how}")
-        if request is None or not session or session[0].status != "running":
-            raise NotFound(
-                f"no pending permission request {request_id!r}: it was answered, "
-                "closed, or never existed"
-            )
-        self.requests.answer(request_id, answer)
-        self._requests_changed(request.session_id)
-        s = session[0]
-        model = {**request.to_model(), "name": s.name, "kind": s.kind}
-        return {
-            "request": {**model, "title": s.title or s.program_title},
-            "decision": answer.decision,
-        }
-
-    def asks_elsewhere(self, session_id: str) -> bool:
-        """Whether a pending request of ``session_id`` waits with no dialog on screen
-        (its CLI shows one only when the hook ends: Codex)."""
-        return any(r.fallback == "dialog" for r in self.requests.pending([session_id]))
-
-    def hand_over(self, session_id: str, reason: str) -> int:
-        """Hand every pending request of ``session_id`` that waits with no dialog on
-        screen to its CLI's own dialog (a person is at the terminal); how many."""
-        waiting = [r for r in self.requests.pending([session_id]) if r.fallback == "dialog"]
-        return sum(self.end_request(r.id, "dialog", reason) for r in waiting)
-
-    def end_request(self, request_id: str, how: Ending, reason: str) -> bool:
-        """End a pending request without a decision (``dialog``: hand it to the CLI's
-        own dialog; ``closed``); False when it was answered or ended already."""
-        request = self.requests.get(request_id)
-        if request is None:
-            return False
-        try:
-            self.requests.answer(request_id, Answer(how, time.time(), reason=reason))
-        except (NotFound, Conflict):
-            return False
-        self._requests_changed(request.session_id)
-        return True
-
     # -- reading -----------------------------------------------------------------------
 
     def reconcile(self, boot: bool = False) -> list[Action]:
@@ -325,17 +270,13 @@ class SessionService:
         return actions
 
     def list(self, statuses: Iterable[Status] | None = None) -> builtins.list[Session]:
-        """Every record (of ``statuses``), oldest first, after a reconcile, a check of
-        the running agents' conversation ids and the hook events spooled meanwhile."""
-        self.reconcile()
-        self.follow_conversations()
-        self.apply_attention()
-        self.follow_activity()
+        """Every record (of ``statuses``), oldest first, as the store holds it: a read,
+        which writes and publishes nothing (what ended or changed unwatched is found by
+        :attr:`refresh` and the server's exit watch)."""
         return self.store.list(statuses)
 
     def terminals(self) -> builtins.list[Session]:
-        """The running sessions (the terminals), after a reconcile."""
-        self.reconcile()
+        """The running sessions (the terminals), as the store holds them."""
         return self.store.list(["running"])
 
     def get(self, session_id: str) -> Session:
@@ -386,19 +327,13 @@ class SessionService:
         named = [s for s in self.store.list() if s.name == name]
         return named[-1] if named and named[-1].status == "interrupted" else None
 
-    def kind(self, name: object) -> AgentKind:
+    def _kind(self, name: object) -> AgentKind:
         """The agent kind called ``name``; :class:`InvalidRequest` listing the known ones."""
         if isinstance(name, str) and name in self.kinds:
             return self.kinds[name]
         raise InvalidRequest(
             f"unknown session kind {str(name)[:40]!r}; known kinds: {', '.join(self.kinds)}"
         )
-
-    def describe_kinds(self) -> builtins.list[dict[str, Any]]:
-        """Every kind as clients see it (:meth:`~.agents.AgentKind.describe`): whether
-        it can start with the PATH new sessions get, and if not why. Looks on disk."""
-        path = self.env.environment().get("PATH")
-        return [kind.describe(path) for kind in self.kinds.values()]
 
     def transcript(self, session_id: str) -> Transcript:
         """The transcript of a recorded session (:class:`NotFound` for unknown ids)."""
@@ -409,85 +344,6 @@ class SessionService:
             session.id, self.backends.get(session.backend).transcript_path(session.id)
         )
 
-    def model(self, session_id: str) -> dict[str, Any]:
-        """The REST model of one session (:meth:`Session.to_model`) with its ``usage``
-        (:meth:`models`) and what its transcript keeps: ``transcript_start`` (the first
-        kept byte; earlier ones were dropped by ``transcript_max_bytes``) and
-        ``transcript_incomplete_since`` (when output was first lost among the kept
-        bytes, e.g. on a full disk; else None)."""
-        session = self.store.get(session_id)
-        transcript = self._transcript(session)
-        gaps = transcript.gaps()
-        return {
-            **session.to_model(),
-            "usage": self.usage.model(session),
-            "transcript_start": transcript.start(),
-            "transcript_incomplete_since": (clock.iso(gaps[0][1]) if gaps else None),
-        }
-
-    def models(self, sessions: Iterable[Session]) -> builtins.list[dict[str, Any]]:
-        """The REST models of ``sessions`` with their ``usage``: tokens by kind, the
-        estimated cost, what they spent while nobody watched, the unattended limit
-        (:meth:`~jupyter_agents.spend.ledger.UsageLedger.model`; None for shells)."""
-        sessions = builtins.list(sessions)
-        usage = self.usage_models(sessions)
-        return [{**s.to_model(), "usage": usage[s.id]} for s in sessions]
-
-    def usage_models(self, sessions: Iterable[Session]) -> dict[str, dict[str, Any] | None]:
-        """The REST ``usage`` object of each of ``sessions``, by id (one query)."""
-        sessions = builtins.list(sessions)
-        found = self.usage.usage(s.id for s in sessions)
-        return {s.id: self.usage.model(s, found.get(s.id)) for s in sessions}
-
-    def read_usage(self) -> dict[str, Change]:
-        """Read what agents added to their conversation files into the usage ledger
-        (:meth:`~jupyter_agents.spend.ledger.UsageLedger.update`): what changed, by session.
-        Each changed session's usage is published (a ``usage`` event), at most every
-        :data:`~jupyter_agents.spend.ledger.USAGE_EVENT_INTERVAL` seconds per session.
-        Blocking."""
-        sessions = self.store.list(kinds=self.usage_kinds)
-        changes = self.usage.update(sessions, self.conversation_files)
-        due = self._usage_events.due(changes)
-        for session in self.store.get_many(due):
-            self.publish("usage", session, usage=self.usage.model(session))
-        return changes
-
-    def set_unattended_limit(self, session_id: str, value: object) -> Session:
-        """A session's own unattended limit (:func:`~jupyter_agents.spend.limits.parse_override`:
-        a limit, ``{}`` for none, None for the configured one); :class:`InvalidRequest`
-        for a bad one or a kind that reports no usage. Published (``usage``)."""
-        limit = parse_override(value)
-        session = self.store.get(session_id)
-        if session.kind not in self.usage_kinds:
-            raise InvalidRequest(
-                f"session {session_id} is a {session.kind}: it reports no usage to limit"
-            )
-        self.usage.set_limit(session_id, limit)
-        self.publish("usage", session, usage=self.usage.model(session))
-        return session
-
-    def log_transcript_gaps(self) -> int:
-        """Log each new gap in running sessions' transcripts once (:class:`GapLog`);
-        how many were new."""
-        return self._gaps.log_new(self._transcript(s) for s in self.store.list(["running"]))
-
-    def follow_conversations(self) -> int:
-        """Record the conversation ids running agents hold now; how many changed (the
-        ids they held before are noted in the archive, which keeps their files too)."""
-        changes = conversations.follow(self.store, self.change, self.kinds, self.log)
-        for change in changes:
-            if change.old:
-                self.archive.note(change.session_id, change.old)
-        for session in self.store.get_many(c.session_id for c in changes):
-            self.publish("conversation", session)
-        return len(changes)
-
-    def archive_conversations(self) -> int:
-        """Copy what agents added to their conversation files into the archive
-        (:meth:`ConversationArchive.sync`); the bytes copied. Blocking."""
-        kinds = [name for name, kind in self.kinds.items() if kind.keeps_conversations]
-        return self.archive.sync(self.store.list(kinds=kinds), self.kinds)
-
     def conversation_files(self, session: Session) -> builtins.list[ConversationFile]:
         """The files ``session``'s conversations are read from, oldest first, by the
         archive's one rule (:meth:`~jupyter_agents.agents.archive.ConversationArchive.files`):
@@ -497,47 +353,11 @@ class SessionService:
         live = [] if kind is None else kind.conversation_files(session)
         return self.archive.files(session, live)
 
-    def follow_modes(self) -> int:
-        """Follow what running sessions' programs set since the last call (their modes,
-        :mod:`jupyter_agents.terminal.state`, kept in the store, and their titles: each
-        new title is published); how many titles changed."""
-        changed = 0
-        for session in self.store.list(["running"]):
-            point = self.modes.at(session.id, self._transcript(session), session.modes)
-            fields: dict[str, Any] = {}
-            kept = Followed.load(session.modes)
-            if kept is None or kept.modes != point.modes or point.offset - kept.offset > 1 << 20:
-                fields["modes"] = point.dump()
-            if point.modes.title is not None and point.modes.title != session.program_title:
-                fields["program_title"] = point.modes.title
-            if not fields:
-                continue
-            retitled = "program_title" in fields
-            if self.change(session.id, "title" if retitled else None, **fields) and retitled:
-                changed += 1
-        return changed
-
-    def modes_at(self, session_id: str, offset: int) -> Followed:
-        """What session ``session_id``'s program set, at transcript ``offset`` (or the
-        point followed past it: :meth:`~jupyter_agents.terminal.state.ModeFollower.at`)."""
-        session = self.store.get(session_id)
-        return self.modes.at(session_id, self._transcript(session), session.modes, offset)
-
     def rename(self, session_id: str, title: object) -> Session:
         """Give a session a person's title (:func:`~jupyter_agents.terminal.vt.check_title`;
         None or empty: clear it, so the program's shows again); published."""
         title = check_title(title)
         return self.change(session_id, "title", title=title) or self.store.get(session_id)
-
-    def apply_attention(self) -> int:
-        """Bring attention states up to date (:class:`attention.AttentionTracker`): the
-        hook events agents spooled since the last call (also those of while no server
-        ran), and the silence heuristic of kinds that report nothing exact. Each change
-        is published; returns how many there were."""
-        changed = self.attention.apply_spool()
-        return changed + self.attention.apply_silence(
-            lambda sid: self.transcript(sid).ended_at(), time.time()
-        )
 
     # -- starting ----------------------------------------------------------------------
 
@@ -573,7 +393,7 @@ class SessionService:
         loose = worktree not in (None, False, True) and not isinstance(worktree, str)
         if inherited is None and loose:
             raise InvalidRequest("worktree must be true, false or a branch name")
-        agent = self.kind(kind)
+        agent = self._kind(kind)
         checked = agent.check_args(args)
         if inherited is not None:
             self.worktrees.revive(inherited)  # its folder removed by hand: made again
@@ -641,14 +461,6 @@ class SessionService:
 
     # -- worktrees ---------------------------------------------------------------------
 
-    def _worktree(self, session_id: str) -> Worktree:
-        worktree = worktree_of(self.store.get(session_id).worktree)
-        if worktree is None:
-            raise Conflict(f"session {session_id} was not started in a worktree")
-        if worktree.ended is not None:
-            raise Conflict(f"session {session_id}'s worktree is finished: {worktree.ended}")
-        return worktree
-
     def _note_lost_worktrees(self) -> None:
         """At boot: a session whose worktree was removed outside jupyter_agents says so
         in its reason (a restore makes the worktree again from its branch)."""
@@ -663,49 +475,6 @@ class SessionService:
             if session.reason != reason:
                 self.change(session.id, reason=reason)
                 self.log.warning("jupyter_agents: session %s: %s", session.id, reason)
-
-    def review_worktree(self, session_id: str) -> Review:
-        """What a worktree session did so far (:meth:`~.worktrees.Worktrees.review`)."""
-        return self.worktrees.review(self._worktree(session_id))
-
-    def worktree_file(self, session_id: str, path: str) -> dict[str, Any]:
-        """One file a worktree session changed, before and now, as the review's diff view
-        shows it (:func:`~.filediff.file_diff`); :class:`NotFound` for a path its review
-        does not list."""
-        return file_diff(self.worktrees.versions(self._worktree(session_id), path))
-
-    def finish_worktree(self, session_id: str, how: object, confirm: bool = False) -> Session:
-        """Merge a worktree session's branch into its base, or discard it; either way its
-        worktree and branch go, and the record says how it ended (the conversation and
-        transcript stay). A session still running is ended first only with ``confirm``
-        (:class:`Conflict` otherwise), as are uncommitted changes dropped; a merge that
-        conflicts changes nothing and names the files."""
-        if how not in ("merge", "discard"):
-            raise InvalidRequest("finish a worktree with action 'merge' or 'discard'")
-        action: Finish = "merge" if how == "merge" else "discard"
-        worktree = self._worktree(session_id)
-        session = self.store.get(session_id)
-        if session.status in ("running", "orphaned"):
-            if not confirm:
-                raise Conflict(
-                    f"session {session_id} is still {session.status}: end it first, or "
-                    "confirm to end it and finish its worktree"
-                )
-            if action == "merge":  # nothing ends before the merge can be known to work
-                self.worktrees.check_merge(worktree)
-            self.terminate(session_id, reason=f"ended to {action} its worktree")
-        if action == "merge":
-            commit = self.worktrees.merge(worktree, confirm)
-            ended = f"merged into {worktree.base} at {commit[:12]}"
-        else:
-            self.worktrees.discard(worktree, confirm)
-            ended = "discarded"
-        finished = dataclasses.replace(worktree, ended=ended)
-        self.log.info(
-            "jupyter_agents: session %s: worktree %s %s", session_id, worktree.path, ended
-        )
-        changed = self.change(session_id, "updated", worktree=finished.to_record())
-        return changed or self.store.get(session_id)
 
     def start_fresh(self, session_id: str) -> Session:
         """A new session of an ended session's kind, in its folder, with its launch
@@ -908,30 +677,6 @@ class SessionService:
             time.sleep(0.05)
         said = f": {words}" if words else ""
         return f"{session.kind} exited {lived:.0f} s after it started (code {exit_code}){said}"
-
-    def follow_activity(self) -> int:
-        """Move each running session's ``last_activity`` up to when its program last
-        printed: its transcript's last write, which the backend makes whether anyone
-        watches or not (publishing ``activity``). One stat per running session, a store
-        write only for one that printed since it was last moved; how many moved."""
-        moved = 0
-        for session in self.store.list(["running"]):
-            wrote = self._transcript(session).ended_at()
-            recorded = clock.parse(session.last_activity)
-            if wrote is None or wrote <= recorded:
-                continue
-            when = clock.iso(wrote)
-            if self.change(session.id, "activity", expect=("running",), last_activity=when):
-                moved += 1
-        return moved
-
-    def note_activity(self, session_id: str) -> None:
-        """Output or input happened now: record ``last_activity`` and publish it."""
-        self.change(session_id, "activity", last_activity=utcnow_iso())
-
-    def set_size(self, session_id: str, rows: int, cols: int) -> None:
-        """Remember a session's terminal size (re-applied when it is reattached)."""
-        self.change(session_id, rows=rows, cols=cols)
 
     def kill_server(self) -> builtins.list[str]:
         """Emergency stop of every backend of this state dir: every session ends,

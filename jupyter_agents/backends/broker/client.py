@@ -56,6 +56,7 @@ from jupyter_agents.core.paths import (
     create_private_file,
     ensure_private_dir,
     safe_short_dir,
+    state_lock,
 )
 from jupyter_agents.core.procs import ProcessIdentity, matches, terminate_tree
 
@@ -318,12 +319,16 @@ class BrokerBackend(Backend):
                 self.log.error("jupyter_agents: reconcile after losing the broker: %s", e)
 
     def _replace(self, hung: bool) -> int:
-        """End a hung broker by force, start a new one; its pid."""
-        if hung:
-            ident = self._recorded_broker()
-            if ident is not None:
-                terminate_tree(ident)
-        return self._ensure_running()
+        """End a hung broker by force, start a new one; its pid. The state dir's lock is
+        held meanwhile, so no reconcile runs between: one would hear the dying broker
+        report its sessions as exited (the hang-up it gives them on its way out) where
+        they were lost with it (``interrupted``)."""
+        with state_lock(self.state_dir):
+            if hung:
+                ident = self._recorded_broker()
+                if ident is not None:
+                    terminate_tree(ident)
+            return self._ensure_running()
 
 
 def _running(ident: ProcessIdentity) -> bool:
