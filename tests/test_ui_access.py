@@ -218,9 +218,18 @@ def test_a_keyboard_reaches_every_action_and_keeps_its_place(lab: Lab, page: Any
     filter_box.focus()
     tab_to(page, selected_row)
     page.keyboard.press("Tab")
-    assert page.evaluate(
-        "s => document.activeElement.matches(s)", f"{selected_row} button[data-action='open']"
-    ), focused(page)
+    open_button = f"{selected_row} button[data-action='open']"
+    assert page.evaluate("s => document.activeElement.matches(s)", open_button), focused(page)
+    # the panel draws its rows again on every event (here a rename, from elsewhere):
+    # the focus stays on the button a person was on, not back on its row
+    for title in ("renamed-elsewhere", None):
+        status, _ = lab.server.request("PATCH", f"/api/agents/sessions/{sid}", {"title": title})
+        assert status == 200
+        page.wait_for_function(  # drawn again
+            "([s, t, shown]) => document.querySelector(s).textContent.includes(t) === shown",
+            arg=[selected_row, "renamed-elsewhere", title is not None],
+        )
+        assert page.evaluate("s => document.activeElement.matches(s)", open_button), focused(page)
     page.keyboard.press("Tab")
     assert page.evaluate(
         "s => document.activeElement.matches(s)", f"{selected_row} button[data-action='menu']"

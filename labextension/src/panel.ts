@@ -161,6 +161,40 @@ const ROW_BUTTONS = ['primary', 'more', 'cost', 'action', 'worktree', 'revoke']
   .join(', ');
 
 /**
+ * Where the focus is in the rows: a row (`index` -1), or one of its controls, by its
+ * `data-action` where it has one, else by its place among the row's controls.
+ */
+interface IPlace {
+  id: string;
+  action: string | null;
+  index: number;
+}
+
+/** The focusable controls of `row`, in document order. */
+function focusables(row: HTMLElement): HTMLElement[] {
+  return Array.from(
+    row.querySelectorAll<HTMLElement>(
+      'button, a[href], input, select, textarea'
+    )
+  );
+}
+
+/** The place of `node` in its row, if it is a row or one of a row's controls. */
+function placeOf(node: Element | null): IPlace | null {
+  const row = node?.closest<HTMLElement>('.jp-AgentsPanel-row');
+  const id = row?.dataset.sessionId;
+  if (!node || !row || !id) {
+    return null;
+  }
+  if (node === row) {
+    return { id, action: null, index: -1 };
+  }
+  const action = (node as HTMLElement).dataset?.action ?? null;
+  const index = focusables(row).indexOf(node as HTMLElement);
+  return action !== null || index >= 0 ? { id, action, index } : null;
+}
+
+/**
  * A session's actions (its status's, the first being the primary one): its
  * conversation when it has one; Share only where this server can share (`canShare`);
  * a limit only for an agent that reports what it spends; Review for a session whose
@@ -458,6 +492,9 @@ export class AgentsPanel extends Widget {
     }
     const trans = this._trans;
     const focused = this._body.contains(document.activeElement);
+    // what had the focus, to be focused again in the new rows (a key press between two
+    // renders must not find the focus moved back to the row)
+    const place = focused ? placeOf(document.activeElement) : null;
     this._body.replaceChildren();
     this._renderTotal();
 
@@ -545,7 +582,7 @@ export class AgentsPanel extends Widget {
     if (selected) {
       this._select(this._selected, false);
       if (focused) {
-        selected.focus();
+        (this._placed(place) ?? selected).focus();
       }
     } else {
       this._selected = null;
@@ -1094,6 +1131,20 @@ export class AgentsPanel extends Widget {
       this._body.querySelectorAll<HTMLElement>(
         'details[open] > ul > .jp-AgentsPanel-row'
       )
+    );
+  }
+
+  /** The element at `place` in the rows as they are now, if it is still there. */
+  private _placed(place: IPlace | null): HTMLElement | null {
+    const row = place ? this._rowOf(place.id) : null;
+    if (!place || !row) {
+      return null;
+    }
+    if (place.action === null) {
+      return place.index < 0 ? row : (focusables(row)[place.index] ?? null);
+    }
+    return row.querySelector<HTMLElement>(
+      `[data-action="${CSS.escape(place.action)}"]`
     );
   }
 
