@@ -406,7 +406,8 @@ def test_hooks_never_import_from_the_project_folder(
 def test_the_hook_records_an_event_under_the_name_it_is_given(
     tmp_path: Path, event: str, payload: dict[str, Any], state: str
 ) -> None:
-    from jupyter_agents.agents.attention import hook_command, spool_dir, state_after
+    from jupyter_agents.agents.attention import state_after
+    from jupyter_agents.agents.hooks import hook_command, spool_dir
 
     spool_dir(tmp_path)
     argv = hook_command(tmp_path, "s1", event=event)

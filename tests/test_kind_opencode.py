@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_agents.agents.attention import AttentionTracker, hook_command
+from jupyter_agents.agents.attention import AttentionTracker
+from jupyter_agents.agents.hooks import hook_command
 from jupyter_agents.agents.kinds import make_kinds
 from jupyter_agents.agents.opencode import (
     PLUGIN,

@@ -1,12 +1,13 @@
 """Attention: what an agent session needs from its user, as its CLI tells us exactly.
 
-We launch the agent CLIs, so each process gets its own hooks (Claude Code:
-``--settings`` with a private file; Codex: ``-c notify=[...]``). They run
+We launch the agent CLIs, so each process gets its own hooks, which its kind's module
+sets up (Claude Code: ``--settings`` with a private file; Codex: ``-c notify=[...]``
+and ``-c hooks...``; the plumbing they share: :mod:`.hooks`). They run
 :mod:`jupyter_agents.hook`, which appends a digest of each event to the session's spool
 file (:mod:`~.spool`); the session service applies spooled events (:func:`state_after`)
 to the store. The user's own settings files are never edited. :func:`state_after` is
-pure; the rest touches files: the per-session hook files, the spool
-(:class:`AttentionTracker`) and its wake socket.
+pure; the rest touches files: the spool (:class:`AttentionTracker`) and its wake
+socket.
 
 States: ``working``; ``waiting`` (turn finished, wants input); ``permission`` (approval
 asked); ``error`` (with the reason); ``unknown`` (the CLI ended its session). Claude
@@ -17,7 +18,6 @@ the next tool or prompt event closes that state.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
@@ -28,13 +28,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jupyter_agents.agents.hooks import spool_dir
 from jupyter_agents.agents.permissions import ASKED, CLOSING_EVENTS, ENDED, RequestFolder
-from jupyter_agents.agents.spool import WAKE_SOCKET, read_spool, spool_path
+from jupyter_agents.agents.spool import WAKE_SOCKET, read_spool
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import Conflict, NotFound
 from jupyter_agents.core.events import Changer
-from jupyter_agents.core.launch import python_module_argv
-from jupyter_agents.core.paths import ensure_private_dir
 from jupyter_agents.core.store import Attention, Session, SessionStore
 
 if TYPE_CHECKING:
@@ -42,18 +41,6 @@ if TYPE_CHECKING:
 
 #: the states in which a session needs its user
 NEEDS_YOU: frozenset[str] = frozenset({"waiting", "permission", "error"})
-#: Claude Code hook events we subscribe to
-CLAUDE_EVENTS = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "Notification",
-    "PermissionRequest",
-    "Stop",
-    "StopFailure",
-    "SessionEnd",
-)
 #: ``notification_type`` of a Notification that shows a permission dialog: Claude
 #: Code's, Gemini CLI's
 _PERMISSION_TYPES = frozenset({"permission_prompt", "ToolPermission"})
@@ -96,196 +83,6 @@ def state_after(
     if event == "SessionEnd":
         return "unknown", None
     return None
-
-
-def spool_dir(state_dir: Path) -> Path:
-    """Where hook events are spooled (made 0700)."""
-    return ensure_private_dir(state_dir / "spool")
-
-
-def hook_command(state_dir: Path, session_id: str, event: str | None = None) -> list[str]:
-    """The argv of the hook for one session: the same Python and package as ours, which
-    never imports from the folder the CLI runs it in (:func:`python_module_argv`).
-    ``event``: record every event it is run for as this one (``--as``, for a CLI
-    whose event names are not Claude's)."""
-    named = [] if event is None else ["--as", event]
-    return python_module_argv("jupyter_agents.hook", *named, str(spool_path(state_dir, session_id)))
-
-
-def ask_command(
-    state_dir: Path, session_id: str, wait: float, fallback: str, event: str | None = None
-) -> list[str]:
-    """The argv of the hook that makes a ``PermissionRequest`` a pending request and
-    waits up to ``wait`` seconds for its answer (:mod:`jupyter_agents.hook`); ``event``
-    as in :func:`hook_command` (``PermissionRequest`` for a CLI that calls it otherwise)."""
-    named = [] if event is None else ["--as", event]
-    return python_module_argv(
-        "jupyter_agents.hook",
-        *named,
-        "--ask",
-        f"{wait:g}",
-        fallback,
-        str(spool_path(state_dir, session_id)),
-    )
-
-
-#: how long Claude Code's permission hook waits for an answer from elsewhere (its dialog
-#: is on screen meanwhile, and the first answer wins)
-CLAUDE_ASK_WAIT = 3600.0
-
-
-def claude_settings(state_dir: Path, session_id: str) -> Path:
-    """Write the session's private Claude Code settings file (hooks only; the user's
-    own hooks fire too) and return its path, for ``--settings``. ``PermissionRequest``
-    runs the asking hook (:func:`ask_command`), with a timeout past its wait."""
-    import shlex
-
-    command = shlex.join(hook_command(state_dir, session_id))
-    hooks: dict[str, list[dict[str, Any]]] = {
-        event: [{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]
-        for event in CLAUDE_EVENTS
-    }
-    ask = shlex.join(ask_command(state_dir, session_id, CLAUDE_ASK_WAIT, "shown"))
-    hooks["PermissionRequest"] = [
-        {
-            "matcher": "*",
-            "hooks": [{"type": "command", "command": ask, "timeout": int(CLAUDE_ASK_WAIT) + 30}],
-        }
-    ]
-    return write_hook_settings(state_dir, claude_settings_name(session_id), {"hooks": hooks})
-
-
-def claude_settings_name(session_id: str) -> str:
-    """The name of session ``session_id``'s Claude Code settings file (in ``hooks/``)."""
-    return f"{session_id}.json"
-
-
-def merged_hooks(settings: Mapping[str, Any], ours: Mapping[str, list[Any]]) -> dict[str, Any]:
-    """``settings`` (an administrator's, in Claude's layout of ``hooks.<Event>``) with
-    our hook definitions added after its own of each event, its other settings as
-    they are (Gemini CLI and Qwen Code take every scope's hooks, in order).
-
-    >>> admin = {"ui": {"theme": "x"}, "hooks": {"Stop": [{"hooks": ["theirs"]}]}}
-    >>> merged = merged_hooks(admin, {"Stop": [{"hooks": ["ours"]}]})
-    >>> merged["ui"], merged["hooks"]["Stop"]
-    ({'theme': 'x'}, [{'hooks': ['theirs']}, {'hooks': ['ours']}])
-    """
-    theirs = settings.get("hooks")
-    hooks: dict[str, Any] = dict(theirs) if isinstance(theirs, Mapping) else {}
-    for event, definitions in ours.items():
-        before = hooks.get(event)
-        hooks[event] = [*(before if isinstance(before, list) else []), *definitions]
-    return {**settings, "hooks": hooks}
-
-
-def hook_settings_path(state_dir: Path, name: str) -> Path:
-    """Where :func:`write_hook_settings` writes the settings file ``name``."""
-    return state_dir / "hooks" / name
-
-
-def write_hook_settings(state_dir: Path, name: str, content: Mapping[str, Any]) -> Path:
-    """Write ``content`` as JSON to ``<state_dir>/hooks/<name>``, readable by its owner
-    only (a symlink there is refused), and return its path: a session's private
-    settings file, which its CLI reads on every start."""
-    spool_dir(state_dir)
-    ensure_private_dir(state_dir / "hooks")
-    path = hook_settings_path(state_dir, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        os.fchmod(f.fileno(), 0o600)  # a file of an earlier run may have been loosened
-        json.dump(content, f)
-    return path
-
-
-def codex_notify(state_dir: Path, session_id: str) -> str:
-    """The ``-c`` value that makes Codex run our hook at each turn's end (TOML array).
-
-    Codex passes the payload as one more argument. ``notify`` needs no hook trust,
-    so the user's trust settings stay as they are.
-    """
-    spool_dir(state_dir)
-    return "notify=" + json.dumps(hook_command(state_dir, session_id))
-
-
-#: Codex hook events we subscribe to (besides ``notify``), with the label Codex's hook
-#: trust keys use for each (codex-rs ``hooks/src/lib.rs`` ``hook_key``)
-CODEX_EVENTS = {
-    "PermissionRequest": "permission_request",
-    "UserPromptSubmit": "user_prompt_submit",
-    "PostToolUse": "post_tool_use",
-}
-#: where Codex says hooks given with ``-c`` come from, in their trust keys
-CODEX_FLAGS_SOURCE = "/<session-flags>/config.toml"
-
-
-def codex_hook_hash(label: str, handler: Mapping[str, Any]) -> str:
-    """The hash Codex 0.171 records for a trusted hook (``trusted_hash``): SHA-256 of the
-    hook's identity as compact JSON with sorted keys (codex-rs ``hook_hash``), the
-    handler with Codex's defaults filled in.
-
-    >>> codex_hook_hash("stop", {"type": "command", "command": "x", "timeout": 5})[:14]
-    'sha256:2dcb998'
-    """
-    import hashlib
-
-    full = {"async": False, "timeout": 600, **handler}
-    identity = {"event_name": label, "hooks": [full]}
-    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-
-
-def codex_hooks(state_dir: Path, session_id: str, ask_wait: float) -> list[str]:
-    """The ``-c`` options that give a Codex process our hooks (:data:`CODEX_EVENTS`;
-    ``PermissionRequest`` waits ``ask_wait`` seconds for an answer from elsewhere, then
-    Codex shows its own dialog; 0: no such hook) and trust those hooks, and only those:
-    each by the hash Codex records when a person trusts a hook in ``/hooks``, for the
-    hooks given on this command line (the user's config and trust stay as they are;
-    never the flag that trusts every hook, which would trust a cloned repository's
-    hooks too)."""
-    import shlex
-
-    spool_dir(state_dir)
-    args: list[str] = []
-    trusted: dict[str, dict[str, str]] = {}
-    for event, label in CODEX_EVENTS.items():
-        if event == "PermissionRequest":
-            if ask_wait <= 0:
-                continue
-            argv = ask_command(state_dir, session_id, ask_wait, "dialog")
-            handler: dict[str, Any] = {
-                "type": "command",
-                "command": shlex.join(argv),
-                "timeout": int(ask_wait) + 30,
-            }
-        else:
-            handler = {
-                "type": "command",
-                "command": shlex.join(hook_command(state_dir, session_id)),
-                "timeout": 30,
-            }
-        args += ["-c", f"hooks.{event}=[{{hooks=[{_toml_inline(handler)}]}}]"]
-        trusted[f"{CODEX_FLAGS_SOURCE}:{label}:0:0"] = {
-            "trusted_hash": codex_hook_hash(label, handler)
-        }
-    if trusted:
-        table = ",".join(
-            f"{json.dumps(key)}={_toml_inline(value)}" for key, value in trusted.items()
-        )
-        args += ["-c", f"hooks.state={{{table}}}"]
-    return args
-
-
-def _toml_inline(table: Mapping[str, Any]) -> str:
-    """A TOML inline table of strings and integers (JSON strings are TOML strings).
-
-    >>> _toml_inline({"type": "command", "timeout": 5})
-    '{type="command",timeout=5}'
-    """
-    parts = []
-    for key, value in table.items():
-        text = str(value) if isinstance(value, int) else json.dumps(str(value))
-        parts.append(f"{key}={text}")
-    return "{" + ",".join(parts) + "}"
 
 
 class _Wake(asyncio.DatagramProtocol):

@@ -20,11 +20,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from jupyter_agents.agents.attention import (
-    claude_settings,
-    claude_settings_name,
-    hook_settings_path,
-)
 from jupyter_agents.agents.base import (
     AssignedIdKind,
     FolderConversation,
@@ -32,6 +27,12 @@ from jupyter_agents.agents.base import (
     is_uuid,
     newest_conversations,
     pid_file_conversation,
+)
+from jupyter_agents.agents.hooks import (
+    ask_command,
+    hook_command,
+    hook_settings_path,
+    write_hook_settings,
 )
 from jupyter_agents.agents.markdown import code, one_line, timestamp, tool_call, tool_result, turn
 from jupyter_agents.agents.usage import (
@@ -45,6 +46,50 @@ from jupyter_agents.agents.usage import (
     price_row,
 )
 from jupyter_agents.core.store import Session
+
+#: Claude Code hook events we subscribe to
+CLAUDE_EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "Notification",
+    "PermissionRequest",
+    "Stop",
+    "StopFailure",
+    "SessionEnd",
+)
+
+#: how long Claude Code's permission hook waits for an answer from elsewhere (its dialog
+#: is on screen meanwhile, and the first answer wins)
+CLAUDE_ASK_WAIT = 3600.0
+
+
+def claude_settings(state_dir: Path, session_id: str) -> Path:
+    """Write the session's private Claude Code settings file (hooks only; the user's
+    own hooks fire too) and return its path, for ``--settings``. ``PermissionRequest``
+    runs the asking hook (:func:`ask_command`), with a timeout past its wait."""
+    import shlex
+
+    command = shlex.join(hook_command(state_dir, session_id))
+    hooks: dict[str, list[dict[str, Any]]] = {
+        event: [{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]
+        for event in CLAUDE_EVENTS
+    }
+    ask = shlex.join(ask_command(state_dir, session_id, CLAUDE_ASK_WAIT, "shown"))
+    hooks["PermissionRequest"] = [
+        {
+            "matcher": "*",
+            "hooks": [{"type": "command", "command": ask, "timeout": int(CLAUDE_ASK_WAIT) + 30}],
+        }
+    ]
+    return write_hook_settings(state_dir, claude_settings_name(session_id), {"hooks": hooks})
+
+
+def claude_settings_name(session_id: str) -> str:
+    """The name of session ``session_id``'s Claude Code settings file (in ``hooks/``)."""
+    return f"{session_id}.json"
+
 
 #: flags that choose the conversation: ours to set
 _ID_FLAGS = frozenset(

@@ -24,7 +24,6 @@ from typing import Any
 
 import psutil
 
-from jupyter_agents.agents.attention import codex_hooks, codex_notify
 from jupyter_agents.agents.base import (
     AgentKind,
     FolderConversation,
@@ -33,6 +32,7 @@ from jupyter_agents.agents.base import (
     is_uuid,
     newest_conversations,
 )
+from jupyter_agents.agents.hooks import ask_command, hook_command, spool_dir
 from jupyter_agents.agents.markdown import code, timestamp, tool_call, tool_result, turn
 from jupyter_agents.agents.usage import (
     BadRecord,
@@ -47,6 +47,98 @@ from jupyter_agents.agents.usage import (
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.store import Session
+
+
+def codex_notify(state_dir: Path, session_id: str) -> str:
+    """The ``-c`` value that makes Codex run our hook at each turn's end (TOML array).
+
+    Codex passes the payload as one more argument. ``notify`` needs no hook trust,
+    so the user's trust settings stay as they are.
+    """
+    spool_dir(state_dir)
+    return "notify=" + json.dumps(hook_command(state_dir, session_id))
+
+
+#: Codex hook events we subscribe to (besides ``notify``), with the label Codex's hook
+#: trust keys use for each (codex-rs ``hooks/src/lib.rs`` ``hook_key``)
+CODEX_EVENTS = {
+    "PermissionRequest": "permission_request",
+    "UserPromptSubmit": "user_prompt_submit",
+    "PostToolUse": "post_tool_use",
+}
+#: where Codex says hooks given with ``-c`` come from, in their trust keys
+CODEX_FLAGS_SOURCE = "/<session-flags>/config.toml"
+
+
+def codex_hook_hash(label: str, handler: Mapping[str, Any]) -> str:
+    """The hash Codex 0.171 records for a trusted hook (``trusted_hash``): SHA-256 of the
+    hook's identity as compact JSON with sorted keys (codex-rs ``hook_hash``), the
+    handler with Codex's defaults filled in.
+
+    >>> codex_hook_hash("stop", {"type": "command", "command": "x", "timeout": 5})[:14]
+    'sha256:2dcb998'
+    """
+    import hashlib
+
+    full = {"async": False, "timeout": 600, **handler}
+    identity = {"event_name": label, "hooks": [full]}
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def codex_hooks(state_dir: Path, session_id: str, ask_wait: float) -> list[str]:
+    """The ``-c`` options that give a Codex process our hooks (:data:`CODEX_EVENTS`;
+    ``PermissionRequest`` waits ``ask_wait`` seconds for an answer from elsewhere, then
+    Codex shows its own dialog; 0: no such hook) and trust those hooks, and only those:
+    each by the hash Codex records when a person trusts a hook in ``/hooks``, for the
+    hooks given on this command line (the user's config and trust stay as they are;
+    never the flag that trusts every hook, which would trust a cloned repository's
+    hooks too)."""
+    import shlex
+
+    spool_dir(state_dir)
+    args: list[str] = []
+    trusted: dict[str, dict[str, str]] = {}
+    for event, label in CODEX_EVENTS.items():
+        if event == "PermissionRequest":
+            if ask_wait <= 0:
+                continue
+            argv = ask_command(state_dir, session_id, ask_wait, "dialog")
+            handler: dict[str, Any] = {
+                "type": "command",
+                "command": shlex.join(argv),
+                "timeout": int(ask_wait) + 30,
+            }
+        else:
+            handler = {
+                "type": "command",
+                "command": shlex.join(hook_command(state_dir, session_id)),
+                "timeout": 30,
+            }
+        args += ["-c", f"hooks.{event}=[{{hooks=[{_toml_inline(handler)}]}}]"]
+        trusted[f"{CODEX_FLAGS_SOURCE}:{label}:0:0"] = {
+            "trusted_hash": codex_hook_hash(label, handler)
+        }
+    if trusted:
+        table = ",".join(
+            f"{json.dumps(key)}={_toml_inline(value)}" for key, value in trusted.items()
+        )
+        args += ["-c", f"hooks.state={{{table}}}"]
+    return args
+
+
+def _toml_inline(table: Mapping[str, Any]) -> str:
+    """A TOML inline table of strings and integers (JSON strings are TOML strings).
+
+    >>> _toml_inline({"type": "command", "timeout": 5})
+    '{type="command",timeout=5}'
+    """
+    parts = []
+    for key, value in table.items():
+        text = str(value) if isinstance(value, int) else json.dumps(str(value))
+        parts.append(f"{key}={text}")
+    return "{" + ",".join(parts) + "}"
+
 
 #: how far a rollout's start may be from the process's start to count as its own
 ROLLOUT_WINDOW = timedelta(seconds=10)

@@ -35,7 +35,6 @@ from typing import Any
 
 import psutil
 
-from jupyter_agents.agents.attention import ask_command, hook_command, spool_dir
 from jupyter_agents.agents.base import (
     AssignedIdKind,
     FolderConversation,
@@ -43,6 +42,7 @@ from jupyter_agents.agents.base import (
     home_of,
     is_uuid,
 )
+from jupyter_agents.agents.hooks import ask_command, hook_command, spool_dir
 from jupyter_agents.agents.markdown import code, timestamp, tool_call, tool_result, turn
 from jupyter_agents.agents.spool import spool_path
 from jupyter_agents.agents.usage import (

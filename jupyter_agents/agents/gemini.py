@@ -43,19 +43,19 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from jupyter_agents.agents.attention import (
-    hook_command,
-    hook_settings_path,
-    merged_hooks,
-    spool_dir,
-    write_hook_settings,
-)
 from jupyter_agents.agents.base import (
     AssignedIdKind,
     FolderConversation,
     home_of,
     is_uuid,
     newest_conversations,
+)
+from jupyter_agents.agents.hooks import (
+    hook_command,
+    hook_settings_path,
+    merged_hooks,
+    spool_dir,
+    write_hook_settings,
 )
 from jupyter_agents.agents.markdown import timestamp, tool_call, tool_result, turn
 from jupyter_agents.agents.usage import (
@@ -227,7 +227,7 @@ def _admin_defaults(env: Mapping[str, str]) -> dict[str, Any]:
 
 def gemini_hooks(state_dir: Path, session_id: str) -> dict[str, list[dict[str, Any]]]:
     """Our hooks in Gemini's settings layout (``hooks.<Event>``): each event of
-    :data:`GEMINI_EVENTS` runs :func:`~jupyter_agents.agents.attention.hook_command`,
+    :data:`GEMINI_EVENTS` runs :func:`~jupyter_agents.agents.hooks.hook_command`,
     recording it under our name for it (the spool it appends to is made here)."""
     spool_dir(state_dir)
     hooks: dict[str, list[dict[str, Any]]] = {}

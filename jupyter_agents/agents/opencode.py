@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from jupyter_agents.agents.attention import ask_command, hook_command, spool_dir
 from jupyter_agents.agents.base import AgentKind, FolderConversation, Launch, home_of
+from jupyter_agents.agents.hooks import ask_command, hook_command, spool_dir
 from jupyter_agents.agents.markdown import code, timestamp, tool_call, tool_result, turn
 from jupyter_agents.agents.usage import BadRecord, Record, Tokens, UsageReader, count, json_object
 from jupyter_agents.core import clock

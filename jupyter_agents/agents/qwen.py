@@ -31,13 +31,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from jupyter_agents.agents.attention import (
-    ask_command,
-    hook_command,
-    hook_settings_path,
-    merged_hooks,
-    write_hook_settings,
-)
 from jupyter_agents.agents.base import (
     AssignedIdKind,
     FolderConversation,
@@ -45,6 +38,13 @@ from jupyter_agents.agents.base import (
     is_uuid,
     newest_conversations,
     pid_file_conversation,
+)
+from jupyter_agents.agents.hooks import (
+    ask_command,
+    hook_command,
+    hook_settings_path,
+    merged_hooks,
+    write_hook_settings,
 )
 from jupyter_agents.agents.markdown import timestamp, tool_call, tool_result, turn
 from jupyter_agents.agents.usage import (
@@ -200,7 +200,7 @@ def settings_name(session_id: str) -> str:
 def qwen_settings(
     state_dir: Path, session_id: str, ask_wait: float, environ: Mapping[str, str]
 ) -> Path:
-    """Write the session's private system-defaults file (:func:`~.attention.merged_hooks` of the
+    """Write the session's private system-defaults file (:func:`~.hooks.merged_hooks` of the
     administrator's and :func:`qwen_hooks`) and return its path (0600)."""
     admin = read_settings(system_defaults_path(environ))
     content = merged_hooks(admin, qwen_hooks(state_dir, session_id, ask_wait))
