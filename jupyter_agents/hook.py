@@ -1,10 +1,11 @@
 """The hook agent CLIs run.
 
-``python -m jupyter_agents.hook [--as EVENT] [--ask WAIT FALLBACK] SPOOL [JSON]``.
+``python -m jupyter_agents.hook [--as EVENT] [--answer SHAPE] [--ask WAIT FALLBACK] SPOOL
+[JSON]``.
 
 An agent CLI runs it for every hook event with the payload on stdin, or at the end of
 each turn (a ``notify`` command) with the payload as its last argument, as its kind sets
-it up (:mod:`jupyter_agents.agents.attention`). It appends one
+it up (its module in :mod:`jupyter_agents.agents`). It appends one
 line to the session's spool file (``<state dir>/spool/<session id>.jsonl``) holding
 only what status needs (:func:`jupyter_agents.agents.spool.digest`: event, time, type,
 error kind, conversation id; never prompt text or tool input), then wakes the server
@@ -17,7 +18,11 @@ With ``--ask WAIT FALLBACK``, a ``PermissionRequest`` event becomes a pending re
 its answer, spools its end, and prints the decision the CLI reads (nothing when there
 is none: the CLI's own dialog decides). ``FALLBACK`` is ``shown`` when the CLI's dialog
 is on screen while the hook waits (Claude Code), ``dialog`` when the CLI shows it only
-after the hook ends (Codex).
+after the hook ends (Codex). ``--answer SHAPE`` says how the CLI reads the decision
+(:func:`jupyter_agents.agents.permissions.hook_output`: ``claude``, which Claude Code
+and Codex read, or ``copilot``); its kind's set-up gives it. Without it (hooks of
+sessions started before it existed), a payload that names Copilot CLI's
+``permissionRequest`` gets ``copilot``, any other ``claude``.
 
 With ``--as EVENT``, the event is recorded as ``EVENT`` (one of the names
 :func:`jupyter_agents.agents.attention.state_after` knows), whatever the payload calls
@@ -40,6 +45,9 @@ def main(argv: list[str]) -> int:
     event: str | None = None
     if argv[:1] == ["--as"] and len(argv) >= 2:
         event, argv = argv[1][:80], argv[2:]
+    shape: str | None = None
+    if argv[:1] == ["--answer"] and len(argv) >= 2:
+        shape, argv = argv[1][:20], argv[2:]
     ask: tuple[float, str] | None = None
     if argv[:1] == ["--ask"] and len(argv) >= 4:
         try:
@@ -61,7 +69,9 @@ def main(argv: list[str]) -> int:
     if event is not None:
         record["event"] = event
     if ask is not None and record["event"] == "PermissionRequest":
-        return _ask(spool, payload, record, *ask)
+        if shape is None:  # a hook of a session started before --answer
+            shape = "copilot" if payload.get("hookName") == "permissionRequest" else "claude"
+        return _ask(spool, payload, record, *ask, shape)
     _spool(spool, record)
     return 0
 
@@ -84,9 +94,15 @@ def _spool(spool: str, record: dict[str, object]) -> None:
 
 
 def _ask(
-    spool: str, payload: dict[str, object], record: dict[str, object], wait: float, fallback: str
+    spool: str,
+    payload: dict[str, object],
+    record: dict[str, object],
+    wait: float,
+    fallback: str,
+    shape: str,
 ) -> int:
-    """A pending request for ``payload``; wait for its answer; print the decision."""
+    """A pending request for ``payload``; wait for its answer; print the decision in
+    ``shape``."""
     from pathlib import Path
 
     from jupyter_agents.agents import permissions
@@ -118,8 +134,6 @@ def _ask(
         "conversation": record.get("conversation"),
     }
     _spool(spool, ended)
-    # Copilot CLI names its event in the payload and reads a bare decision
-    shape = "copilot" if payload.get("hookName") == "permissionRequest" else "claude"
     output = permissions.hook_output(request, answer, shape)
     if output is not None:
         sys.stdout.write(json.dumps(output))

@@ -179,9 +179,13 @@ def test_a_hook_run_as_copilot_runs_it_spools_its_event(
     assert "secret words" not in json.dumps(record)
 
 
+@pytest.mark.parametrize("made_by", ["this version", "a version before --answer"])
 def test_a_permission_request_answered_elsewhere_is_printed_as_copilot_reads_it(
-    tmp_path: Path,
+    tmp_path: Path, made_by: str
 ) -> None:
+    """The kind's hook says how Copilot reads the decision (``--answer copilot``); a
+    hook written for a session started before that option, which a live Copilot
+    process still runs, gets the same answer from the payload's ``hookName``."""
     kind = CopilotKind(["copilot"])
     kind.ask_wait = 60
     state = tmp_path / "state"
@@ -190,6 +194,9 @@ def test_a_permission_request_answered_elsewhere_is_printed_as_copilot_reads_it(
         "permissionRequest"
     ]
     assert handler["timeoutSec"] > 60
+    assert " --answer copilot " in handler["bash"]
+    if made_by != "this version":
+        handler["bash"] = handler["bash"].replace(" --answer copilot ", " ")
     env = {**os.environ, **kind.reporting_env(state, "s8"), "PYTHONPATH": os.pathsep.join(sys.path)}
     payload = {
         "hookName": "permissionRequest",

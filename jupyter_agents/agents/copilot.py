@@ -177,7 +177,10 @@ def plugin_dir(state_dir: Path, ask_wait: float = 0.0) -> Path:
     for event, recorded in COPILOT_EVENTS.items():
         timeout = HOOK_TIMEOUT
         if event == "permissionRequest" and ask_wait > 0:
-            argv = ask_command(state_dir, "_", ask_wait, "dialog", event=recorded)[:-1]
+            # Copilot CLI reads a bare decision
+            argv = ask_command(
+                state_dir, "_", ask_wait, "dialog", event=recorded, answer="copilot"
+            )[:-1]
             timeout = int(ask_wait) + HOOK_TIMEOUT
         else:
             argv = hook_command(state_dir, "_", event=recorded)[:-1]

@@ -32,15 +32,24 @@ def hook_command(state_dir: Path, session_id: str, event: str | None = None) -> 
 
 
 def ask_command(
-    state_dir: Path, session_id: str, wait: float, fallback: str, event: str | None = None
+    state_dir: Path,
+    session_id: str,
+    wait: float,
+    fallback: str,
+    event: str | None = None,
+    answer: str = "claude",
 ) -> list[str]:
     """The argv of the hook that makes a ``PermissionRequest`` a pending request and
     waits up to ``wait`` seconds for its answer (:mod:`jupyter_agents.hook`); ``event``
-    as in :func:`hook_command` (``PermissionRequest`` for a CLI that calls it otherwise)."""
+    as in :func:`hook_command` (``PermissionRequest`` for a CLI that calls it otherwise);
+    ``answer``: the shape of the decision the CLI reads
+    (:func:`~jupyter_agents.agents.permissions.hook_output`)."""
     named = [] if event is None else ["--as", event]
     return python_module_argv(
         "jupyter_agents.hook",
         *named,
+        "--answer",
+        answer,
         "--ask",
         f"{wait:g}",
         fallback,
