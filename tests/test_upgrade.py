@@ -1,5 +1,6 @@
-"""An upgrade: sessions started by the last landed version survive ``pip install`` of
-this tree and a restart of the server (issue 35, acceptance 3).
+"""An upgrade: sessions started by an earlier landed version survive ``pip install`` of
+this tree and a restart of the server (issue 35, acceptance 3; issue 55, acceptance 4:
+from 57e8010, before the session service was split into parts).
 
 The package is "installed" as pip leaves it: one folder on ``sys.path``
 (``PYTHONPATH``, which the sessions inherit, so their hooks import from it too) holding
@@ -26,8 +27,10 @@ import pytest
 
 from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll, transcript_bytes
 
-#: the last landed version (stop 44): move it on when a version lands
-LANDED = "63e5a8b"
+#: the landed version whose sessions this tree must keep: 57e8010 (stop 56), the last
+#: before the session service's parts (issue 55); move it on when a change could break
+#: what a version's live processes call
+LANDED = "57e8010"
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "jupyter_agents"
 
@@ -77,7 +80,7 @@ def test_sessions_of_the_landed_version_survive_an_upgrade(
     site = tmp_path / "site"
     site.mkdir()
     landed_tree(site)
-    assert not (site / "jupyter_agents" / "server").exists()  # the flat layout
+    assert not (site / "jupyter_agents" / "sessions" / "refresh.py").exists()  # before it
     state, project = tmp_path / "state", tmp_path / "proj"
     project.mkdir()
     env = {**fake_agents.env, "PYTHONPATH": str(site)}
@@ -111,8 +114,8 @@ def test_sessions_of_the_landed_version_survive_an_upgrade(
 
         install_this_tree(site)
         server = start()
-        status, _ = server.request("GET", "/api/agents/sharing")  # a route only this tree has
-        assert status == 200
+        status, report = server.request("GET", "/api/agents/reconcile")
+        assert status == 200 and "restored_on_open" in report  # only this tree says it
 
         for session, said in ((broker, "broker-42"), (tmux, "tmux-42")):
             sid = session["id"]
