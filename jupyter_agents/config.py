@@ -53,7 +53,7 @@ from jupyter_agents.terminal import segments
 BUILTIN_NAMES = [kind.name for kind in BUILTIN]
 #: a price pattern of the defaults, for help texts
 PATTERN = next(model for model in DEFAULT_PRICES if "*" in model)
-#: removed from every session's environment unless configured otherwise (DESIGN.md 5, 10)
+#: removed from every session's environment unless configured otherwise
 DEFAULT_SCRUB_ENV = [
     # agent CLIs' markers for their own children: inherited, they break the agent inside
     *builtin_env(),

@@ -1,5 +1,5 @@
 """A scripted model endpoint on 127.0.0.1, so a real agent CLI completes whole turns
-offline (DESIGN.md section 16): it answers the CLI's model requests from a script,
+offline (docs/development.md): it answers the CLI's model requests from a script,
 records every request, and tells what usage it sent.
 
 One HTTP server (:class:`ModelEndpoint`, stdlib, in a thread) speaks one provider's
@@ -862,7 +862,7 @@ def claude_home(home: Path, *projects: Path) -> Path:
 
 def claude_env(endpoint: ModelEndpoint, home: Path) -> dict[str, str]:
     """The environment for Claude Code to use ``endpoint`` and nothing else on a network
-    (DESIGN.md section 16): no update check, telemetry, marketplace or other traffic."""
+    (docs/development.md): no update check, telemetry, marketplace or other traffic."""
     return {
         "HOME": str(home),
         "ANTHROPIC_BASE_URL": endpoint.base_url,
@@ -903,7 +903,7 @@ def codex_home(home: Path, endpoint: ModelEndpoint, *projects: Path) -> Path:
     """Make ``home`` a HOME whose ``.codex`` (CODEX_HOME, returned) has Codex 0.171 use
     ``endpoint`` for :data:`CODEX_MODEL` with no login (the key is in :func:`codex_env`)
     and reach its prompt at once: ``projects`` trusted, no model-migration screen, no
-    update check, analytics or plugin/app traffic (DESIGN.md section 16; it still tries
+    update check, analytics or plugin/app traffic (docs/development.md; it still tries
     to fetch its announcement tip). Approval ``on-request`` in a ``workspace-write``
     sandbox (0.171 refuses ``untrusted``): a command runs unasked in the sandbox, and
     one asking to leave it (:func:`codex_shell` with ``escalate``) shows "Would you like

@@ -125,7 +125,7 @@ def test_a_catastrophic_regex_never_stalls_the_server(agents_server, tmp_path):
     assert status == 400 and "RE2" in body["message"], body  # type: ignore[index]
 
 
-#: every query a terminal answers (xterm.js answers most: DESIGN.md section 14)
+#: every query a terminal answers (xterm.js answers most)
 QUERY_SEQUENCES = [
     b"\x1b[6n",  # cursor position
     b"\x1b[?6n",  # extended cursor position

@@ -2,7 +2,7 @@
 docs/deployment.md gives for Zero to JupyterHub.
 
 jupyterhub-singleuser sets ``ServerApp.identity_provider_class`` over every config file
-(DESIGN.md 17), so sharing configured only in a file once answered 409 at the first
+(docs/deployment.md), so sharing configured only in a file once answered 409 at the first
 grant. Here the example hub runs without the command-line classes; each single-user
 server instead reads the docs' ``singleuser.extraFiles`` entry, laid out as the pod
 would have it (tests/test_config_layout.py's :func:`lay_out`) in a folder on

@@ -1,5 +1,5 @@
 """The real Claude Code CLI (npm ``@anthropic-ai/claude-code``, pinned by ``.ci/run`` into
-``/opt/jupyter-agents-cli``) through our API, offline (DESIGN.md section 10): with
+``/opt/jupyter-agents-cli``) through our API, offline (docs/development.md): with
 ``~/.claude.json`` saying onboarding is done and the project is trusted, and no API key,
 it reaches its prompt, and a prompt ends in ``StopFailure`` ``authentication_failed``.
 So what the fakes model is checked against the real thing: our hooks fire, the

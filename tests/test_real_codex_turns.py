@@ -1,5 +1,5 @@
 """The real Codex CLI completing turns against a scripted model endpoint on 127.0.0.1
-(tests/model_endpoint.py, OpenAI Responses; DESIGN.md section 16), through a running
+(tests/model_endpoint.py, OpenAI Responses; docs/development.md), through a running
 server: its permission requests (issue 36); its usage, and its thread resumed after a
 reboot (issue 38).
 

@@ -1,5 +1,5 @@
 """The real Gemini CLI completing turns against a scripted model endpoint on 127.0.0.1
-(tests/model_endpoint.py, the Gemini API; DESIGN.md section 16), through a running
+(tests/model_endpoint.py, the Gemini API; docs/development.md), through a running
 server.
 
 - The conversation id is exact from the launch (``--session-id``); a fresh session is

@@ -1,5 +1,5 @@
 """The real OpenCode CLI completing turns against a scripted model endpoint on 127.0.0.1
-(tests/model_endpoint.py, OpenAI chat completions; DESIGN.md section 16), through a
+(tests/model_endpoint.py, OpenAI chat completions; docs/development.md), through a
 running server, with our plugin loaded by the session's environment:
 
 - started, the session has no conversation yet (OpenCode makes its ``ses_...`` id at

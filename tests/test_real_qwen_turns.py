@@ -1,5 +1,5 @@
 """The real Qwen Code CLI completing turns against a scripted model endpoint on 127.0.0.1
-(tests/model_endpoint.py, OpenAI chat completions; DESIGN.md section 16), through a
+(tests/model_endpoint.py, OpenAI chat completions; docs/development.md), through a
 running server.
 
 - The conversation id is exact from the launch (``--session-id``); a fresh session is

@@ -1,5 +1,5 @@
 """The real Claude Code CLI completing whole turns against a scripted model endpoint on
-127.0.0.1 (tests/model_endpoint.py; DESIGN.md section 16), through a running server:
+127.0.0.1 (tests/model_endpoint.py; docs/development.md), through a running server:
 what a person sees as "needs you" (issue 40, acceptance 2) and what the session spent.
 
 - A fresh session, asked nothing, is ``ready``; a finished turn makes it ``waiting``.

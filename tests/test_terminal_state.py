@@ -220,7 +220,7 @@ def test_terminal_modes_set_what_the_program_set_as_xterm_sees_it():
 def test_a_reconnected_tab_has_the_real_claude_code_tui_as_it_was(
     agents_server, tmp_path, monkeypatch
 ):
-    # the real CLI offline (DESIGN.md section 10): its TUI at the prompt, after a turn
+    # the real CLI offline (docs/development.md): its TUI at the prompt, after a turn
     for name in SCRUB:
         monkeypatch.delenv(name, raising=False)
     project = tmp_path / "proj"

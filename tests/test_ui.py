@@ -7,7 +7,7 @@ ids it needs from the REST API instead of assuming them. Screenshots go to
 ``tests/artifacts/ui/`` (gitignored; the docs embed copies kept in ``docs/ui/``).
 
 Terminal text is read from xterm's accessibility tree (``screenReaderMode``), as
-DESIGN.md section 9 describes: JupyterLab draws terminals on a canvas.
+JupyterLab draws terminals on a canvas.
 """
 
 from __future__ import annotations

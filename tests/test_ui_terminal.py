@@ -215,7 +215,7 @@ def kill(lab: Lab, session: dict[str, Any]) -> None:
 
 
 def test_keys_reach_the_program(lab: Lab, page: Any, tmp_path: Path) -> None:
-    """What JupyterLab 4.6 sends for the keys agents use (DESIGN.md section 15), read by
+    """What JupyterLab 4.6 sends for the keys agents use, read by
     the program itself: Enter CR, Shift+Enter LF, Alt+Enter ESC CR, Escape ESC,
     Ctrl-B/R/L/C their control bytes."""
     out = tmp_path / "keys.bin"

@@ -1,4 +1,4 @@
-"""Claude Code (DESIGN.md section 10).
+"""Claude Code (docs/agents.md).
 
 The conversation id is assigned at launch (``--session-id <uuid4>``), so it is exact
 from the first second. While the session runs, Claude keeps

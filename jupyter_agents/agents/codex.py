@@ -1,4 +1,4 @@
-"""Codex CLI (DESIGN.md section 10).
+"""Codex CLI (docs/agents.md).
 
 Codex cannot be given an id up front, so the id is captured after launch from evidence
 tied to *that* process: the thread lock it holds open

@@ -1,4 +1,4 @@
-"""Gemini CLI (``@google/gemini-cli``, DESIGN.md section 16; tested with 0.61.0).
+"""Gemini CLI (``@google/gemini-cli``, docs/agents-gemini.md; tested with 0.61.0).
 
 The conversation id is assigned at launch (``--session-id <uuid4>``), so it is exact
 from the first second; the folder-trust dialog Gemini shows in a folder not yet trusted

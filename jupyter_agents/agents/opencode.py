@@ -1,4 +1,4 @@
-"""OpenCode (DESIGN.md section 16).
+"""OpenCode (docs/agents-opencode.md).
 
 OpenCode makes a conversation's id (``ses_...``) only at the first prompt, and refuses
 an id it does not know (``-s <id>``: "Session not found"), so no id can be chosen at

@@ -1,11 +1,11 @@
 """Permission requests: an agent's "may I run this?", shown and answered away from its tab.
 
 Claude Code and Codex run a ``PermissionRequest`` hook before they run a tool that needs
-approval (DESIGN.md section 16). Ours (:mod:`jupyter_agents.hook` with ``--ask``) makes
-the request a *pending request*, a file in ``<state dir>/requests/`` (0700), and waits
-for its answer there. Whoever may type into the session answers it (REST, the panel,
-``jupyter agents allow``); the hook prints the decision and the CLI proceeds with no key
-pressed. The files of one request, each 0600:
+approval (docs/agents.md, "Permission requests"). Ours (:mod:`jupyter_agents.hook` with
+``--ask``) makes the request a *pending request*, a file in ``<state dir>/requests/``
+(0700), and waits for its answer there. Whoever may type into the session answers it
+(REST, the panel, ``jupyter agents allow``); the hook prints the decision and the CLI
+proceeds with no key pressed. The files of one request, each 0600:
 
 - ``<id>.json``: the request (:class:`PendingRequest`), written by the hook at once
   (a temporary file renamed into place);

@@ -1,4 +1,4 @@
-"""Qwen Code (``@qwen-code/qwen-code``, DESIGN.md section 16; tested with 0.24.4).
+"""Qwen Code (``@qwen-code/qwen-code``, docs/agents-qwen.md; tested with 0.24.4).
 
 The conversation id is assigned at launch (``--session-id <uuid4>``), so it is exact
 from the first second. While the session runs, Qwen keeps ``<qwen dir>/sessions/<pid>.json``

@@ -5,7 +5,7 @@ for every backend of a state dir under the state lock, so no spawn (which holds 
 lock from "start the process" to "record it") is ever seen half-done, and two servers
 reconciling at once take turns. Each backend judges only the records it owns (their
 ``backend`` field): a CLI configured for tmux never marks a broker session lost.
-Rules (DESIGN.md section 7):
+Rules (docs/design.md, "Reconcile"):
 
 - record ``running``/``orphaned`` + live          -> keep (``reattach``: reattached)
 - record ``running``/``orphaned`` + dead in backend -> ``exit`` (code kept, pane released)

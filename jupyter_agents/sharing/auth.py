@@ -2,7 +2,7 @@
 
 JupyterHub lets a user share their server, and a shared user passes JupyterHub's
 identity provider with the owner's power (its authorizer ignores action and resource:
-DESIGN.md section 14). Read-only watching therefore needs both classes here, configured
+docs/sharing.md). Read-only watching therefore needs both classes here, configured
 on the single-user server (docs/sharing.md):
 
 - :class:`ViewerAuthorizer`, ``c.ServerApp.authorizer_class``: the owner (``

@@ -5,7 +5,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-/** A session's state (DESIGN.md section 7). */
+/** A session's state (docs/design.md, "Reconcile"). */
 export type Status =
   'running' | 'exited' | 'interrupted' | 'orphaned' | 'killed';
 

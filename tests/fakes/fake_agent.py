@@ -1,7 +1,7 @@
 """Stand-ins for the ``claude`` and ``codex`` CLIs (which need the network).
 
 They honour the flags jupyter_agents uses and keep their files where the real CLIs do
-(DESIGN.md section 10), so the product code under test cannot tell the difference:
+(docs/agents.md), so the product code under test cannot tell the difference:
 
 claude: ``--session-id <uuid>`` (refused if not a UUID or already used), ``--resume
 <id>`` / ``-r`` (refused without a transcript: "No conversation found with session ID:

@@ -4,7 +4,7 @@ Chosen by measurement over a headless terminal model (pyte 0.8.2, 80x24) on this
 machine, feeding ~1 MB each of ``seq``-like lines, coloured ``ls``-like lines and
 full-screen TUI redraws: pyte's ``Screen`` rendered 0.35-0.50 MB/s and its
 ``HistoryScreen`` (20000 lines, needed to replay history) 0.11-0.18 MB/s, while a pty
-delivers ~32 MB/s (DESIGN.md section 5) and this replay takes 86-725 MB/s (feed, trim and
+delivers ~32 MB/s and this replay takes 86-725 MB/s (feed, trim and
 one snapshot). Feeding every byte to pyte would make the broker the bottleneck of every
 busy terminal (a 200 MB flood would take 20-30 minutes of a core instead of ~6 s).
 
