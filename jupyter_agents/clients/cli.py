@@ -205,7 +205,7 @@ def cost_report(service: SessionService, ids: list[str] | None = None) -> dict[s
     """The JSON of ``jupyter agents cost``: ``sessions`` (their usage's tokens, cost and
     unattended part), ``days`` (UTC) and ``total``, each priced from the price table."""
     prices = service.usage.prices
-    found = service.store.list(kinds=service.usage_kinds)
+    found = service.list(kinds=service.usage_kinds)
     chosen = [s for s in found if ids is None or s.id in ids]
     models = service.models.usage(chosen)
     listed = []
@@ -587,7 +587,7 @@ def cmd_send(service: SessionService, args: argparse.Namespace) -> int:
 def cmd_kill_server(service: SessionService, args: argparse.Namespace) -> int:
     """Every session ends: ask first on a terminal, else only with ``--yes``."""
     if not args.yes:
-        live = len(service.store.list(["running", "orphaned"]))
+        live = len(service.list(["running", "orphaned"]))
         if not sys.stdin.isatty():
             return _usage_error(
                 f"kill-server ends every session ({live} running); add --yes to do it"
@@ -995,7 +995,7 @@ def _session_refs(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> lis
     except (AgentsError, ValueError, TraitError, OSError):
         return []
     try:
-        records = service.store.list()
+        records = service.list()
     finally:
         service.close()
     refs = [s.id for s in records] + [s.name for s in records if s.status == "running"]

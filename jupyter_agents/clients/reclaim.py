@@ -152,7 +152,7 @@ def user_round(state_dir: Path, policy: Policy, deleted: bool, end: bool) -> lis
         service.reconcile()
         service.refresh.apply_attention()  # hook events since a server last applied them
         service.refresh.read_usage()  # what agents spent since a server last read it
-        running = service.store.list(["running"])
+        running = service.terminals()
         usage = service.usage.usage([s.id for s in running])
         now = time.time()
         records = []

@@ -79,7 +79,7 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
 
     def _redraw(self) -> None:
         with self._lock:
-            current = self.service.store.list()
+            current = self.service.list()
             usage = self.service.models.usage(current)
             models = [{**s.to_model(), "usage": usage.get(s.id)} for s in current]
             if models != self.sessions:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import Conflict, NotFound, StoreClosed, StoreError
@@ -316,6 +316,29 @@ def _encode(values: dict[str, Any]) -> dict[str, Any]:
     return {
         k: json.dumps(v) if k in _JSON_COLUMNS and v is not None else v for k, v in values.items()
     }
+
+
+class ShareTable(Protocol):
+    """What sharing may do with the store (:class:`SessionStore` is one): the grants
+    and who was admitted through them, and nothing of the sessions' records."""
+
+    def add_share(self, share: Share) -> None: ...
+
+    def share(self, share_id: str) -> Share: ...
+
+    def shares(
+        self, active_at: str | None = None, ids: Iterable[str] | None = None
+    ) -> builtins.list[Share]: ...
+
+    def set_share_hub_code(self, share_id: str, code_id: str | None) -> None: ...
+
+    def admit(self, share_id: str, user: str, when: str) -> None: ...
+
+    def admissions(self) -> builtins.list[Admission]: ...
+
+    def forget_admissions(self, user: str, share_ids: Iterable[str]) -> None: ...
+
+    def revoke_share(self, share_id: str, when: str) -> bool: ...
 
 
 class SessionStore:

@@ -120,7 +120,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             "jupyter_agents: state dir %s on %s: store journal %s, sockets in %s",
             state_dir,
             paths.filesystem_type(state_dir) or "an unknown filesystem",
-            self.service.store.journal,
+            self.service.journal,
             "the state dir" if runtime is None else f"{runtime} (a network filesystem)",
         )
         for name in provenance.HUB_SETTINGS:
@@ -133,9 +133,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         self.service.reconcile(boot=True)
         self.service.refresh.apply_attention()  # hook events of while no server ran
         self.service.usage.unwatch_all(time.time())  # no viewer is connected yet
-        self.service.events.publish_external(
-            self.service.store
-        )  # the baseline for changes made elsewhere
+        self.service.refresh.publish_external()  # the baseline for changes made elsewhere
         self._restored = self._restore_on_start(self.service)
         self.manager = self.terminal_manager_class(
             service=self.service,
@@ -144,7 +142,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             log=self.log,
         )
         # prometheus' terminal_currently_running_total, as stock keeps it
-        self.manager.count(self.service.store.list(["running"]))
+        self.manager.count(self.service.terminals())
         self._uncount = self.service.events.subscribe(self.manager.follow)
         self.settings.update(
             {
@@ -230,7 +228,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             self._refresher = asyncio.ensure_future(self._refresh(service))
         if self.activity is not None and self.agent_keepalive > 0:
             self._keepalive = asyncio.ensure_future(
-                self.activity.run(lambda: service.store.list(["running"]), self.activity_interval)
+                self.activity.run(service.terminals, self.activity_interval)
             )
         if self.shares is not None:
             assert self.serverapp is not None

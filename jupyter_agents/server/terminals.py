@@ -124,7 +124,7 @@ class TerminalManager(LoggingConfigurable):
     @property
     def terminals(self) -> dict[str, MODEL]:
         """The running terminals by name, as models."""
-        return {s.name: terminal_model(s) for s in self.service.store.list(["running"])}
+        return {s.name: terminal_model(s) for s in self.service.terminals()}
 
     def create(self, **kwargs: Any) -> MODEL:
         """Start a terminal (``name``, ``cwd`` as the REST API takes them); its model.
@@ -199,7 +199,7 @@ class TerminalManager(LoggingConfigurable):
 
     async def terminate_all(self) -> None:
         """End every running terminal."""
-        for session in await asyncio.to_thread(self.service.store.list, ["running"]):
+        for session in await asyncio.to_thread(self.service.terminals):
             try:
                 await asyncio.to_thread(self.service.terminate, session.id)
             except AgentsError as e:
@@ -244,7 +244,7 @@ class TerminalManager(LoggingConfigurable):
         Blocking."""
         culled = []
         now = datetime.now(timezone.utc)
-        for session in self.service.store.list(["running"]):
+        for session in self.service.terminals():
             output_at = self.service.transcript(session.id).ended_at()
             idle = idle_seconds(session, output_at, now)
             if idle <= self.cull_inactive_timeout:

@@ -47,7 +47,7 @@ class UnattendedGuard:
         Blocking."""
         ledger = self.service.usage
         kinds = [name for name, kind in self.service.kinds.items() if kind.interrupt_key]
-        running = self.service.store.list(["running"], kinds)
+        running = self.service.list(["running"], kinds)
         working = [s for s in running if s.attention == "working" or s.id in changes]
         ledger.tick(s.id for s in working)
         now = self.clock()

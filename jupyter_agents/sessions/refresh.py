@@ -85,7 +85,7 @@ class Refresh:
         self.follow_modes()
         self.follow_activity()
         self.apply_attention()
-        self._events.publish_external(self._store)
+        self.publish_external()
         self.log_transcript_gaps()
         return changes
 
@@ -97,6 +97,12 @@ class Refresh:
         self.apply_attention()
         self.follow_activity()
         self.read_usage()
+
+    def publish_external(self) -> int:
+        """Publish what other processes (the CLI, kernels) changed in the store since the
+        last call (:meth:`~jupyter_agents.core.events.EventHub.publish_external`; the
+        first call takes the baseline); how many events."""
+        return self._events.publish_external(self._store)
 
     def follow_conversations(self) -> int:
         """Record the conversation ids running agents hold now; how many changed (the

@@ -46,7 +46,14 @@ from jupyter_agents.core.procs import (
     stale_processes,
     terminate_tree,
 )
-from jupyter_agents.core.store import Session, SessionStore, Status, new_session_id, utcnow_iso
+from jupyter_agents.core.store import (
+    Session,
+    SessionStore,
+    ShareTable,
+    Status,
+    new_session_id,
+    utcnow_iso,
+)
 from jupyter_agents.sessions.models import Models
 from jupyter_agents.sessions.reconcile import Action, apply_plan
 from jupyter_agents.sessions.refresh import Refresh
@@ -107,6 +114,10 @@ class SessionService:
             kind.state_dir = state_dir  # where kinds that keep records there find them
         self.env = env
         self.log = log or logging.getLogger("jupyter_agents")
+        #: the store's SQLite journal mode (``wal``, or ``delete`` on a network filesystem)
+        self.journal = store.journal
+        #: the read-only shares and who was admitted through them (:mod:`~.sharing`)
+        self.shares: ShareTable = store
         self.last_report = Report()
         #: the reconcile at server start (clients report reattachments from it)
         self.boot_report = Report()
@@ -269,11 +280,13 @@ class SessionService:
                 self.requests.close_session(session.id, "the session ended")
         return actions
 
-    def list(self, statuses: Iterable[Status] | None = None) -> builtins.list[Session]:
-        """Every record (of ``statuses``), oldest first, as the store holds it: a read,
-        which writes and publishes nothing (what ended or changed unwatched is found by
-        :attr:`refresh` and the server's exit watch)."""
-        return self.store.list(statuses)
+    def list(
+        self, statuses: Iterable[Status] | None = None, kinds: Iterable[str] | None = None
+    ) -> builtins.list[Session]:
+        """Every record (of ``statuses`` and ``kinds``), oldest first, as the store holds
+        it: a read, which writes and publishes nothing (what ended or changed unwatched is
+        found by :attr:`refresh` and the server's exit watch)."""
+        return self.store.list(statuses, kinds)
 
     def terminals(self) -> builtins.list[Session]:
         """The running sessions (the terminals), as the store holds them."""

@@ -310,7 +310,7 @@ class Shares:
             utcnow_iso(),
             clock.iso(now + timedelta(seconds=expires_in)),
         )
-        self.service.store.add_share(share)
+        self.service.shares.add_share(share)
         self._changed(sid)
         self.audit.info(
             "share %s created by %s: session %s, viewer %s, expires %s",
@@ -335,27 +335,27 @@ class Shares:
         left = int((expires - clock.now()).total_seconds()) + 1
         invitation = hub_share_code(hub, left, next_path)
         if invitation.code_id is not None:
-            self.service.store.set_share_hub_code(share.id, invitation.code_id)
+            self.service.shares.set_share_hub_code(share.id, invitation.code_id)
             if share.viewer is not None and share.viewer != hub.owner:
-                self.service.store.admit(share.id, share.viewer, utcnow_iso())
+                self.service.shares.admit(share.id, share.viewer, utcnow_iso())
         return invitation.to_model()
 
     def list(self) -> list[dict[str, Any]]:
         """The active grants, each with the users watching through it now."""
         return [
             {**s.to_model(), "watchers": sorted(v.user for v in self.watchers.get(s.id, ()))}
-            for s in self.service.store.shares(active_at=utcnow_iso())
+            for s in self.service.shares.shares(active_at=utcnow_iso())
         ]
 
     def revoke(self, share_id: str, owner: str) -> Callable[[], None]:
         """Revoke a grant (404 if unknown or no longer active); returns what closes its
         watcher sockets and then ends the hub access that came with it (off the loop), to
         run on the IO loop."""
-        if not self.service.store.revoke_share(share_id, utcnow_iso()):
-            self.service.store.share(share_id)  # 404 when unknown
+        if not self.service.shares.revoke_share(share_id, utcnow_iso()):
+            self.service.shares.share(share_id)  # 404 when unknown
             raise NotFound(f"share {share_id} is no longer active")
         self._revoked.add(share_id)
-        self._changed(self.service.store.share(share_id).session_id)
+        self._changed(self.service.shares.share(share_id).session_id)
         self.audit.info("share %s revoked by %s", share_id, owner)
 
         def close() -> None:
@@ -373,12 +373,12 @@ class Shares:
         if self.refused() is not None:
             raise Forbidden("this server does not share sessions read-only")
         try:
-            share = self.service.store.share(share_id)
+            share = self.service.shares.share(share_id)
         except NotFound:
             share = None
         hub = Hub.from_env()
         if share is not None and hub is not None and user != hub.owner:
-            self.service.store.admit(share.id, user, utcnow_iso())
+            self.service.shares.admit(share.id, user, utcnow_iso())
         if share is None or not grants(share, user, utcnow_iso()):
             raise Forbidden("no live read-only share of yours by that id")
         return share
@@ -419,7 +419,7 @@ class Shares:
         between :meth:`admit` and :meth:`watch` (in any process) is seen here; one after
         the read finds the watcher registered."""
         try:
-            stored: Share | None = await asyncio.to_thread(self.service.store.share, share.id)
+            stored: Share | None = await asyncio.to_thread(self.service.shares.share, share.id)
         except NotFound:
             stored = None
         if stored is not None and grants(stored, watcher.user, utcnow_iso()):
@@ -457,7 +457,7 @@ class Shares:
             self._end(share_id, "expired")
 
             def after() -> None:
-                self._changed(self.service.store.share(share_id).session_id)
+                self._changed(self.service.shares.share(share_id).session_id)
                 self.end_hub_access()
 
             self._offload(after)
@@ -487,7 +487,7 @@ class Shares:
         hub = Hub.from_env()
         if hub is None:
             return
-        store = self.service.store
+        store = self.service.shares
         with self._cleaning:
             plan = hub_cleanup(store.shares(), store.admissions(), utcnow_iso(), hub.owner)
             for user, through in plan.users.items():
@@ -519,7 +519,7 @@ class Shares:
         ended grants (:meth:`end_hub_access`, off the loop)."""
         watched = [share_id for share_id, watchers in self.watchers.items() if watchers]
         if watched:
-            found = await asyncio.to_thread(self.service.store.shares, None, watched)
+            found = await asyncio.to_thread(self.service.shares.shares, None, watched)
             stored = {share.id: share for share in found}
             now = utcnow_iso()
             for share_id in watched:
@@ -560,7 +560,7 @@ class Shares:
         access of those that ended while no server ran, then every
         ``revalidate_interval`` s :meth:`revalidate`. A round that fails is logged and
         the next one tries again."""
-        for share in await asyncio.to_thread(self.service.store.shares, utcnow_iso()):
+        for share in await asyncio.to_thread(self.service.shares.shares, utcnow_iso()):
             self.schedule(share)
         first = True
         while True:
