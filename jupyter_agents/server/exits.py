@@ -8,8 +8,9 @@ So the server asks the kernel to say when each running session's process ends
 (:meth:`~jupyter_agents.sessions.service.SessionService.reconcile`), which records the
 end and publishes it. A backend may learn of the end a little after the kernel (tmux
 handles its SIGCHLD on its next loop), so the reconcile is repeated, at most
-:data:`SETTLE_TRIES` times, until the record is no longer running. The watch follows
-the service's events: a session created, restored or adopted is watched from its
+:data:`SETTLE_TRIES` times, until the record is no longer running; one reconcile
+serves every session whose process ended meanwhile. The watch follows the service's
+events: a session created, restored or adopted is watched from its
 ``created``/``status`` event, one that ended is not any more.
 """
 
@@ -43,6 +44,10 @@ class ExitWatch:
         #: session id -> (the pid watched, the function that stops watching it)
         self._watching: dict[str, tuple[int, Callable[[], None]]] = {}
         self._tasks: set[asyncio.Future[None]] = set()
+        #: sessions whose process ended, until their end is recorded: (pid, tries)
+        self._ending: dict[str, tuple[int, int]] = {}
+        #: a :meth:`_settle` runs
+        self._settling = False
         self._unsubscribe: Callable[[], None] | None = None
         self._stopped = False
 
@@ -99,22 +104,43 @@ class ExitWatch:
         if watched is None or watched[0] != pid or self._stopped:
             return
         self._watching.pop(session_id)[1]()
-        self._spawn(self._settle(session_id, pid))
+        self._ending[session_id] = (pid, 0)
+        if not self._settling:
+            self._settling = True
+            self._spawn(self._settle())
 
-    async def _settle(self, session_id: str, pid: int) -> None:
-        """Reconcile until the backend has recorded the end of ``pid``'s session (or the
-        session runs another process, which is then watched)."""
-        for _ in range(SETTLE_TRIES):
-            try:
-                await asyncio.to_thread(self._service.reconcile)
-                session = await asyncio.to_thread(self._service.get, session_id)
-            except AgentsError as e:
-                self._log.debug("jupyter_agents: reconcile after an exit failed: %s", e)
-                return
-            if session.status != "running" or session.pid != pid:
-                self._follow(session)
-                return
-            await asyncio.sleep(SETTLE_INTERVAL)
+    async def _settle(self) -> None:
+        """Reconcile until the backend has recorded the end of each ended process's
+        session (or the session runs another process, which is then watched), each at
+        most :data:`SETTLE_TRIES` times. One reconcile serves every session whose
+        process ended meanwhile (a backend killed ends them all at once)."""
+        try:
+            while self._ending:
+                try:
+                    await asyncio.to_thread(self._service.reconcile)
+                    ids = list(self._ending)
+                    found = await asyncio.to_thread(self._records, set(ids))
+                except AgentsError as e:
+                    self._log.debug("jupyter_agents: reconcile after an exit failed: %s", e)
+                    self._ending.clear()
+                    return
+                for session_id in ids:
+                    pid, tries = self._ending.pop(session_id)
+                    session = found.get(session_id)
+                    if session is None:
+                        continue
+                    if session.status != "running" or session.pid != pid:
+                        self._follow(session)
+                    elif tries + 1 < SETTLE_TRIES and session_id not in self._ending:
+                        self._ending[session_id] = (pid, tries + 1)
+                if self._ending:
+                    await asyncio.sleep(SETTLE_INTERVAL)
+        finally:
+            self._settling = False
+
+    def _records(self, ids: set[str]) -> dict[str, Session]:
+        """The records of ``ids``, by id (one listing). Blocking."""
+        return {s.id: s for s in self._service.list() if s.id in ids}
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
