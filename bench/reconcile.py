@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from jupyter_agents.core.paths import ensure_private_dir
-from jupyter_agents.core.store import Session, SessionStore, Status
+from jupyter_agents.core.records import Session, Status
+from jupyter_agents.core.store import SessionStore
 from jupyter_agents.sessions.reconcile import ActionKind
 
 from .harness import BenchServer, Flavor, Mode, each, median, workdir

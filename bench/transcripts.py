@@ -27,7 +27,7 @@ from pathlib import Path
 
 from jupyter_agents.backends.broker.recorder import Recorder
 from jupyter_agents.backends.tmux.writer import WRITER
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.sessions.query import Query
 from jupyter_agents.sessions.search import search
 from jupyter_agents.terminal.segments import segmenting

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.pytest_plugin import ServerProcess, poll
 from jupyter_agents.server.activity import KEY, ServerActivity, keepalive_until
 

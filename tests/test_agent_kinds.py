@@ -16,7 +16,7 @@ from jupyter_agents.agents.claude import ClaudeKind, project_slug
 from jupyter_agents.agents.codex import CodexKind
 from jupyter_agents.agents.kinds import make_kinds
 from jupyter_agents.core.errors import InvalidRequest, OutOfRange
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.sessions.restore import prelude, prelude_argv, sanitize_tail
 from jupyter_agents.terminal.transcripts import MAX_CHUNK as MAX_LOG_CHUNK
 from jupyter_agents.terminal.transcripts import window as log_window

@@ -17,7 +17,7 @@ import pytest
 
 from jupyter_agents.agents.archive import HASH_SPAN, ConversationArchive
 from jupyter_agents.agents.claude import ClaudeKind, project_slug
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 
 KINDS = {"claude": ClaudeKind(["claude"])}
 MB = 1 << 20

@@ -430,7 +430,8 @@ def test_a_request_spooled_after_a_later_event_still_counts(tmp_path: Path) -> N
     from jupyter_agents.agents.attention import AttentionTracker
     from jupyter_agents.agents.kinds import make_kinds
     from jupyter_agents.agents.spool import spool_path
-    from jupyter_agents.core.store import Session, SessionStore
+    from jupyter_agents.core.records import Session
+    from jupyter_agents.core.store import SessionStore
 
     store = SessionStore(tmp_path / "sessions.db")
     store.add(Session(id="s1", name="1", status="running", backend="tmux", kind="claude"))
@@ -467,7 +468,8 @@ def test_events_spooled_before_their_record_exists_are_applied_once_it_does(
     from jupyter_agents.agents.attention import AttentionTracker
     from jupyter_agents.agents.kinds import make_kinds
     from jupyter_agents.agents.spool import spool_path
-    from jupyter_agents.core.store import Session, SessionStore
+    from jupyter_agents.core.records import Session
+    from jupyter_agents.core.store import SessionStore
 
     store = SessionStore(tmp_path / "sessions.db")
     spool = spool_path(tmp_path, "s1")

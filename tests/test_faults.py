@@ -21,7 +21,8 @@ import pytest
 from conftest import produced_lines, producer_config
 
 from jupyter_agents.core.procs import SESSION_MARKER, MarkedProcess, ProcessIdentity, session_marker
-from jupyter_agents.core.store import Session, SessionStore, new_session_id
+from jupyter_agents.core.records import Session
+from jupyter_agents.core.store import SessionStore, new_session_id
 from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll, transcript_bytes
 
 

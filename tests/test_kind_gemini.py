@@ -24,7 +24,7 @@ from jupyter_agents.agents.kinds import make_kinds
 from jupyter_agents.agents.spool import read_spool, spool_path
 from jupyter_agents.agents.usage import BadRecord, Tokens
 from jupyter_agents.core.errors import InvalidRequest
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 
 KIND = GeminiKind(["gemini"])
 

@@ -32,7 +32,8 @@ from jupyter_agents.agents.spool import spool_path
 from jupyter_agents.agents.usage import BadRecord, Tokens
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.events import EventAction
-from jupyter_agents.core.store import Session, SessionStore
+from jupyter_agents.core.records import Session
+from jupyter_agents.core.store import SessionStore
 
 CID = "ses_db939e313ffeTQCV148nfB0mLc"
 OTHER = "ses_db93403acffev4Qf7NOGEoYXjY"

@@ -22,7 +22,7 @@ from jupyter_agents.agents.qwen import (
 )
 from jupyter_agents.agents.usage import BadRecord, Tokens
 from jupyter_agents.core.errors import InvalidRequest
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 
 
 def session(cwd: Path, cid: str | None, home: Path, args: list[str] | None = None) -> Session:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from jupyter_agents.backends.base import LiveSession
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.sessions.reconcile import KILL_GRACE, plan
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)

@@ -20,7 +20,7 @@ import pyte
 import pytest
 
 from jupyter_agents.backends.broker.recorder import Recorder
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.pytest_plugin import (
     ServerProcess,
     kill_backends,

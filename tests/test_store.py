@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from jupyter_agents.core.errors import Conflict, NotFound, StoreClosed, StoreError
-from jupyter_agents.core.store import SCHEMA_VERSION, Session, SessionStore, new_session_id
+from jupyter_agents.core.records import Session
+from jupyter_agents.core.store import SCHEMA_VERSION, SessionStore, new_session_id
 
 
 def make(sid: str, name: str = "1", status: str = "running") -> Session:
@@ -173,7 +174,8 @@ CLOSE_RACE = r"""
 import collections, sys, threading, time
 from jupyter_agents.core.errors import StoreClosed
 from jupyter_agents.spend.ledger import UsageLedger
-from jupyter_agents.core.store import Session, SessionStore, Share, utcnow_iso
+from jupyter_agents.core.records import Session, Share, utcnow_iso
+from jupyter_agents.core.store import SessionStore
 
 path, rounds = sys.argv[1], int(sys.argv[2])
 seed = SessionStore(path)

@@ -19,7 +19,8 @@ from jupyter_agents.agents.archive import ConversationFile
 from jupyter_agents.clients.cli import main
 from jupyter_agents.clients.display import cost_cell
 from jupyter_agents.config import AgentsSettings
-from jupyter_agents.core.store import Session, SessionStore
+from jupyter_agents.core.records import Session
+from jupyter_agents.core.store import SessionStore
 from jupyter_agents.pytest_plugin import EventClient, ServerProcess, poll
 from jupyter_agents.spend.ledger import UsageLedger
 from jupyter_agents.spend.prices import DEFAULT_PRICES, PriceTable, check_prices

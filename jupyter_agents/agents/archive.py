@@ -56,7 +56,7 @@ from typing import Any
 from jupyter_agents.agents.base import AgentKind
 from jupyter_agents.core.errors import UnsafeStateDir
 from jupyter_agents.core.paths import ensure_private_dir
-from jupyter_agents.core.store import Session, utcnow_iso
+from jupyter_agents.core.records import Session, utcnow_iso
 
 #: bytes at the start and at the end of what was copied whose hashes are checked
 HASH_SPAN = 4096

@@ -34,7 +34,8 @@ from jupyter_agents.agents.spool import WAKE_SOCKET, read_spool
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import Conflict, NotFound
 from jupyter_agents.core.events import Changer
-from jupyter_agents.core.store import Attention, Session, SessionStore
+from jupyter_agents.core.records import Attention, Session
+from jupyter_agents.core.store import SessionStore
 
 if TYPE_CHECKING:
     from jupyter_agents.agents.base import AgentKind

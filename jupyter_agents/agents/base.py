@@ -24,7 +24,7 @@ from typing import Any
 from jupyter_agents.agents.usage import UsageReader
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 
 MAX_ARGS = 64
 MAX_ARG_LENGTH = 4096

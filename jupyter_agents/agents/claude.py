@@ -45,7 +45,7 @@ from jupyter_agents.agents.usage import (
     json_object,
     price_row,
 )
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 
 #: Claude Code hook events we subscribe to
 CLAUDE_EVENTS = (

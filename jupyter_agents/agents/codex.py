@@ -46,7 +46,7 @@ from jupyter_agents.agents.usage import (
 )
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 
 
 def codex_notify(state_dir: Path, session_id: str) -> str:

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from jupyter_agents.agents.base import AgentKind
 from jupyter_agents.core.events import Changer
 from jupyter_agents.core.procs import ProcessIdentity, children_map, descendants, matches
-from jupyter_agents.core.store import Session, SessionStore
+from jupyter_agents.core.records import Session
+from jupyter_agents.core.store import SessionStore
 
 
 @dataclasses.dataclass(frozen=True)

@@ -57,7 +57,7 @@ from jupyter_agents.agents.usage import (
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.paths import ensure_private_dir
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 
 #: flags that choose the conversation: ours to set
 _ID_FLAGS = frozenset({"--session-id", "--resume", "-r", "--continue", "--connect"})

@@ -67,7 +67,7 @@ from jupyter_agents.agents.usage import (
     epoch,
     json_object,
 )
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 
 #: flags that choose the conversation: ours to set
 _ID_FLAGS = frozenset({"--session-id", "--resume", "-r", "--session-file", "--delete-session"})

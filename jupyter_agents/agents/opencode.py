@@ -42,7 +42,7 @@ from jupyter_agents.agents.usage import BadRecord, Record, Tokens, UsageReader, 
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.paths import ensure_private_dir
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 
 #: an OpenCode conversation id (``ses_`` and 26 letters and digits in 1.18)
 CONVERSATION_ID = re.compile(r"ses_[A-Za-z0-9]{8,64}", re.ASCII)

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from jupyter_agents.agents.base import AgentKind, Launch
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 
 #: placeholder for the conversation id in a configured kind's command and resume argv
 ID_PLACEHOLDER = "{conversation_id}"

@@ -39,7 +39,7 @@ from jupyter_agents.config import open_sessions
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError, Conflict, InvalidRequest, NotFound
 from jupyter_agents.core.procs import SESSION_MARKER
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.sessions import export as conversation_export
 from jupyter_agents.sessions import prune, send
 from jupyter_agents.sessions.query import MAX_LIMIT, parse_query

@@ -15,7 +15,7 @@ from typing import Any
 
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.core import clock
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.spend.prices import format_cost, format_tokens
 
 #: a session's REST ``usage`` object (None: a kind that reports none), by session id

@@ -33,7 +33,7 @@ from jupyter_agents.clients.cli import (
 from jupyter_agents.clients.display import SessionTable, shown_width, worth_listing
 from jupyter_agents.config import open_sessions
 from jupyter_agents.core.errors import AgentsError, Conflict
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.sessions.query import MAX_LIMIT, parse_query
 from jupyter_agents.sessions.restore import RestoreResult
 from jupyter_agents.sessions.search import search_sessions

@@ -21,7 +21,7 @@ from jupyter_agents.clients.display import current_attention, html_table
 from jupyter_agents.config import open_sessions
 from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.core.events import SessionEvent
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.sessions.service import SessionService
 from jupyter_agents.terminal.render import html_lines
 

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from jupyter_agents.core.store import Session, SessionStore, Status
+from jupyter_agents.core.records import Session, Status
+from jupyter_agents.core.store import SessionStore
 
 SCHEMA_ID = "https://events.jupyter.org/jupyter_agents/session/v1"
 SCHEMA_PATH = Path(__file__).parents[1] / "event_schemas" / "session" / "v1.yaml"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 if TYPE_CHECKING:
-    from jupyter_agents.core.store import Status
+    from jupyter_agents.core.records import Status
 
 #: create times are floats from /proc; allow for rounding through the store
 _CREATE_TIME_TOLERANCE = 0.01

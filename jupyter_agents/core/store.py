@@ -20,14 +20,19 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from jupyter_agents.core import clock
 from jupyter_agents.core.errors import Conflict, NotFound, StoreClosed, StoreError
 from jupyter_agents.core.paths import (
     OBJECT_STORE_FILESYSTEMS,
     filesystem_type,
     on_network_filesystem,
+)
+from jupyter_agents.core.records import (
+    Admission,
+    Session,
+    Share,
+    Status,
 )
 
 #: how long :meth:`SessionStore.close` waits for a statement in flight (s)
@@ -58,10 +63,6 @@ def journal_mode(path: Path, configured: str = "auto") -> str:
         )
     return "delete" if on_network_filesystem(path.parent) else "wal"
 
-
-Status = Literal["running", "exited", "interrupted", "orphaned", "killed"]
-#: what an agent session needs: ``waiting``, ``permission`` and ``error`` need the user
-Attention = Literal["ready", "working", "waiting", "permission", "error", "unknown"]
 
 #: Forward migrations; ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
 MIGRATIONS: tuple[str, ...] = (
@@ -199,112 +200,6 @@ MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def utcnow_iso() -> str:
-    """The current UTC time as the ISO 8601 string Jupyter's REST models use."""
-    return clock.now_iso()
-
-
-@dataclasses.dataclass
-class Session:
-    """One session record; ``to_model()`` is the JSON model of the REST API."""
-
-    id: str
-    name: str
-    status: Status
-    backend: str
-    kind: str = "shell"
-    cwd: str | None = None
-    argv: list[str] = dataclasses.field(default_factory=list)
-    pid: int | None = None
-    pid_created: float | None = None
-    created: str = dataclasses.field(default_factory=utcnow_iso)
-    last_activity: str = dataclasses.field(default_factory=utcnow_iso)
-    exit_code: int | None = None
-    conversation_id: str | None = None
-    rows: int | None = None
-    cols: int | None = None
-    #: extra arguments the session was launched with (kept on resume)
-    args: list[str] = dataclasses.field(default_factory=list)
-    #: the environment it was launched with (restored with it; never served)
-    env: dict[str, str] | None = None
-    #: the last launch resumed "the most recent conversation" instead of a known id
-    ambiguous: bool = False
-    #: why the session is in its state, when that needs saying (e.g. a failed resume)
-    reason: str | None = None
-    #: what the agent needs (None: a shell, or a kind that does not report)
-    attention: Attention | None = None
-    #: when it started needing that (ISO 8601 UTC)
-    attention_since: str | None = None
-    #: why, for ``error`` (e.g. ``authentication_failed``, ``rate_limit``)
-    attention_reason: str | None = None
-    #: how we know: ``hooks`` (exact, per-process hooks), ``notify`` (exact, at turn ends)
-    attention_source: str | None = None
-    #: the title a person gave it (None: none)
-    title: str | None = None
-    #: the last title its program set (OSC 0 or 2), plain text
-    program_title: str | None = None
-    #: the modes its program set at a transcript offset (terminal_state.Followed.dump)
-    modes: str | None = None
-    #: the git worktree it works in (:class:`~jupyter_agents.sessions.worktrees.Worktree`
-    #: as a record), None for a session started in a folder as it is
-    worktree: dict[str, Any] | None = None
-
-    def to_model(self) -> dict[str, Any]:
-        """The session model of the REST API (everything but process identity and env):
-        ``title`` is the person's title, else the program's (``title_source`` says
-        which: ``user``, ``program`` or None)."""
-        model = dataclasses.asdict(self)
-        del model["pid_created"], model["env"], model["program_title"], model["modes"]
-        model["title"] = self.title or self.program_title
-        model["title_source"] = "user" if self.title else "program" if self.program_title else None
-        return model
-
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> Session:
-        data = dict(row)
-        for key in _JSON_COLUMNS:
-            data[key] = None if data[key] is None else json.loads(data[key])
-        data["ambiguous"] = bool(data["ambiguous"])
-        return cls(**data)
-
-
-@dataclasses.dataclass
-class Share:
-    """A read-only grant: ``viewer`` (a user name; None: any user who can reach this
-    server) may watch session ``session_id`` until ``expires`` unless ``revoked``
-    (times ISO 8601 UTC, as :func:`utcnow_iso` writes them, so they sort as text)."""
-
-    id: str
-    session_id: str
-    viewer: str | None
-    created: str
-    expires: str
-    revoked: str | None = None
-    #: on JupyterHub, the id (``sc_<n>``) of the hub share code made for it, until the
-    #: code is deleted after the grant ended (never served)
-    hub_code: str | None = None
-
-    def active(self, now: str) -> bool:
-        """Whether it still grants anything at ``now`` (:func:`utcnow_iso`)."""
-        return self.revoked is None and now < self.expires
-
-    def to_model(self) -> dict[str, Any]:
-        model = dataclasses.asdict(self)
-        del model["hub_code"]
-        return model
-
-
-@dataclasses.dataclass(frozen=True)
-class Admission:
-    """``user`` got (or was meant to get) JupyterHub access to this server through grant
-    ``share_id``: the named viewer when the grant's share code was made, and anyone the
-    hub let reach that grant's viewer routes. Kept until that hub access is ended."""
-
-    share_id: str
-    user: str
-    admitted: str
-
-
 _COLUMNS = [f.name for f in dataclasses.fields(Session)]
 _SHARE_COLUMNS = [f.name for f in dataclasses.fields(Share)]
 _JSON_COLUMNS = ("argv", "args", "env", "worktree")
@@ -316,6 +211,15 @@ def _encode(values: dict[str, Any]) -> dict[str, Any]:
     return {
         k: json.dumps(v) if k in _JSON_COLUMNS and v is not None else v for k, v in values.items()
     }
+
+
+def _session(row: sqlite3.Row) -> Session:
+    """The record a ``sessions`` row holds (its JSON columns decoded)."""
+    data = dict(row)
+    for key in _JSON_COLUMNS:
+        data[key] = None if data[key] is None else json.loads(data[key])
+    data["ambiguous"] = bool(data["ambiguous"])
+    return Session(**data)
 
 
 class ShareTable(Protocol):
@@ -447,12 +351,12 @@ class SessionStore:
         rows = self._query("SELECT * FROM sessions WHERE id = ?", (session_id,))
         if not rows:
             raise NotFound(f"no session with id {session_id!r}")
-        return Session.from_row(rows[0])
+        return _session(rows[0])
 
     def find_live(self, name: str) -> Session | None:
         """The ``running`` session called ``name``, if any."""
         rows = self._query("SELECT * FROM sessions WHERE name = ? AND status = 'running'", (name,))
-        return Session.from_row(rows[0]) if rows else None
+        return _session(rows[0]) if rows else None
 
     def list(
         self, statuses: Iterable[Status] | None = None, kinds: Iterable[str] | None = None
@@ -473,7 +377,7 @@ class SessionStore:
             f"SELECT * FROM sessions {condition}ORDER BY created, rowid",  # noqa: S608
             params,
         )
-        return [Session.from_row(r) for r in rows]
+        return [_session(r) for r in rows]
 
     def get_many(self, ids: Iterable[str]) -> builtins.list[Session]:
         """The records among ``ids`` that exist (any status)."""
@@ -485,7 +389,7 @@ class SessionStore:
                 f"SELECT * FROM sessions WHERE id IN ({','.join('?' * len(part))})",  # noqa: S608
                 part,
             )
-            found.extend(Session.from_row(r) for r in rows)
+            found.extend(_session(r) for r in rows)
         return found
 
     def data_version(self) -> int:
@@ -568,7 +472,7 @@ class SessionStore:
             db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
             for table in _USAGE_TABLES:
                 db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))  # noqa: S608
-        return Session.from_row(rows[0])
+        return _session(rows[0])
 
     # -- shares ----------------------------------------------------------------------
 

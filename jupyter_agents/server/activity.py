@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 
 if TYPE_CHECKING:
     from jupyter_agents.sessions.service import SessionService

@@ -15,7 +15,7 @@ from jupyter_agents.config import AgentsSettings, default_shell
 from jupyter_agents.core import paths, provenance
 from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.core.events import SCHEMA_ID, SCHEMA_PATH, SessionEvent
-from jupyter_agents.core.store import CLOSE_TIMEOUT, Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.server.activity import Attendance, ServerActivity
 from jupyter_agents.server.exits import ExitWatch
 from jupyter_agents.server.handlers import handlers
@@ -306,9 +306,5 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             await self.streams.shutdown()
         if self.attendance is not None:
             await asyncio.to_thread(self.attendance.close)  # its last writes
-        if self.service is not None and not await asyncio.to_thread(self.service.close):
-            self.log.warning(
-                "jupyter_agents: the session store was still in use after %.0f s; "
-                "left open (never closed under a running statement)",
-                CLOSE_TIMEOUT,
-            )
+        if self.service is not None:
+            await asyncio.to_thread(self.service.close)  # warns if it had to leave it open

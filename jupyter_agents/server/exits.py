@@ -24,7 +24,7 @@ from typing import Any
 from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.core.events import SessionEvent
 from jupyter_agents.core.procs import ProcessIdentity, matches, on_exit
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.sessions.service import SessionService
 
 #: how many times, and how often, an ended process's session is reconciled until its

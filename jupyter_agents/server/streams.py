@@ -34,7 +34,7 @@ from jupyter_agents.backends import Backends
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.core.events import SessionEvent
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.server.activity import ServerActivity
 from jupyter_agents.sessions.service import SessionService
 

@@ -33,7 +33,7 @@ from traitlets.config import LoggingConfigurable
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError, http_error
 from jupyter_agents.core.events import SessionEvent
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.sessions.service import SessionService
 
 MODEL = dict[str, Any]

@@ -12,7 +12,7 @@ from typing import Any
 
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.server.streams import Streams
 from jupyter_agents.sessions.service import SessionService
 from jupyter_agents.spend.ledger import Change

@@ -34,7 +34,7 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from jupyter_agents.core.errors import AgentsError, NotFound, http_error
-from jupyter_agents.core.store import Session, Share
+from jupyter_agents.core.records import Session, Share
 from jupyter_agents.server.streams import Streams
 from jupyter_agents.server.websocket import TermSocket
 from jupyter_agents.sessions.service import SessionService

@@ -19,7 +19,7 @@ from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from jupyter_agents.core.errors import AgentsError, http_error
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.server.streams import LiveTerminal, Streams
 from jupyter_agents.sessions.service import SessionService
 

@@ -21,7 +21,7 @@ from jupyter_agents.agents.archive import ConversationFile
 from jupyter_agents.agents.base import AgentKind
 from jupyter_agents.agents.markdown import code
 from jupyter_agents.core.errors import InvalidRequest, NotFound
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.sessions.service import SessionService
 
 #: format -> (Content-Type, file extension)

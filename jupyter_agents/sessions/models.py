@@ -14,7 +14,8 @@ from jupyter_agents.agents.base import AgentKind
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.launch import EnvPolicy
-from jupyter_agents.core.store import Session, SessionStore
+from jupyter_agents.core.records import Session
+from jupyter_agents.core.store import SessionStore
 from jupyter_agents.spend.ledger import UsageLedger
 from jupyter_agents.spend.limits import parse_override
 from jupyter_agents.terminal.transcripts import Transcript

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.sessions.query import parse_since
 from jupyter_agents.sessions.service import ENDED, SessionService
 

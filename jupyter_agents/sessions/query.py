@@ -17,7 +17,7 @@ import re2
 
 from jupyter_agents.core import clock, params
 from jupyter_agents.core.errors import InvalidRequest
-from jupyter_agents.core.store import Status
+from jupyter_agents.core.records import Status
 from jupyter_agents.terminal.render import ESCAPE, ESCAPES
 
 DEFAULT_LIMIT = 50

@@ -35,7 +35,8 @@ from jupyter_agents.core.errors import BackendUnavailable
 from jupyter_agents.core.events import Changer
 from jupyter_agents.core.paths import state_lock
 from jupyter_agents.core.procs import identify
-from jupyter_agents.core.store import Session, SessionStore, Status
+from jupyter_agents.core.records import Session, Status
+from jupyter_agents.core.store import SessionStore
 
 ActionKind = Literal["reattach", "exit", "interrupt", "orphan", "release"]
 

@@ -27,7 +27,8 @@ from jupyter_agents.agents.attention import AttentionTracker
 from jupyter_agents.agents.base import AgentKind
 from jupyter_agents.core import clock
 from jupyter_agents.core.events import Changer, EventHub
-from jupyter_agents.core.store import Session, SessionStore
+from jupyter_agents.core.records import Session
+from jupyter_agents.core.store import SessionStore
 from jupyter_agents.spend.ledger import Change, Throttle, UsageLedger
 from jupyter_agents.terminal.state import Followed, ModeFollower
 from jupyter_agents.terminal.transcripts import GapLog, Transcript

@@ -33,7 +33,7 @@ from jupyter_agents.backends import Backend
 from jupyter_agents.core.errors import AgentsError, BackendUnavailable, Conflict
 from jupyter_agents.core.launch import next_free_name
 from jupyter_agents.core.paths import create_private_file, state_lock
-from jupyter_agents.core.store import Session, Status
+from jupyter_agents.core.records import Session, Status
 from jupyter_agents.sessions.worktrees import Worktrees, worktree_of
 from jupyter_agents.terminal.render import clean_text
 from jupyter_agents.terminal.transcripts import Transcript

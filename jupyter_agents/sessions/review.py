@@ -16,7 +16,8 @@ from typing import Any
 
 from jupyter_agents.core.errors import Conflict, InvalidRequest
 from jupyter_agents.core.events import Changer
-from jupyter_agents.core.store import Session, SessionStore
+from jupyter_agents.core.records import Session
+from jupyter_agents.core.store import SessionStore
 from jupyter_agents.sessions.filediff import file_diff
 from jupyter_agents.sessions.worktrees import Finish, Review, Worktree, Worktrees, worktree_of
 

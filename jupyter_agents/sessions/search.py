@@ -22,7 +22,7 @@ from typing import Any
 
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest, OutOfRange
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.sessions.query import Cursor, Finder, Query, format_cursor
 from jupyter_agents.sessions.service import SessionService
 from jupyter_agents.terminal.render import clean_text, whole_characters

@@ -14,7 +14,7 @@ import re
 
 from jupyter_agents.backends.base import StreamListener
 from jupyter_agents.core.errors import Conflict, InvalidRequest
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.sessions.service import SessionService
 
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"

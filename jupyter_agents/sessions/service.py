@@ -46,14 +46,8 @@ from jupyter_agents.core.procs import (
     stale_processes,
     terminate_tree,
 )
-from jupyter_agents.core.store import (
-    Session,
-    SessionStore,
-    ShareTable,
-    Status,
-    new_session_id,
-    utcnow_iso,
-)
+from jupyter_agents.core.records import Session, Status, utcnow_iso
+from jupyter_agents.core.store import CLOSE_TIMEOUT, SessionStore, ShareTable, new_session_id
 from jupyter_agents.sessions.models import Models
 from jupyter_agents.sessions.reconcile import Action, apply_plan
 from jupyter_agents.sessions.refresh import Refresh
@@ -193,9 +187,18 @@ class SessionService:
 
     def close(self) -> bool:
         """Close the store, and with it the usage ledger's use of it, once the statement
-        in flight ends (the backends' sessions keep running); False if it did not end in
-        time (:meth:`~jupyter_agents.core.store.SessionStore.close`)."""
-        return self.store.close()
+        in flight ends (the backends' sessions keep running); False, with a warning
+        logged, if it did not end within
+        :data:`~jupyter_agents.core.store.CLOSE_TIMEOUT` (the store is then left open:
+        :meth:`~jupyter_agents.core.store.SessionStore.close`)."""
+        if self.store.close(CLOSE_TIMEOUT):
+            return True
+        self.log.warning(
+            "jupyter_agents: the session store was still in use after %.0f s; "
+            "left open (never closed under a running statement)",
+            CLOSE_TIMEOUT,
+        )
+        return False
 
     # -- events ------------------------------------------------------------------------
 

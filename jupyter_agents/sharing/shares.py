@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import Conflict, Forbidden, InvalidRequest, NotFound
-from jupyter_agents.core.store import Admission, Share, utcnow_iso
+from jupyter_agents.core.records import Admission, Share, utcnow_iso
 from jupyter_agents.sessions.service import SessionService
 
 #: the longest a grant may last (seconds)

@@ -54,7 +54,8 @@ from jupyter_agents.agents.base import AgentKind
 from jupyter_agents.agents.usage import TOKEN_KINDS, BadRecord, Record, Tokens
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import StoreError
-from jupyter_agents.core.store import Session, SessionStore
+from jupyter_agents.core.records import Session
+from jupyter_agents.core.store import SessionStore
 from jupyter_agents.spend.prices import PriceTable, Summary
 
 #: the most bytes of one file parsed per :meth:`UsageLedger.update`

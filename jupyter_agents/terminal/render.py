@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
 from jupyter_agents.core.errors import InvalidRequest
-from jupyter_agents.core.store import Session
+from jupyter_agents.core.records import Session
 from jupyter_agents.terminal.segments import time_at
 from jupyter_agents.terminal.transcripts import Transcript
 from jupyter_agents.terminal.vt import ClipboardFilter

@@ -29,7 +29,7 @@ from pathlib import Path
 from jupyter_server.auth.identity import IdentityProvider, User
 from tornado import web
 
-from jupyter_agents.core.store import Share
+from jupyter_agents.core.records import Share
 from jupyter_agents.sharing.auth import OwnerOnlyIdentity
 from jupyter_agents.sharing.shares import Shares
 
