@@ -17,9 +17,10 @@ from jupyter_agents.agents.codex import CodexKind
 from jupyter_agents.agents.kinds import make_kinds
 from jupyter_agents.core.errors import InvalidRequest, OutOfRange
 from jupyter_agents.core.records import Session
+from jupyter_agents.server.params import wanted
 from jupyter_agents.sessions.restore import prelude, prelude_argv, sanitize_tail
 from jupyter_agents.terminal.transcripts import MAX_CHUNK as MAX_LOG_CHUNK
-from jupyter_agents.terminal.transcripts import window as log_window
+from jupyter_agents.terminal.transcripts import window
 
 
 def session(kind: str, cwd: Path, cid: str | None, args: list[str] | None = None) -> Session:
@@ -220,9 +221,14 @@ def test_prelude_runs_before_the_program_without_a_shell_parsing_either(tmp_path
 
 
 def test_log_window():
+    def log_window(first, size, offset, length, header):  # as GET .../log reads it
+        want = wanted(offset, length, header)
+        return (*window(first, size, want), want.partial)
+
     assert log_window(0, 10, "10", None, None) == (10, 0, False)
     assert log_window(0, 10, None, None, "bytes=2-4") == (2, 3, True)
     assert log_window(0, 10 * MAX_LOG_CHUNK, None, None, None) == (0, MAX_LOG_CHUNK, False)
+    assert log_window(5, 10, None, "3", None) == (5, 3, False)  # from the first kept byte
     with pytest.raises(OutOfRange):
         log_window(0, 10, "11", None, None)
     for offset, length, header in (("-1", None, None), ("1.5", None, None), (None, "x", None)):

@@ -1,7 +1,7 @@
 """Ordinary bad input gets a 400 with a message, never a 500, on a real server: numbers
 that are not ASCII digits or are out of bounds, bodies that are not UTF-8 JSON objects,
 and a non-ASCII terminal name in an export's ``Content-Disposition`` (RFC 6266/5987).
-Every case here answered 500 before :mod:`jupyter_agents.core.params`."""
+Every case here answered 500 before :mod:`jupyter_agents.server.params`."""
 
 from __future__ import annotations
 

@@ -35,8 +35,9 @@ from jupyter_agents.pytest_plugin import (
     transcript,
     transcript_bytes,
 )
+from jupyter_agents.server.params import wanted
 from jupyter_agents.terminal.segments import INDEX_SHARE, parse_listing, segmenting, time_at
-from jupyter_agents.terminal.transcripts import Follower, Transcript
+from jupyter_agents.terminal.transcripts import Follower, Transcript, Want
 
 both_backends = pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
 
@@ -95,14 +96,19 @@ def test_reader_offsets_and_reads_across_segments(made):
 
 def test_reader_windows_count_from_the_first_kept_byte(made):
     t, full = made
-    assert t.read_window(None, None, None) == (full[100:], 100, 350, False)
-    assert t.read_window("190", "20", None) == (full[190:210], 190, 350, False)
-    assert t.read_window(None, None, "bytes=-120") == (full[230:], 230, 350, True)
-    assert t.read_window(None, None, "bytes=-1000") == (full[100:], 100, 350, True)
-    assert t.read_window(None, None, "bytes=150-249") == (full[150:250], 150, 350, True)
+
+    def read_window(offset, length, header):  # as GET .../log reads it
+        want = wanted(offset, length, header)
+        return (*t.read_window(want), want.partial)
+
+    assert read_window(None, None, None) == (full[100:], 100, 350, False)
+    assert read_window("190", "20", None) == (full[190:210], 190, 350, False)
+    assert read_window(None, None, "bytes=-120") == (full[230:], 230, 350, True)
+    assert read_window(None, None, "bytes=-1000") == (full[100:], 100, 350, True)
+    assert read_window(None, None, "bytes=150-249") == (full[150:250], 150, 350, True)
     for offset, header in (("99", None), (None, "bytes=0-10")):
         with pytest.raises(OutOfRange, match="bytes before 100 were dropped"):
-            t.read_window(offset, None, header)
+            read_window(offset, None, header)
 
 
 def test_reader_without_a_transcript_or_with_an_empty_one(tmp_path):
@@ -112,7 +118,7 @@ def test_reader_without_a_transcript_or_with_an_empty_one(tmp_path):
     with pytest.raises(NotFound):
         missing.read(0)
     (tmp_path / "s1").mkdir()
-    assert missing.read(0) == (b"", 0) and missing.read_window(None, None, None)[0] == b""
+    assert missing.read(0) == (b"", 0) and missing.read_window(Want())[0] == b""
     (tmp_path / "s2").symlink_to(tmp_path / "s1")
     with pytest.raises(NotFound):  # never through a symlink planted in the state dir
         Transcript("s2", tmp_path / "s2").read(0)

@@ -42,7 +42,7 @@ from jupyter_agents.core.procs import SESSION_MARKER
 from jupyter_agents.core.records import Session
 from jupyter_agents.sessions import export as conversation_export
 from jupyter_agents.sessions import prune, send
-from jupyter_agents.sessions.query import MAX_LIMIT, parse_query
+from jupyter_agents.sessions.query import MAX_LIMIT, Query, parse_since
 from jupyter_agents.sessions.search import Hit, search_sessions
 from jupyter_agents.sessions.service import SessionService
 from jupyter_agents.spend.limits import LIMIT_KEYS, describe
@@ -337,18 +337,18 @@ def cmd_log(service: SessionService, args: argparse.Namespace) -> int:
 def cmd_grep(service: SessionService, args: argparse.Namespace) -> int:
     """Like grep: 0 when something matched, 1 when nothing did, 2 for a bad pattern or
     filter."""
-    query_args = {
-        "q": args.pattern,
-        "regex": "true" if args.regex else None,
-        "case": "true" if args.case else None,
-        "session": args.session,
-        "kind": args.kind,
-        "status": args.status,
-        "since": args.since,
-        "limit": str(min(MAX_LIMIT, args.max_count or MAX_LIMIT)),
-    }
     try:
-        query = parse_query(query_args, list(service.kinds))
+        query = Query.checked(
+            args.pattern,
+            list(service.kinds),
+            regex=args.regex,
+            case=args.case,
+            session=args.session,
+            kind=args.kind,
+            status=args.status,
+            since=parse_since(args.since) if args.since else None,
+            limit=min(MAX_LIMIT, args.max_count or MAX_LIMIT),
+        )
     except InvalidRequest as e:
         return _usage_error(str(e))
     found = 0

@@ -34,7 +34,7 @@ from jupyter_agents.clients.display import SessionTable, shown_width, worth_list
 from jupyter_agents.config import open_sessions
 from jupyter_agents.core.errors import AgentsError, Conflict
 from jupyter_agents.core.records import Session
-from jupyter_agents.sessions.query import MAX_LIMIT, parse_query
+from jupyter_agents.sessions.query import MAX_LIMIT, Query
 from jupyter_agents.sessions.restore import RestoreResult
 from jupyter_agents.sessions.search import search_sessions
 from jupyter_agents.sessions.service import SessionService
@@ -266,15 +266,13 @@ class AgentMagics(Magics):
 
     def _grep(self, service: SessionService, args: argparse.Namespace) -> None:
         """``%agent grep``: one line per hit (as the CLI prints them), at most ``-m``."""
-        query = parse_query(
-            {
-                "q": args.pattern,
-                "regex": "true" if args.regex else None,
-                "case": "true" if args.case else None,
-                "session": args.session,
-                "limit": str(max(1, min(MAX_LIMIT, args.max_count))),
-            },
+        query = Query.checked(
+            args.pattern,
             list(service.kinds),
+            regex=args.regex,
+            case=args.case,
+            session=args.session,
+            limit=max(1, min(MAX_LIMIT, args.max_count)),
         )
         hits = search_sessions(service, query).hits
         print("\n".join(hit_line(hit) for hit in hits) if hits else "no match")

@@ -1,6 +1,6 @@
 """REST handlers: the stock-compatible ``/api/terminals`` and ``/api/agents/...`` (see
 rest-api.yml). Thin: parse (every argument, header and body through
-:mod:`jupyter_agents.core.params`), authorize (resource ``terminals``, like the stock ones:
+:mod:`jupyter_agents.server.params`), authorize (resource ``terminals``, like the stock ones:
 ``read`` to list, ``write`` to change, and ``execute``, which stock asks for the
 websocket, for what shows output: log, export, search), call the service in a worker
 thread (:meth:`ApiHandler.call`: nothing blocking runs on the IO loop, and every
@@ -21,15 +21,14 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from jupyter_agents.core import params
 from jupyter_agents.core.errors import AgentsError, InvalidRequest, http_error
+from jupyter_agents.server import params
 from jupyter_agents.server.requests_page import RequestsAsset, RequestsPage
 from jupyter_agents.server.streams import Streams
 from jupyter_agents.server.terminals import TerminalManager, terminal_model
 from jupyter_agents.server.viewer import ViewerAsset, ViewerPage, ViewerSocket
 from jupyter_agents.server.websocket import AUTH_RESOURCE, NoSuchTerminal, TermSocket
 from jupyter_agents.sessions import export as conversation_export
-from jupyter_agents.sessions.query import parse_query
 from jupyter_agents.sessions.search import search_sessions
 from jupyter_agents.sessions.service import Report, SessionService
 from jupyter_agents.sharing.auth import is_owner
@@ -76,7 +75,7 @@ class ApiHandler(APIHandler):
             raise http_error(e) from e
 
     def body(self, allowed: set[str] | None) -> dict[str, Any]:
-        """The JSON object body (empty if none; :func:`~jupyter_agents.core.params.json_object`);
+        """The JSON object body (empty if none; :func:`~jupyter_agents.server.params.json_object`);
         400 for anything else or a field not in ``allowed`` (None: any field)."""
         try:
             return params.json_object(self.request.body, allowed)
@@ -84,7 +83,7 @@ class ApiHandler(APIHandler):
             raise http_error(e) from e
 
     def parsed(self, parse: Callable[..., T], *args: Any) -> T:
-        """``parse(*args)`` (a :mod:`~jupyter_agents.core.params` helper); its
+        """``parse(*args)`` (a :mod:`~jupyter_agents.server.params` helper); its
         :class:`~jupyter_agents.core.errors.InvalidRequest` becomes a 400."""
         try:
             return parse(*args)
@@ -204,19 +203,21 @@ class SessionHandler(ApiHandler):
 
 class LogHandler(ApiHandler):
     """``GET /api/agents/sessions/<id>/log``: raw transcript bytes
-    (:func:`~jupyter_agents.terminal.transcripts.window`: ``?offset=&length=`` or ``Range``;
+    (:func:`~jupyter_agents.server.params.wanted`: ``?offset=&length=`` or ``Range``;
     logical offsets, from the first kept byte). Output: ``execute``."""
 
     @web.authenticated
     @authorized_to_see_output
     async def get(self, session_id: str) -> None:
         transcript = await self.call(self.service.transcript, session_id)
-        data, start, size, partial = await self.call(
-            transcript.read_window,
+        want = self.parsed(
+            params.wanted,
             self.get_query_argument("offset", None),
             self.get_query_argument("length", None),
             self.request.headers.get("Range"),
         )
+        data, start, size = await self.call(transcript.read_window, want)
+        partial = want.partial
         self.set_header("X-Transcript-Size", str(size))
         self.set_header("Accept-Ranges", "bytes")
         if partial and data:  # (a Range of an empty transcript is all of it: 200)
@@ -261,7 +262,7 @@ class SearchHandler(ApiHandler):
     async def get(self) -> None:
         names = ("q", "regex", "case", "session", "kind", "status", "since", "limit", "cursor")
         args = {n: self.get_query_argument(n, None) for n in names}
-        query = await self.call(parse_query, args, list(self.service.kinds))
+        query = await self.call(params.search_query, args, list(self.service.kinds))
         self.reply((await self.call(search_sessions, self.service, query)).to_model())
 
 

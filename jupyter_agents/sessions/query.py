@@ -1,4 +1,4 @@
-"""A search request: its arguments checked (:func:`parse_query`), the cursor of its next
+"""A search request: its values checked (:meth:`Query.checked`), the cursor of its next
 page, and where its pattern matches (:meth:`Query.finder` on rendered text,
 :meth:`Query.candidates` on raw transcript bytes). Pure; :mod:`jupyter_agents.sessions.search`
 runs it over sessions.
@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator
 from datetime import datetime, timedelta, timezone
 from itertools import accumulate
 from typing import Any, get_args
 
 import re2
 
-from jupyter_agents.core import clock, params
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.records import Status
 from jupyter_agents.terminal.render import ESCAPE, ESCAPES
@@ -103,7 +103,8 @@ def compile_regex(pattern: str, case: bool = True) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class Query:
-    """A checked search request (:func:`parse_query`)."""
+    """A search request; :meth:`checked` builds one from typed values (the CLI, the magics
+    and the server's handler, which parses HTTP arguments first, alike)."""
 
     pattern: str
     regex: bool = False
@@ -114,6 +115,60 @@ class Query:
     since: datetime | None = None
     limit: int = DEFAULT_LIMIT
     cursor: Cursor | None = None
+
+    @classmethod
+    def checked(
+        cls,
+        pattern: str,
+        kinds: Collection[str],
+        *,
+        regex: bool = False,
+        case: bool = False,
+        session: str | None = None,
+        kind: str | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        limit: int = DEFAULT_LIMIT,
+        cursor: Cursor | None = None,
+    ) -> Query:
+        """A query, once its values hold; :class:`InvalidRequest` (400) naming the one that
+        does not: an empty or overlong pattern, or one of several lines; a regex RE2
+        refuses; a kind not in ``kinds``; an unknown status; a limit outside 1 to
+        :data:`MAX_LIMIT`. Empty ``session``, ``kind`` and ``status`` mean none.
+
+        >>> Query.checked("a(", ["shell"], kind="shell").pattern
+        'a('
+        >>> Query.checked("a[", ["shell"], regex=True)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        jupyter_agents.core.errors.InvalidRequest: bad regex (RE2 syntax: ...): missing ]: [
+        >>> Query.checked("x", ["shell"], limit=0)
+        Traceback (most recent call last):
+        ...
+        jupyter_agents.core.errors.InvalidRequest: limit must be from 1 to 500, got 0
+        """
+        if not pattern or len(pattern) > MAX_PATTERN or "\n" in pattern:
+            raise InvalidRequest(f"q must be 1 to {MAX_PATTERN} characters on one line")
+        if regex:
+            compile_regex(pattern)
+        if kind and kind not in kinds:
+            raise InvalidRequest(f"unknown kind {kind[:40]!r}; known kinds: {', '.join(kinds)}")
+        statuses = get_args(Status)
+        if status and status not in statuses:
+            raise InvalidRequest(f"unknown status {status[:40]!r}; one of {', '.join(statuses)}")
+        if not 1 <= limit <= MAX_LIMIT:
+            raise InvalidRequest(f"limit must be from 1 to {MAX_LIMIT}, got {limit}")
+        return cls(
+            pattern,
+            regex=regex,
+            case=case,
+            session=session or None,
+            kind=kind or None,
+            status=status or None,
+            since=since,
+            limit=limit,
+            cursor=cursor,
+        )
 
     def finder(self) -> Finder:
         """Where the pattern matches in a text: a regex (``^``/``$`` at line ends), or
@@ -253,45 +308,3 @@ def _line_starts(block: bytes, matches: Iterator[int]) -> Iterator[int]:
         done = block.find(b"\n", m)
         if done < 0:
             return
-
-
-def parse_query(
-    args: Mapping[str, str | None], kinds: Collection[str], now: datetime | None = None
-) -> Query:
-    """A :class:`Query` from request arguments ``q``, ``regex``, ``case``, ``session``,
-    ``kind``, ``status``, ``since``, ``limit``, ``cursor``; :class:`InvalidRequest` (400)
-    for anything malformed: an empty or overlong pattern, a bad regex, an unknown kind
-    or status, a bad time, limit or cursor.
-
-    >>> parse_query({"q": "a(", "kind": "shell", "since": "2h"}, ["shell"]).pattern
-    'a('
-    >>> parse_query({"q": "a[", "regex": "true"}, ["shell"])  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    jupyter_agents.core.errors.InvalidRequest: bad regex (RE2 syntax: ...): missing ]: [
-    """
-    pattern = args.get("q") or ""
-    if not pattern or len(pattern) > MAX_PATTERN or "\n" in pattern:
-        raise InvalidRequest(f"q must be 1 to {MAX_PATTERN} characters on one line")
-    regex = params.flag("regex", args.get("regex"))
-    if regex:
-        compile_regex(pattern)
-    kind, status = args.get("kind") or None, args.get("status") or None
-    if kind is not None and kind not in kinds:
-        raise InvalidRequest(f"unknown kind {kind[:40]!r}; known kinds: {', '.join(kinds)}")
-    statuses = get_args(Status)
-    if status is not None and status not in statuses:
-        raise InvalidRequest(f"unknown status {status[:40]!r}; one of {', '.join(statuses)}")
-    limit = params.optional_integer("limit", args.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
-    since, cursor = args.get("since"), args.get("cursor")
-    return Query(
-        pattern,
-        regex=regex,
-        case=params.flag("case", args.get("case")),
-        session=args.get("session") or None,
-        kind=kind,
-        status=status,
-        since=parse_since(since, now) if since else None,
-        limit=limit or DEFAULT_LIMIT,
-        cursor=parse_cursor(cursor) if cursor else None,
-    )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -24,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from jupyter_agents.core import clock, params
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import NotFound, OutOfRange
 from jupyter_agents.core.paths import create_private_file, ensure_private_dir
 from jupyter_agents.terminal.segments import (
@@ -43,48 +44,46 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 T = TypeVar("T")
 
 
-def window(
-    first: int, size: int, offset: str | None, length: str | None, range_header: str | None
-) -> tuple[int, int, bool]:
-    """Which bytes of a transcript holding bytes ``first`` to ``size`` a request wants:
-    ``(start, count, partial)``.
+@dataclasses.dataclass(frozen=True)
+class Want:
+    """Which bytes of a transcript a reader asks for, in logical offsets: ``length``
+    bytes (None: up to the end) from ``start`` (None: the first byte kept), or, with
+    ``last``, the last ``last`` bytes. ``partial``: asked as a byte range (an HTTP
+    ``Range``, answered 206), where a start at or past the end of a transcript that
+    holds bytes is refused. The server parses HTTP arguments into one
+    (:func:`jupyter_agents.server.params.wanted`)."""
 
-    From ``?offset=&length=`` (no offset: from ``first``) or an HTTP ``Range:
-    bytes=a-b`` / ``bytes=-n`` header (``partial``: answer 206; a suffix longer than what
-    is kept starts at ``first``). Capped at ``MAX_CHUNK``. Raises
-    :class:`~jupyter_agents.core.errors.InvalidRequest` for anything but ASCII digits
-    (:mod:`jupyter_agents.core.params`) and :class:`OutOfRange` for a start past the end or
+    start: int | None = None
+    length: int | None = None
+    last: int | None = None
+    partial: bool = False
+
+
+def window(first: int, size: int, want: Want) -> tuple[int, int]:
+    """Which bytes of a transcript holding bytes ``first`` to ``size`` ``want`` names:
+    ``(start, count)``, capped at :data:`MAX_CHUNK`; a suffix (``last``) longer than
+    what is kept starts at ``first``. :class:`OutOfRange` for a start past the end or
     before ``first`` (dropped by the cap).
 
-    >>> window(0, 100, None, None, None), window(0, 100, "90", "50", None)
-    ((0, 100, False), (90, 10, False))
-    >>> window(40, 100, None, None, "bytes=-10"), window(40, 100, None, None, None)
-    ((90, 10, True), (40, 60, False))
-    >>> window(40, 100, "10", None, None)
+    >>> window(0, 100, Want()), window(0, 100, Want(start=90, length=50))
+    ((0, 100), (90, 10))
+    >>> window(40, 100, Want(last=10, partial=True)), window(40, 100, Want())
+    ((90, 10), (40, 60))
+    >>> window(40, 100, Want(start=10))
     Traceback (most recent call last):
     ...
     jupyter_agents.core.errors.OutOfRange: bytes before 40 were dropped (transcript_max_bytes)
     """
-
-    partial = False
-    if range_header is not None and offset is None and length is None:
-        low, high = params.byte_range(range_header)
-        if low is None:
-            start = max(first, size - (high or 0))
-            end = size
-        else:
-            start = low
-            end = size if high is None else min(size, high + 1)
-        partial = True
+    if want.last is not None:
+        start = max(first, size - want.last)
     else:
-        start = params.integer("offset", offset) if offset is not None else first
-        end = size if length is None else start + params.integer("length", length)
+        start = first if want.start is None else want.start
+    end = size if want.length is None else start + want.length
     if start < first:
         raise OutOfRange(dropped(first))
-    if start > size or (partial and start >= size and size > 0):
+    if start > size or (want.partial and start >= size and size > 0):
         raise OutOfRange(f"offset {start} is past the end of the transcript ({size} bytes)")
-    count = max(0, min(end, size, start + MAX_CHUNK) - start)
-    return start, count, partial
+    return start, max(0, min(end, size, start + MAX_CHUNK) - start)
 
 
 def dropped(first: int) -> str:
@@ -274,15 +273,12 @@ class Transcript:
 
         return self._look(step)
 
-    def read_window(
-        self, offset: str | None, length: str | None, range_header: str | None
-    ) -> tuple[bytes, int, int, bool]:
-        """What a log request asks for (:func:`window`): ``(data, start, size,
-        partial)``."""
+    def read_window(self, want: Want) -> tuple[bytes, int, int]:
+        """The bytes ``want`` names (:func:`window`): ``(data, start, size)``."""
 
-        def step(dir_fd: int, listing: Listing, end: int) -> tuple[bytes, int, int, bool]:
-            start, count, partial = window(listing.first, end, offset, length, range_header)
-            return _read_span(dir_fd, listing.starts, start, count), start, end, partial
+        def step(dir_fd: int, listing: Listing, end: int) -> tuple[bytes, int, int]:
+            start, count = window(listing.first, end, want)
+            return _read_span(dir_fd, listing.starts, start, count), start, end
 
         return self._look(step)
 

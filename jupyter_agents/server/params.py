@@ -6,7 +6,10 @@ Numbers are ASCII digits only and bounded (``str.isdigit`` accepts ``"²"``, whi
 ``int`` refuses, and ``int`` takes ``"٣"`` and refuses more than 4300 digits); bodies
 are UTF-8 JSON objects, strictly (no ``NaN``, at most :data:`MAX_BODY` bytes, nesting
 within the parser's recursion limit); header values we send that carry user text are encoded
-per RFC 6266/5987 (:func:`content_disposition`). Pure: no tornado, no IO.
+per RFC 6266/5987 (:func:`content_disposition`). Below this wing, values are typed:
+a search is a :class:`~jupyter_agents.sessions.query.Query` (:func:`search_query`), a
+transcript window a :class:`~jupyter_agents.terminal.transcripts.Want` (:func:`wanted`).
+Pure: no tornado, no IO.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ import json
 import re
 import urllib.parse
 from collections.abc import Collection, Mapping
+from datetime import datetime
 from typing import Any
 
 from jupyter_agents.core.errors import InvalidRequest
+from jupyter_agents.sessions.query import DEFAULT_LIMIT, MAX_LIMIT, Query, parse_cursor, parse_since
+from jupyter_agents.terminal.transcripts import Want
 
 #: the largest number any argument takes (a byte offset, a count)
 MAX_INT = 2**63 - 1
@@ -119,6 +125,57 @@ def byte_range(header: str) -> tuple[int | None, int | None]:
         )
     low, high = (None if g == "" else integer("Range", g) for g in m.groups())
     return low, high
+
+
+def wanted(offset: str | None, length: str | None, range_header: str | None) -> Want:
+    """The bytes a log request asks for: ``?offset=&length=`` (no offset: from the first
+    byte kept), or, with neither, an HTTP ``Range`` header (:func:`byte_range`).
+
+    >>> wanted("90", "50", None)
+    Want(start=90, length=50, last=None, partial=False)
+    >>> wanted(None, None, "bytes=2-4"), wanted(None, None, "bytes=-10")
+    (Want(start=2, length=3, last=None, partial=True), Want(start=None, length=None, last=10, partial=True))
+    """  # noqa: E501
+    if range_header is not None and offset is None and length is None:
+        low, high = byte_range(range_header)
+        if low is None:
+            return Want(last=high or 0, partial=True)
+        return Want(start=low, length=None if high is None else high + 1 - low, partial=True)
+    return Want(
+        start=None if offset is None else integer("offset", offset),
+        length=None if length is None else integer("length", length),
+    )
+
+
+def search_query(
+    args: Mapping[str, str | None], kinds: Collection[str], now: datetime | None = None
+) -> Query:
+    """A search (:meth:`~jupyter_agents.sessions.query.Query.checked`) from the arguments
+    ``q``, ``regex``, ``case``, ``session``, ``kind``, ``status``, ``since`` (a time or
+    a duration, :func:`~jupyter_agents.sessions.query.parse_since`), ``limit`` and
+    ``cursor``; :class:`InvalidRequest` naming the one that is malformed.
+
+    >>> search_query({"q": "a(", "kind": "shell", "since": "2h"}, ["shell"]).pattern
+    'a('
+    >>> search_query({"q": "x", "limit": "²"}, ["shell"])
+    Traceback (most recent call last):
+    ...
+    jupyter_agents.core.errors.InvalidRequest: limit must be a whole number from 1 to 500, got '²'
+    """
+    since, cursor = args.get("since"), args.get("cursor")
+    return Query.checked(
+        args.get("q") or "",
+        kinds,
+        regex=flag("regex", args.get("regex")),
+        case=flag("case", args.get("case")),
+        session=args.get("session"),
+        kind=args.get("kind"),
+        status=args.get("status"),
+        since=parse_since(since, now) if since else None,
+        limit=optional_integer("limit", args.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
+        or DEFAULT_LIMIT,
+        cursor=parse_cursor(cursor) if cursor else None,
+    )
 
 
 def json_object(body: bytes, allowed: Collection[str] | None = None) -> dict[str, Any]:
