@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -313,6 +314,42 @@ def test_orphans_are_adopted_or_killed_on_request(agents_server, agents_state_di
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert "stray" not in tmux_live(agents_state_dir)
     assert sessions(server)["stray"]["status"] == "killed"
+
+
+def test_a_store_held_by_another_process_is_a_503_and_the_refresh_goes_on(
+    agents_server, agents_state_dir
+):
+    """Another process holds the store's write lock past SQLite's busy timeout (10 s; a
+    person's ``sqlite3`` shell in a transaction, a stuck CLI): a write answers 503 naming
+    the lock, not 500, and the server's refresh tick, which met the same lock, logs it and
+    goes on: the orphan made meanwhile is recorded by a later tick, with no reconcile
+    asked. (An SQLite error ended the refresh loop for good, unlogged, and was a 500.)"""
+    server = agents_server(args=["--AgentsApp.refresh_interval=0.5"])
+    status, shell = server.request("POST", "/api/agents/sessions", {"kind": "shell"})
+    assert status == 201
+    holder = sqlite3.connect(agents_state_dir / "sessions.db", isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        sock = str(agents_state_dir / "tmux" / "socket")
+        subprocess.run(
+            ["tmux", "-S", sock, "new-session", "-d", "-s", "handmade", "sleep 1000"], check=True
+        )
+        status, body = server.request(
+            "PATCH", f"/api/agents/sessions/{shell['id']}", {"title": "while locked"}
+        )
+        assert status == 503 and "database is locked" in body["message"], (status, body)
+        poll(  # the tick that found the orphan could not record it
+            lambda: "refresh failed" in server.log_path.read_text(errors="replace"),
+            what="the refresh tick to meet the lock",
+        )
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    poll(
+        lambda: sessions(server).get("handmade", {}).get("status") == "orphaned",
+        what="a later tick to record the orphan made while the store was locked",
+    )
+    assert sessions(server)[shell["id"]]["title"] is None  # the refused write changed nothing
 
 
 def read_until(server: ServerProcess, stop: threading.Event, answers: list[int]) -> None:

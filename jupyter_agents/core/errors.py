@@ -61,6 +61,14 @@ class StoreClosed(StoreError):
     status = 503
 
 
+class StoreUnavailable(StoreError):
+    """SQLite could not read or write the store just now: another process held its lock
+    past the busy timeout (a person's ``sqlite3`` shell in a transaction, a stuck CLI),
+    the disk is full, an I/O error. Nothing was changed; the same call may succeed later."""
+
+    status = 503
+
+
 class UnsafeStateDir(AgentsError):
     """The state directory is not private to the current user."""
 

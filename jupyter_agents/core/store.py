@@ -22,7 +22,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from jupyter_agents.core.errors import Conflict, NotFound, StoreClosed, StoreError
+from jupyter_agents.core.errors import (
+    Conflict,
+    NotFound,
+    StoreClosed,
+    StoreError,
+    StoreUnavailable,
+)
 from jupyter_agents.core.paths import (
     OBJECT_STORE_FILESYSTEMS,
     filesystem_type,
@@ -304,11 +310,21 @@ class SessionStore:
     @contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
         """The connection, for this thread alone until the block ends (its rows are
-        :class:`sqlite3.Row`); :class:`~jupyter_agents.core.errors.StoreClosed` once closed."""
+        :class:`sqlite3.Row`); :class:`~jupyter_agents.core.errors.StoreClosed` once closed.
+        SQLite's operational failures in the block (the store locked by another process
+        past the busy timeout, a full disk) come out as
+        :class:`~jupyter_agents.core.errors.StoreUnavailable` (503): every caller, the
+        server's periodic work included, handles them as it handles any of our errors."""
         with self._lock:
             if self._closed:
                 raise StoreClosed(f"{self.path}: the session store is closed (server stopping)")
-            yield self._db
+            try:
+                yield self._db
+            except sqlite3.OperationalError as e:
+                raise StoreUnavailable(
+                    f"{self.path}: the session store cannot be used just now ({e}); "
+                    "nothing was changed"
+                ) from e
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -320,7 +336,11 @@ class SessionStore:
                 db.execute("ROLLBACK")
                 raise
             else:
-                db.execute("COMMIT")
+                try:
+                    db.execute("COMMIT")
+                except sqlite3.OperationalError:  # (a rollback journal's readers): undone
+                    db.execute("ROLLBACK")
+                    raise
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[sqlite3.Row]:
         with self.connection() as db:

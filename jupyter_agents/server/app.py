@@ -253,7 +253,10 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         """Every ``refresh_interval`` s, off the loop: one :meth:`~jupyter_agents.
         sessions.refresh.Refresh.tick` (sessions that ended unwatched, conversation ids
         and files, usage, modes and titles, activity, attention, other processes'
-        changes, transcript gaps), then the unattended limit on what it read of usage."""
+        changes, transcript gaps), then the unattended limit on what it read of usage.
+        A tick that fails is logged and the next one runs: nothing ends this loop but
+        the server's stop (a store locked by another process for a while, or a fault of
+        ours, must not end what the panel relies on for good)."""
         while True:
             await asyncio.sleep(self.refresh_interval)
             try:
@@ -262,6 +265,8 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
                     await self.guard.interrupt(await asyncio.to_thread(self.guard.check, changes))
             except AgentsError as e:
                 self.log.warning("jupyter_agents: refresh failed: %s", e)
+            except Exception:
+                self.log.exception("jupyter_agents: refresh failed")
 
     def current_activity(self) -> dict[str, Any] | None:
         """The sessions keeping the server active (agents at work within

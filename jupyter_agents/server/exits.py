@@ -122,6 +122,10 @@ class ExitWatch:
                     found = await asyncio.to_thread(self._records, set(ids))
                 except AgentsError as e:
                     self._log.debug("jupyter_agents: reconcile after an exit failed: %s", e)
+                    self._ending.clear()  # (the refresh tick's reconcile finds them)
+                    return
+                except Exception:
+                    self._log.exception("jupyter_agents: reconcile after an exit failed")
                     self._ending.clear()
                     return
                 for session_id in ids:
