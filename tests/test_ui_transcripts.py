@@ -141,9 +141,11 @@ def test_search_hit_replays_an_ended_session(lab: Lab, page: Any) -> None:
 
 
 def test_search_hit_of_a_running_session_opens_its_terminal(lab: Lab, page: Any) -> None:
-    """A running shell's hit opens its terminal; its "Replay from here" opens a replay."""
+    """A running shell's hit opens its terminal; its "Replay from here" opens a replay,
+    paused at the hit though the hit is the last thing the session printed (so playing
+    from it ends at once: the replay used to end there, not pause)."""
     word, printed = marker()
-    session = shell_printing(lab, f"echo {printed}", word.encode())
+    session = shell_printing(lab, f"echo {printed}; exec sleep 1000", word.encode())
     try:
         open_lab(page, lab, reset=True)
         show_panel(page)

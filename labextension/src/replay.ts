@@ -153,9 +153,26 @@ export class ReplayView extends Widget {
         this._setState('paused');
       }
     } else if (position.startAt !== undefined && !position.play) {
-      // the player draws the screen at `startAt` only once it plays
+      // The player draws the screen at `startAt` only once it plays. A hit on the last
+      // thing a session printed is at the recording's end: the player may end before
+      // the pause lands (sooner on a loaded machine). It is put back where it started.
+      let started: number | undefined;
+      const onPlaying = () => {
+        started ??= player.getCurrentTime();
+      };
+      player.addEventListener('playing', onPlaying);
       await player.play();
       await player.pause();
+      if (player !== this._player) {
+        return;
+      }
+      if (this.node.dataset.state !== 'paused' && started !== undefined) {
+        await player.seek(started);
+        if (player !== this._player) {
+          return;
+        }
+        this._setState('paused');
+      }
     }
   }
 
