@@ -28,6 +28,7 @@ from model_endpoint import (
     AnthropicMessages,
     ModelEndpoint,
     Reply,
+    ToolCall,
     Usage,
     bash,
     claude_env,
@@ -252,6 +253,71 @@ def test_a_permission_request_answered_over_rest_with_no_key_pressed(rig: Rig) -
     assert "Not that folder: ask me first" in told, told[-2000:]
     rig.attention_becomes(sid, "waiting", "the turn's end")
     rig.none_pending(sid)
+    client.close()
+
+
+def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
+    """Issue 56 (the server's part of acceptance 1): a prompt, a plan (TodoWrite), a Bash
+    call that asks permission, allowed over REST, its output, the answer: the session's
+    turn events in that order, with the command and the output exact."""
+    marker = rig.project / "turn-marker.txt"
+    command = f"printf 'turn-%s\\n' 42 | tee {marker}"
+    # Claude Code 2.1's plan is its tasks (TodoWrite is "No such tool" there)
+    task = {"subject": "Print the marker", "description": "Print it", "activeForm": "Printing"}
+    started = {"taskId": "1", "status": "in_progress"}
+    agent, client = rig.claude(
+        Reply("Planning-it", tool=ToolCall("TaskCreate", task), usage=ASKS),
+        Reply("Starting-it", tool=ToolCall("TaskUpdate", started), usage=ASKS),
+        Reply("Printing-it", tool=bash(command, "Print the marker"), usage=ASKS),
+        Reply("Printed-it", usage=DONE),
+    )
+    sid, cid = agent["id"], agent["conversation_id"]
+    rig.attention_becomes(sid, "ready", "a fresh session")
+    type_into(client, "print the marker")
+    request = rig.pending(sid)
+    assert request["command"] == command
+    status, body = rig.server.request(
+        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
+    )
+    assert status == 200, body
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 4, what="the last reply")
+    rig.attention_becomes(sid, "waiting", "the turn's end")
+
+    def events() -> list[dict[str, Any]] | None:
+        status, page = rig.server.request("GET", f"/api/agents/sessions/{sid}/turns")
+        assert status == 200, page
+        shown = [e for e in page["events"] if e["type"] != "other"]
+        return shown if shown and shown[-1].get("text") == "Printed-it" else None
+
+    shown = poll(events, timeout=30, what="the answer's event")
+    assert [(e["type"], e.get("tool")) for e in shown] == [
+        ("user_message", None),
+        ("agent_message", None),
+        ("tool_call", "TaskCreate"),
+        ("tool_call_update", None),
+        ("plan", None),
+        ("agent_message", None),
+        ("tool_call", "TaskUpdate"),
+        ("tool_call_update", None),
+        ("plan", None),
+        ("agent_message", None),
+        ("tool_call", "Bash"),
+        ("tool_call_update", None),
+        ("agent_message", None),
+    ], shown
+    said = [e["text"] for e in shown if e["type"].endswith("_message")]
+    assert said == ["print the marker", "Planning-it", "Starting-it", "Printing-it", "Printed-it"]
+    made, started_plan = (e for e in shown if e["type"] == "plan")
+    assert made["partial"] and made["entries"] == [
+        {"id": "1", "content": "Print the marker", "status": "pending"}
+    ]
+    assert started_plan["entries"] == [{"id": "1", "status": "in_progress"}]
+    call, output = shown[-3:-1]
+    assert (call["tool_kind"], call["input"]["command"]) == ("execute", command)
+    assert call["title"] == f"Bash: {command}"
+    assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
+    assert output["output"] == "turn-42", output
+    assert marker.read_text() == "turn-42\n"
     client.close()
 
 

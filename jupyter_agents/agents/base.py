@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from jupyter_agents.agents.turns import other
 from jupyter_agents.agents.usage import UsageReader
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
@@ -215,6 +216,12 @@ class AgentKind(ABC):
         """The Markdown of one record of a conversation file (a JSON object), for the
         conversation export; nothing for records that are not turns."""
         return iter(())
+
+    def turns(self, record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """The turn events of one record of a conversation file (a JSON object), in the
+        shape of :mod:`jupyter_agents.agents.turns`; a record the kind does not map is one
+        ``other`` event with its type, never nothing."""
+        yield other(record.get("timestamp"), record.get("type", "?"))
 
     #: how sessions of this kind report attention (``attention_source``): ``hooks``,
     #: ``notify``, or None (they do not)

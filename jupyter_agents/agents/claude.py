@@ -35,6 +35,7 @@ from jupyter_agents.agents.hooks import (
     write_hook_settings,
 )
 from jupyter_agents.agents.markdown import code, one_line, timestamp, tool_call, tool_result, turn
+from jupyter_agents.agents.turns import call, other, plan, plan_change, result, said, turn_event
 from jupyter_agents.agents.usage import (
     BadRecord,
     Record,
@@ -286,6 +287,77 @@ def _text(text: str) -> str:
     return text
 
 
+def _task_change(at: object, outcome: object) -> dict[str, Any] | None:
+    """The plan change a task tool's result records (``toolUseResult``): a task made
+    (``TaskCreate``: ``{task: {id, subject}}``) or its status changed (``TaskUpdate``:
+    ``{taskId, statusChange: {to}}``); None for other results."""
+    if not isinstance(outcome, dict):
+        return None
+    task = outcome.get("task")
+    if isinstance(task, dict) and task.get("id") is not None and task.get("subject"):
+        return plan_change(at, task["id"], task["subject"], "pending")
+    change = outcome.get("statusChange")
+    if outcome.get("taskId") is not None and isinstance(change, dict) and change.get("to"):
+        return plan_change(at, outcome["taskId"], status=change["to"])
+    return None
+
+
+def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The turn events of one record (:mod:`jupyter_agents.agents.turns`): a ``user``
+    record's text (``user_message``) or tool results (``tool_call_update``); an
+    ``assistant`` record's ``text``, ``thinking`` and ``tool_use`` blocks (a
+    ``TodoWrite`` call is a ``plan`` too); a compaction. Records of a sub-agent (``Task``)
+    carry ``subagent``: true.
+
+    >>> rec = {"type": "assistant", "timestamp": "2026-12-07T05:00:00Z", "message": {
+    ...     "content": [{"type": "text", "text": "Listing"}, {"type": "tool_use",
+    ...     "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}}
+    >>> [(e["type"], e.get("text") or e.get("title")) for e in turns(rec)]
+    [('agent_message', 'Listing'), ('tool_call', 'Bash: ls')]
+    """
+    kind = record.get("type")
+    at = record.get("timestamp")
+    extra = {"subagent": True} if record.get("isSidechain") else {}
+    if kind == "system" and record.get("subtype") == "compact_boundary":
+        yield turn_event("compaction", at)
+        return
+    message = record.get("message")
+    if kind not in ("user", "assistant") or not isinstance(message, dict):
+        yield other(at, kind if kind != "system" else f"system/{record.get('subtype')}")
+        return
+    if record.get("isMeta"):
+        return  # the CLI's own notes to the model (a command's output), not a turn
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if not isinstance(blocks, list):
+        return
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        part = block.get("type")
+        if part == "text" and isinstance(block.get("text"), str):
+            yield {**said(kind == "user", at, _text(block["text"])), **extra}
+        elif part == "thinking" and isinstance(block.get("thinking"), str):
+            yield {**turn_event("thought", at, text=block["thinking"]), **extra}
+        elif part == "tool_use":
+            name, arguments = str(block.get("name", "tool")), block.get("input")
+            yield {**call(at, block.get("id"), name, arguments), **extra}
+            todos = arguments.get("todos") if isinstance(arguments, dict) else None
+            if name == "TodoWrite" and isinstance(todos, list):
+                entries = [
+                    (t.get("content"), t.get("status")) for t in todos if isinstance(t, dict)
+                ]
+                yield {**plan(at, entries), **extra}
+        elif part == "tool_result":
+            failed = bool(block.get("is_error"))
+            yield {**result(at, block.get("tool_use_id"), block.get("content"), failed), **extra}
+            change = _task_change(at, record.get("toolUseResult"))
+            if change is not None:
+                yield {**change, **extra}
+        elif part == "image":
+            yield {**said(kind == "user", at, "(an image)"), **extra}
+
+
 class ClaudeKind(AssignedIdKind):
     """``claude`` with an id assigned at launch and followed through ``/clear``."""
 
@@ -325,6 +397,9 @@ class ClaudeKind(AssignedIdKind):
 
     def markdown(self, record: Mapping[str, Any]) -> Iterator[str]:
         return markdown(record)
+
+    def turns(self, record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        return turns(record)
 
     def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
         return [*argv, "--settings", str(claude_settings(state_dir, session_id))]

@@ -34,6 +34,7 @@ from jupyter_agents.agents.base import (
 )
 from jupyter_agents.agents.hooks import ask_command, hook_command, spool_dir
 from jupyter_agents.agents.markdown import code, timestamp, tool_call, tool_result, turn
+from jupyter_agents.agents.turns import call, other, plan, result, said, turn_event
 from jupyter_agents.agents.usage import (
     BadRecord,
     Record,
@@ -368,6 +369,88 @@ def markdown(record: Mapping[str, Any]) -> Iterator[str]:
         yield from turn("Tool", when, [], [tool_result(output, False)], False)
 
 
+#: the rollout's ``event_msg`` payloads that repeat a ``response_item`` or report usage
+_ECHOES = frozenset(
+    {
+        "user_message",
+        "agent_message",
+        "agent_reasoning",
+        "agent_reasoning_raw_content",
+        "token_count",
+        "task_started",
+        "exec_command_begin",
+        "exec_command_end",
+    }
+)
+
+
+def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The turn events of one rollout line (:mod:`jupyter_agents.agents.turns`):
+    ``response_item`` messages (the context Codex adds left out), ``reasoning``
+    summaries (``thought``), function, custom and local shell calls and their outputs
+    (``update_plan`` is a ``plan`` too), ``compacted``, and a task's end (``turn_end``).
+
+    >>> rec = {"type": "response_item", "payload": {"type": "function_call",
+    ...     "name": "shell", "call_id": "c1", "arguments": '{"command": ["bash", "-lc", "ls"]}'}}
+    >>> [(e["type"], e["title"], e["tool_kind"]) for e in turns(rec)]
+    [('tool_call', 'shell: ls', 'execute')]
+    """
+    at = record.get("timestamp")
+    payload = record.get("payload")
+    kind = record.get("type")
+    item = payload.get("type") if isinstance(payload, dict) else None
+    if not isinstance(payload, dict):
+        yield other(at, kind)
+    elif kind == "compacted":
+        message = payload.get("message")
+        yield turn_event("compaction", at, text=message if isinstance(message, str) else None)
+    elif kind == "event_msg" and item == "task_complete":
+        yield turn_event("turn_end", at)
+    elif kind == "event_msg" and item in _ECHOES:
+        return  # what a response_item says too, or usage (the usage ledger's)
+    elif kind != "response_item":
+        yield other(at, f"{kind}/{item}" if item else kind)
+    elif item == "message" and payload.get("role") in ("user", "assistant"):
+        for part in payload.get("content") or []:
+            text = part.get("text") if isinstance(part, dict) else None
+            if isinstance(text, str) and not text.lstrip().startswith(_CONTEXT):
+                yield said(payload["role"] == "user", at, text)
+    elif item == "reasoning":
+        for part in payload.get("summary") or []:
+            text = part.get("text") if isinstance(part, dict) else None
+            if isinstance(text, str):
+                yield turn_event("thought", at, text=text)
+    elif item in ("function_call", "custom_tool_call", "local_shell_call"):
+        arguments: Any = payload.get("arguments", payload.get("input", payload.get("action")))
+        if isinstance(arguments, str):
+            with suppress(ValueError):
+                arguments = json.loads(arguments)
+        name = str(payload.get("name") or ("shell" if item == "local_shell_call" else "tool"))
+        call_id = payload.get("call_id", payload.get("id"))
+        yield call(at, call_id, name, arguments)
+        steps = arguments.get("plan") if isinstance(arguments, dict) else None
+        if name == "update_plan" and isinstance(steps, list):
+            yield plan(at, [(s.get("step"), s.get("status")) for s in steps if isinstance(s, dict)])
+    elif item in ("function_call_output", "custom_tool_call_output"):
+        output: Any = payload.get("output")
+        failed = False
+        if isinstance(output, str):
+            try:
+                parsed = json.loads(output)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict) and "output" in parsed:
+                output = parsed["output"]
+                meta = parsed.get("metadata")
+                code_ = meta.get("exit_code") if isinstance(meta, dict) else None
+                failed = isinstance(code_, int) and code_ != 0
+        elif isinstance(output, dict):
+            output = output.get("content", output)
+        yield result(at, payload.get("call_id"), output, failed)
+    else:
+        yield other(at, f"response_item/{item}")
+
+
 class CodexKind(AgentKind):
     """``codex`` with its id captured from its thread lock (or its own rollout)."""
 
@@ -393,6 +476,9 @@ class CodexKind(AgentKind):
 
     def markdown(self, record: Mapping[str, Any]) -> Iterator[str]:
         return markdown(record)
+
+    def turns(self, record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        return turns(record)
 
     def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
         """Our options go right after ``codex`` (or ``codex resume``): ``notify`` runs

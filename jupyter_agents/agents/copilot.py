@@ -45,6 +45,7 @@ from jupyter_agents.agents.base import (
 from jupyter_agents.agents.hooks import ask_command, hook_command, spool_dir
 from jupyter_agents.agents.markdown import code, timestamp, tool_call, tool_result, turn
 from jupyter_agents.agents.spool import spool_path
+from jupyter_agents.agents.turns import call, other, result, turn_event
 from jupyter_agents.agents.usage import (
     BadRecord,
     Record,
@@ -303,6 +304,49 @@ def markdown(record: Mapping[str, Any]) -> Iterator[str]:
         )
 
 
+def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The turn events of one ``events.jsonl`` event (:mod:`jupyter_agents.agents.turns`):
+    ``user.message``, ``assistant.message`` (text, ``reasoningText``, ``toolRequests``),
+    ``tool.execution_complete``, ``session.compaction_complete``,
+    ``assistant.turn_end``.
+
+    >>> rec = {"type": "tool.execution_complete", "data": {"toolCallId": "c1",
+    ...     "success": False, "result": {"content": "denied"}}}
+    >>> [(e["type"], e["status"], e["output"]) for e in turns(rec)]
+    [('tool_call_update', 'failed', 'denied')]
+    """
+    data = record.get("data")
+    kind = record.get("type")
+    at = record.get("timestamp")
+    if not isinstance(data, dict):
+        yield other(at, kind)
+    elif kind == "session.compaction_complete":
+        summary = data.get("summary")
+        yield turn_event("compaction", at, text=summary if isinstance(summary, str) else None)
+    elif kind == "user.message" and isinstance(data.get("content"), str):
+        yield turn_event("user_message", at, text=data["content"])
+    elif kind == "assistant.message":
+        if isinstance(data.get("reasoningText"), str) and data["reasoningText"].strip():
+            yield turn_event("thought", at, text=data["reasoningText"])
+        text = data.get("content")
+        if isinstance(text, str) and text.strip():
+            yield turn_event("agent_message", at, text=text)
+        for request in data.get("toolRequests") or []:
+            if isinstance(request, dict):
+                name = str(request.get("name") or "tool")
+                yield call(at, request.get("toolCallId"), name, request.get("arguments"))
+    elif kind == "tool.execution_complete":
+        outcome = data.get("result")
+        content = outcome.get("content", outcome) if isinstance(outcome, dict) else outcome
+        if content is None and isinstance(data.get("error"), (str, dict)):
+            content = data["error"]
+        yield result(at, data.get("toolCallId"), content, data.get("success") is False)
+    elif kind == "assistant.turn_end":
+        yield turn_event("turn_end", at)
+    else:
+        yield other(at, kind)
+
+
 class CopilotKind(AssignedIdKind):
     """``copilot`` with an id chosen at launch and its hooks from a plugin folder."""
 
@@ -339,6 +383,9 @@ class CopilotKind(AssignedIdKind):
 
     def markdown(self, record: Mapping[str, Any]) -> Iterator[str]:
         return markdown(record)
+
+    def turns(self, record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        return turns(record)
 
     def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
         width = len(self.command)

@@ -58,6 +58,7 @@ from jupyter_agents.agents.hooks import (
     write_hook_settings,
 )
 from jupyter_agents.agents.markdown import timestamp, tool_call, tool_result, turn
+from jupyter_agents.agents.turns import call, other, result, turn_event
 from jupyter_agents.agents.usage import (
     BadRecord,
     Record,
@@ -362,6 +363,68 @@ def markdown(record: Mapping[str, Any]) -> Iterator[str]:
         yield f"*{content.strip()}*\n\n"
 
 
+#: the statuses Gemini writes for a tool call, as ACP's
+_CALL_STATUS = {"success": "completed", "error": "failed", "cancelled": "failed"}
+
+
+def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The turn events of one line of a conversation file
+    (:mod:`jupyter_agents.agents.turns`): ``user`` text (its session context left out)
+    and tool results, ``gemini`` text and thoughts, or, in the record Gemini writes again
+    once a message's tool calls are added, those calls (each with its result when the
+    record has it); ``info``/``error``/``warning`` notes are ``other`` events.
+
+    >>> rec = {"type": "gemini", "toolCalls": [{"id": "c1", "name": "run_shell_command",
+    ...     "args": {"command": "ls"}, "status": "success", "result": [{"functionResponse":
+    ...     {"id": "c1", "response": {"output": "a.txt"}}}]}]}
+    >>> [(e["type"], e["status"]) for e in turns(rec)]
+    [('tool_call', 'completed'), ('tool_call_update', 'completed')]
+    """
+    kind = record.get("type")
+    at = record.get("timestamp")
+    content = record.get("content")
+    if kind == "user":
+        texts, _ = _parts(content)
+        for text in texts:
+            if not text.lstrip().startswith("<session_context>"):
+                yield turn_event("user_message", at, text=text)
+        for part in content if isinstance(content, list) else []:
+            response = part.get("functionResponse") if isinstance(part, dict) else None
+            if isinstance(response, dict):
+                yield _result(at, response)
+    elif kind == "gemini":
+        calls = record.get("toolCalls")
+        if isinstance(calls, list) and calls:
+            for one in calls:
+                if not isinstance(one, dict):
+                    continue
+                name = str(one.get("name", "tool"))
+                status = _CALL_STATUS.get(str(one.get("status")), "pending")
+                yield call(at, one.get("id") or name, name, one.get("args"), status)
+                for part in one.get("result") or []:
+                    response = part.get("functionResponse") if isinstance(part, dict) else None
+                    if isinstance(response, dict):
+                        yield _result(at, response, status == "failed")
+            return
+        texts, _ = _parts(content)
+        for text in texts:
+            if text.strip():
+                yield turn_event("agent_message", at, text=text)
+        for thought in record.get("thoughts") or []:
+            if isinstance(thought, dict) and isinstance(thought.get("description"), str):
+                yield turn_event("thought", at, text=thought["description"])
+    else:
+        yield other(at, kind if isinstance(kind, str) else "$set" if "$set" in record else "?")
+
+
+def _result(at: object, response: Mapping[str, Any], failed: bool = False) -> dict[str, Any]:
+    output = response.get("response")
+    if isinstance(output, dict):
+        failed = failed or ("error" in output and "output" not in output)
+        output = output.get("output", output.get("error", output))
+    return result(at, response.get("id") or response.get("name"), output, failed)
+
+
 class GeminiKind(AssignedIdKind):
     """``gemini`` with an id assigned at launch; attention from its hooks."""
 
@@ -387,6 +450,9 @@ class GeminiKind(AssignedIdKind):
 
     def markdown(self, record: Mapping[str, Any]) -> Iterator[str]:
         return markdown(record)
+
+    def turns(self, record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        return turns(record)
 
     def session_files(self, state_dir: Path, session_id: str) -> list[Path]:
         """Its system-defaults file (our hooks)."""

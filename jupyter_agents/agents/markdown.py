@@ -34,27 +34,35 @@ def turn(who: str, when: str, texts: list[str], tools: list[str], quote: bool) -
 
 
 #: the input fields that say what a tool call does, most telling first
-_TELLING = ("command", "cmd", "file_path", "path", "pattern", "url", "query", "prompt")
+_TELLING = ("command", "cmd", "file_path", "path", "pattern", "url", "query", "prompt", "subject")
+
+
+def what_it_does(arguments: Any) -> str:
+    """What a tool call's input says it does: its command, path, pattern, URL, query or
+    prompt (the first of these it has), else its input as JSON ("" for none).
+
+    >>> what_it_does({"command": "ls -la", "description": "List"}), what_it_does(["bash", "-lc", "ls"])
+    ('ls -la', '')
+    """  # noqa: E501
+    if isinstance(arguments, str):
+        return arguments
+    if not isinstance(arguments, dict):
+        return ""
+    for key in _TELLING:
+        value = arguments.get(key)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = _shell(value)
+        if isinstance(value, str) and value:
+            return value
+    return json.dumps(arguments, ensure_ascii=False) if arguments else ""
 
 
 def tool_call(name: str, arguments: Any) -> str:
     """``**Tool call** `name`: <what it does>`` in one line."""
-    what = ""
+    what = what_it_does(arguments)
     note = ""
-    if isinstance(arguments, dict):
-        for key in _TELLING:
-            value = arguments.get(key)
-            if isinstance(value, list) and all(isinstance(v, str) for v in value):
-                value = _shell(value)
-            if isinstance(value, str) and value:
-                what = value
-                break
-        if not what and arguments:
-            what = json.dumps(arguments, ensure_ascii=False)
-        if isinstance(arguments.get("description"), str):
-            note = f" ({one_line(arguments['description'])})"
-    elif isinstance(arguments, str):
-        what = arguments
+    if isinstance(arguments, dict) and isinstance(arguments.get("description"), str):
+        note = f" ({one_line(arguments['description'])})"
     detail = f": {code(one_line(what))}" if what else ""
     return f"**Tool call** {code(name)}{detail}{note}"
 

@@ -38,6 +38,7 @@ from urllib.parse import quote
 from jupyter_agents.agents.base import AgentKind, FolderConversation, Launch, home_of
 from jupyter_agents.agents.hooks import ask_command, hook_command, spool_dir
 from jupyter_agents.agents.markdown import code, timestamp, tool_call, tool_result, turn
+from jupyter_agents.agents.turns import call, other, result, said, turn_event
 from jupyter_agents.agents.usage import BadRecord, Record, Tokens, UsageReader, count, json_object
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
@@ -211,6 +212,47 @@ def markdown(record: Mapping[str, Any]) -> Iterator[str]:
         yield from turn("Tool", when, [], [tool_result(output, error)], False)
 
 
+#: the statuses of an OpenCode tool part, as ACP's
+_PART_STATUS = {"pending": "pending", "running": "in_progress", "completed": "completed"}
+
+
+def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The turn events of one line of the plugin's record
+    (:mod:`jupyter_agents.agents.turns`): text parts (the user's or the agent's),
+    ``reasoning`` parts (``thought``) and tool parts: a ``tool_call`` with its state's
+    status, and once it ended its ``tool_call_update``.
+
+    >>> rec = {"type": "part", "role": "assistant", "t": 1765083600000, "part": {
+    ...     "type": "tool", "callID": "c1", "tool": "bash", "state": {"status": "completed",
+    ...     "input": {"command": "ls"}, "output": "a.txt"}}}
+    >>> [(e["type"], e["status"], e["at"]) for e in turns(rec)]
+    [('tool_call', 'completed', '2025-12-07T05:00:00Z'), ('tool_call_update', 'completed', '2025-12-07T05:00:00Z')]
+    """  # noqa: E501
+    seconds = _seconds(record.get("t"))
+    at = None if seconds is None else clock.iso(seconds)
+    part = record.get("part")
+    if record.get("type") != "part" or not isinstance(part, dict):
+        yield other(at, record.get("type"))
+        return
+    kind = part.get("type")
+    if kind == "text" and isinstance(part.get("text"), str):
+        yield said(record.get("role") == "user", at, part["text"])
+    elif kind == "reasoning" and isinstance(part.get("text"), str):
+        yield turn_event("thought", at, text=part["text"])
+    elif kind == "tool":
+        state = part.get("state") if isinstance(part.get("state"), dict) else {}
+        assert isinstance(state, dict)
+        name = str(part.get("tool") or "tool")
+        call_id = part.get("callID") or part.get("id")
+        error = state.get("status") == "error"
+        status = "failed" if error else _PART_STATUS.get(str(state.get("status")), "pending")
+        yield call(at, call_id, name, state.get("input"), status)
+        if status in ("completed", "failed"):
+            yield result(at, call_id, state.get("error") if error else state.get("output"), error)
+    else:
+        yield other(at, f"part/{kind}")
+
+
 def _when(milliseconds: object) -> str:
     seconds = _seconds(milliseconds)
     return "" if seconds is None else timestamp(clock.iso(seconds))
@@ -246,6 +288,9 @@ class OpenCodeKind(AgentKind):
 
     def markdown(self, record: Mapping[str, Any]) -> Iterator[str]:
         return markdown(record)
+
+    def turns(self, record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        return turns(record)
 
     def session_files(self, state_dir: Path, session_id: str) -> list[Path]:
         """The folder where our plugin records its conversations."""

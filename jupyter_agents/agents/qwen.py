@@ -47,6 +47,7 @@ from jupyter_agents.agents.hooks import (
     write_hook_settings,
 )
 from jupyter_agents.agents.markdown import timestamp, tool_call, tool_result, turn
+from jupyter_agents.agents.turns import call, other, result, said, turn_event
 from jupyter_agents.agents.usage import (
     BadRecord,
     Record,
@@ -301,6 +302,46 @@ def markdown(record: Mapping[str, Any]) -> Iterator[str]:
     yield from turn(who, timestamp(record.get("timestamp")), texts, tools, kind == "user")
 
 
+def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The turn events of one transcript record (:mod:`jupyter_agents.agents.turns`):
+    ``user`` and ``assistant`` text parts (a ``thought`` part is a ``thought``),
+    ``functionCall`` parts (``tool_call``) and ``functionResponse`` parts
+    (``tool_call_update``, ``failed`` for an ``error`` response).
+
+    >>> rec = {"type": "tool_result", "message": {"parts": [{"functionResponse": {
+    ...     "id": "c1", "name": "run_shell_command", "response": {"output": "a.txt"}}}]}}
+    >>> [(e["type"], e["tool_call_id"], e["output"]) for e in turns(rec)]
+    [('tool_call_update', 'c1', 'a.txt')]
+    """
+    kind = record.get("type")
+    at = record.get("timestamp")
+    message = record.get("message")
+    parts = message.get("parts") if isinstance(message, dict) else None
+    if kind not in ("user", "assistant", "tool_result") or not isinstance(parts, list):
+        yield other(at, kind if kind != "system" else f"system/{record.get('subtype')}")
+        return
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        text = part.get("text")
+        if isinstance(text, str) and kind != "tool_result":
+            if part.get("thought"):
+                yield turn_event("thought", at, text=text)
+            else:
+                yield said(kind == "user", at, text)
+        function = part.get("functionCall")
+        if isinstance(function, dict):
+            name = str(function.get("name", "tool"))
+            yield call(at, function.get("id") or name, name, function.get("args"))
+        response = part.get("functionResponse")
+        if isinstance(response, dict):
+            answer = response.get("response")
+            failed = isinstance(answer, dict) and "output" not in answer and "error" in answer
+            if isinstance(answer, dict):
+                answer = answer.get("error") if failed else answer.get("output", answer)
+            yield result(at, response.get("id") or response.get("name"), answer, failed)
+
+
 # -- Node.js ---------------------------------------------------------------------------
 
 _NODE_MAJOR = re.compile(rb"#define\s+NODE_MAJOR_VERSION\s+(\d+)")
@@ -383,6 +424,9 @@ class QwenKind(AssignedIdKind):
 
     def markdown(self, record: Mapping[str, Any]) -> Iterator[str]:
         return markdown(record)
+
+    def turns(self, record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        return turns(record)
 
     def session_files(self, state_dir: Path, session_id: str) -> list[Path]:
         """Its system-defaults file (our hooks)."""

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ from jupyter_agents.clients.display import (
     clip,
     cost_cell,
     text_table,
+    turn_line,
     unique_prefixes,
     worth_listing,
 )
@@ -41,7 +43,7 @@ from jupyter_agents.core.errors import AgentsError, Conflict, InvalidRequest, No
 from jupyter_agents.core.procs import SESSION_MARKER
 from jupyter_agents.core.records import Session
 from jupyter_agents.sessions import export as conversation_export
-from jupyter_agents.sessions import prune, send
+from jupyter_agents.sessions import prune, send, turns
 from jupyter_agents.sessions.query import MAX_LIMIT, Query, parse_since
 from jupyter_agents.sessions.search import Hit, search_sessions
 from jupyter_agents.sessions.service import SessionService
@@ -332,6 +334,32 @@ def cmd_log(service: SessionService, args: argparse.Namespace) -> int:
         out.write(chunk)
         out.flush()
     return 0
+
+
+#: how often ``turns --follow`` looks for new records (s)
+FOLLOW_INTERVAL = 0.5
+
+
+def cmd_turns(service: SessionService, args: argparse.Namespace) -> int:
+    """An agent session's turns, one line each (``--json``: the events); with
+    ``--follow``, what it does next too, until it stops running."""
+    session = service.lookup(args.id)
+    width = shutil.get_terminal_size((80, 24)).columns
+    position = turns.parse_position(args.after) if args.after else turns.START
+    while True:
+        session = service.get(session.id)
+        files = service.conversation_files(session)
+        page = turns.session_turns(session, service.kinds, files, position, turns.MAX_EVENTS)
+        for event in page.events:
+            line = json.dumps(event) if args.json else turn_line(event, width)
+            if line is not None:
+                print(line, flush=True)
+        position = page.next
+        if page.more:
+            continue
+        if not args.follow or session.status != "running":
+            return 0
+        time.sleep(FOLLOW_INTERVAL)
 
 
 def cmd_grep(service: SessionService, args: argparse.Namespace) -> int:
@@ -733,6 +761,7 @@ COMMANDS = {
     "diff": cmd_diff,
     "finish": cmd_finish,
     "log": cmd_log,
+    "turns": cmd_turns,
     "grep": cmd_grep,
     "export": cmd_export,
     "conversation": cmd_conversation,
@@ -858,6 +887,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing while it runs")
     p.add_argument("--tail", type=int, metavar="BYTES", help="only the last BYTES bytes")
+    p = add(
+        "turns",
+        "print an agent session's turns, one line each: messages, tool calls and what "
+        "they returned, plans",
+    )
+    p.add_argument("id")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing while it runs")
+    p.add_argument("--json", action="store_true", help="the events as JSON lines")
+    p.add_argument("--after", metavar="ID", help="only what follows this event id")
     p = add(
         "grep",
         "search every session's transcript (as text) and agent conversation; exit 0 if "

@@ -287,3 +287,52 @@ class SessionTable:
 
     def _repr_html_(self) -> str:
         return html_table(self.sessions, self.usage)
+
+
+#: what a turn line starts with, by event type (after its local time)
+_TURN_MARKS = {
+    "user_message": "you  ",
+    "agent_message": "agent",
+    "thought": "think",
+    "tool_call": "tool ",
+    "tool_call_update": "  -> ",
+    "plan": "plan ",
+    "compaction": "----",
+    "turn_end": "----",
+    "other": "     ",
+}
+
+
+def turn_line(event: Mapping[str, Any], width: int = 80) -> str | None:
+    """One turn event (:mod:`jupyter_agents.agents.turns`) as ``jupyter agents turns``
+    prints it: its local time, what it is and its text on one line of at most ``width``
+    characters; None for ``other`` events (records of no turn).
+
+    >>> turn_line({"type": "tool_call", "at": None, "title": "Bash: ls -la"}, 30)
+    '         tool  Bash: ls -la'
+    >>> turn_line({"type": "tool_call_update", "at": None, "status": "failed", "output": "no"})
+    '           ->  failed: no'
+    """
+    kind = event.get("type")
+    if kind == "other" or kind not in _TURN_MARKS:
+        return None
+    when = clock.parse_or_none(event.get("at"))
+    stamp = when.astimezone().strftime("%H:%M:%S") if when else " " * 8
+    if kind == "tool_call":
+        text = str(event.get("title", ""))
+    elif kind == "tool_call_update":
+        output = " ⏎ ".join(str(event.get("output", "")).split("\n")[:3]).strip()
+        text = f"{'failed: ' if event.get('status') == 'failed' else ''}{output or '(no output)'}"
+    elif kind == "plan":
+        marks = {"completed": "[x]", "in_progress": "[-]", "pending": "[ ]"}
+        text = "  ".join(
+            f"{marks.get(e['status'], '[ ]')} {e['content']}" for e in event["entries"]
+        )
+    elif kind == "compaction":
+        text = "the conversation was compacted"
+    elif kind == "turn_end":
+        text = "end of turn"
+    else:
+        text = " ⏎ ".join(line for line in str(event.get("text", "")).split("\n") if line.strip())
+    line = f"{stamp} {_TURN_MARKS[kind]} {text}"
+    return line if len(line) <= width else line[: width - 1] + "…"

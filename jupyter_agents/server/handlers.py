@@ -29,6 +29,7 @@ from jupyter_agents.server.terminals import TerminalManager, terminal_model
 from jupyter_agents.server.viewer import ViewerAsset, ViewerPage, ViewerSocket
 from jupyter_agents.server.websocket import AUTH_RESOURCE, NoSuchTerminal, TermSocket
 from jupyter_agents.sessions import export as conversation_export
+from jupyter_agents.sessions import turns
 from jupyter_agents.sessions.search import search_sessions
 from jupyter_agents.sessions.service import Report, SessionService
 from jupyter_agents.sharing.auth import is_owner
@@ -289,6 +290,33 @@ class ConversationHandler(ApiHandler):
         self.finish(set_content_type=formats[fmt][0])
 
 
+class TurnsHandler(ApiHandler):
+    """``GET /api/agents/sessions/<id>/turns?after=&limit=``: a page of an agent's turns
+    as events (:mod:`jupyter_agents.sessions.turns`): ``{events, next, more}``, from the
+    position ``after`` (an event's id or a page's ``next``; none: the start).
+    Output: ``execute``."""
+
+    @web.authenticated
+    @authorized_to_see_output
+    async def get(self, session_id: str) -> None:
+        after = self.get_query_argument("after", None)
+        position = self.parsed(turns.parse_position, after) if after else turns.START
+        limit = self.parsed(
+            params.optional_integer,
+            "limit",
+            self.get_query_argument("limit", None),
+            turns.DEFAULT_EVENTS,
+            1,
+            turns.MAX_EVENTS,
+        )
+        session = await self.call(self.service.get, session_id)
+        files = await self.call(self.service.conversation_files, session)
+        page = await self.call(
+            turns.session_turns, session, self.service.kinds, files, position, limit
+        )
+        self.reply(page.to_model())
+
+
 class SharesApiHandler(ApiHandler):
     """Base of the share routes: the owner only (a viewer never gets here with our
     identity provider; this is the second lock)."""
@@ -547,6 +575,7 @@ def handlers(
         (r"/api/agents/sessions/(\w+)/log", LogHandler, rest),
         (r"/api/agents/sessions/(\w+)/export", ExportHandler, rest),
         (r"/api/agents/sessions/(\w+)/conversation", ConversationHandler, rest),
+        (r"/api/agents/sessions/(\w+)/turns", TurnsHandler, rest),
         (r"/api/agents/search", SearchHandler, rest),
         (r"/api/agents/sessions/(\w+)/restore", RestoreHandler, rest),
         (r"/api/agents/sessions/(\w+)/adopt", AdoptHandler, rest),

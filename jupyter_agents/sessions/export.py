@@ -1,6 +1,8 @@
 """An agent session's conversations as a document: Markdown to read (user and assistant
-turns, tool calls and their results summarised, timestamps) or the raw JSON-lines
-records, from the CLI's own files or their archived copies (:mod:`jupyter_agents.agents.archive`).
+turns, tool calls and their results summarised, timestamps), a notebook (its turn
+events, :mod:`jupyter_agents.sessions.turns`: a Markdown cell per message, a code cell
+per tool call with its output; read-only) or the raw JSON-lines records, from the CLI's
+own files or their archived copies (:mod:`jupyter_agents.agents.archive`).
 
 Each record is rendered by the session's kind (:meth:`AgentKind.markdown
 <jupyter_agents.agents.base.AgentKind.markdown>`), which knows its CLI's records; what it
@@ -13,21 +15,24 @@ a time, at most :data:`MAX_RECORD` bytes each; summaries are cut to
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from jupyter_agents.agents.archive import ConversationFile
 from jupyter_agents.agents.base import AgentKind
-from jupyter_agents.agents.markdown import code
+from jupyter_agents.agents.markdown import code, one_line, timestamp, what_it_does
 from jupyter_agents.core.errors import InvalidRequest, NotFound
 from jupyter_agents.core.records import Session
+from jupyter_agents.sessions import turns
 from jupyter_agents.sessions.service import SessionService
 
 #: format -> (Content-Type, file extension)
 FORMATS = {
     "md": ("text/markdown; charset=utf-8", "md"),
     "jsonl": ("application/x-ndjson", "jsonl"),
+    "ipynb": ("application/x-ipynb+json", "ipynb"),
 }
 #: the longest record (line) parsed; longer ones are noted, not parsed
 MAX_RECORD = 16 << 20
@@ -64,6 +69,8 @@ def open_export(
         )
     if fmt == "jsonl":
         return session, raw(files)
+    if fmt == "ipynb":
+        return session, iter([notebook(session, kind, files).encode()])
     return session, (text.encode() for text in markdown(session, kind, files))
 
 
@@ -134,3 +141,91 @@ def markdown(session: Session, kind: AgentKind, files: list[ConversationFile]) -
                 continue
             if isinstance(record, dict):
                 yield from kind.markdown(record)
+
+
+#: the most cells a notebook export holds (a longer conversation ends with a note)
+MAX_CELLS = 20_000
+
+
+def notebook(session: Session, kind: AgentKind, files: list[ConversationFile]) -> str:
+    """The notebook (nbformat 4, validated) of ``session``'s conversations: a Markdown
+    cell per message (the user's quoted, thoughts in italics, compactions noted), a code
+    cell per tool call (its command, or its input as JSON, as source; what it returned as
+    a stream output, or an error output when it failed), the plans as checklists. Read-only
+    (``editable``: false), the session, kind and conversation ids in metadata."""
+    import nbformat
+
+    v4: Any = importlib.import_module("nbformat.v4")
+
+    cells: list[Any] = []
+    calls: dict[str, Any] = {}
+    title = session.title or session.name
+    cells.append(v4.new_markdown_cell(f"# {session.kind} session {title} ({session.id})"))
+    position = turns.START
+    while len(cells) < MAX_CELLS:
+        page = turns.read_turns(kind, files, position, turns.MAX_EVENTS)
+        for ev in page.events:
+            cell = _cell(ev, calls)
+            if cell is not None:
+                cell.metadata.update({"editable": False, "deletable": False})
+                cells.append(cell)
+        if not page.more or page.next == position:
+            break
+        position = page.next
+    else:
+        cells.append(v4.new_markdown_cell(f"*Cut at {MAX_CELLS} cells.*"))
+    nb = v4.new_notebook(cells=cells)
+    nb.metadata["jupyter_agents"] = {
+        "session": session.id,
+        "kind": session.kind,
+        "conversations": [f.conversation for f in files],
+    }
+    nbformat.validate(nb)
+    return str(nbformat.writes(nb))  # type: ignore[no-untyped-call]
+
+
+def _cell(ev: dict[str, Any], calls: dict[str, Any]) -> Any:
+    """The cell of one turn event (None for one that adds to an earlier cell, or none)."""
+    v4: Any = importlib.import_module("nbformat.v4")
+
+    kind = ev["type"]
+    when = f" · {timestamp(ev['at'])}" if ev.get("at") else ""
+    if kind == "user_message":
+        quoted = "".join(f"> {line}\n" if line else ">\n" for line in ev["text"].split("\n"))
+        return v4.new_markdown_cell(f"**User**{when}\n\n{quoted}")
+    if kind == "agent_message":
+        return v4.new_markdown_cell(f"**Assistant**{when}\n\n{ev['text']}")
+    if kind == "thought":
+        return v4.new_markdown_cell(f"*Thinking{when}:* {one_line(ev['text'])}")
+    if kind == "compaction":
+        return v4.new_markdown_cell(f"*The conversation was compacted{when}.*")
+    if kind == "plan":
+        marks = {"completed": "[x]", "in_progress": "[-]", "pending": "[ ]"}
+        items = "".join(f"- {marks[e['status']]} {e['content']}\n" for e in ev["entries"])
+        return v4.new_markdown_cell(f"**Plan**{when}\n\n{items}")
+    if kind == "tool_call":
+        source = what_it_does(ev.get("input"))
+        cell = v4.new_code_cell(
+            source=source, metadata={"tool": ev.get("tool"), "title": ev["title"]}
+        )
+        if ev.get("tool_call_id") in calls:  # the same call again, with a later status
+            return None
+        calls[ev.get("tool_call_id") or ev["id"]] = cell
+        return cell
+    if kind == "tool_call_update":
+        cell = calls.get(ev.get("tool_call_id") or "")
+        if cell is None:
+            return None
+        if ev["status"] == "failed":
+            cell.outputs.append(
+                v4.new_output(
+                    "error",
+                    ename="ToolError",
+                    evalue=one_line(ev.get("output", "")),
+                    traceback=[ev.get("output", "")],
+                )
+            )
+        else:
+            cell.outputs.append(v4.new_output("stream", name="stdout", text=ev.get("output", "")))
+        return None
+    return None

@@ -1,0 +1,279 @@
+"""An agent's turns as events of one shape (GET /api/agents/sessions/<id>/turns): a real
+server, real tmux and the fake agent CLIs (tests/fakes/fake_agent.py, whose records
+are those the real CLIs write); the real CLIs' own records are read in
+tests/test_real_turns.py.
+
+Read from a position, a reader gets what follows with no event twice and none missed
+while the CLI appends; a record being written is left for the next read; damaged,
+overlong and hostile records cost a bounded page and come out as text; the notebook
+export validates and holds each tool call's command and output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import nbformat
+import pytest
+import yaml
+from test_conversations import FAST, cli, wait_archived
+
+from jupyter_agents.agents.claude import ClaudeKind
+from jupyter_agents.agents.turns import MAX_TEXT
+from jupyter_agents.pytest_plugin import ServerProcess
+
+SCHEMA = yaml.safe_load(
+    (Path(__file__).parents[1] / "jupyter_agents/event_schemas/turn/v1.yaml").read_text()
+)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "proj"
+    path.mkdir()
+    return path
+
+
+def turns(server: ServerProcess, sid: str, after: str | None = None, limit: int | None = None):
+    query = "&".join(f"{k}={v}" for k, v in (("after", after), ("limit", limit)) if v is not None)
+    status, page = server.request("GET", f"/api/agents/sessions/{sid}/turns?{query}")
+    assert status == 200, page
+    for event in page["events"]:
+        jsonschema.validate(event, SCHEMA)
+    return page
+
+
+def shown(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """What a view shows of each event, in one line."""
+    return [
+        (e["type"], e.get("text") or e.get("title") or e.get("output") or "")
+        for e in events
+        if e["type"] != "other"
+    ]
+
+
+def test_claude_and_codex_turns_in_order_and_from_a_position(agents_server, fake_agents, project):
+    server = agents_server(env=fake_agents.env, args=FAST)
+    agent = server.new("claude", project)
+    coder = server.new("codex", project)
+    shell = server.new("shell", project)
+    empty = {"events": [], "next": "0:0:0:00000000", "more": False, "reset": False}
+    assert turns(server, agent["id"]) == empty
+
+    server.type_line(agent["name"], "list the files please", "claude heard: list the files")
+    wait_archived(server.state_dir, agent["id"])
+    first = turns(server, agent["id"])
+    assert shown(first["events"]) == [
+        ("user_message", "list the files please"),
+        ("tool_call", "Bash: echo fake"),
+        ("tool_call_update", "fake"),
+        ("thought", "the user typed a line"),
+        ("agent_message", "claude heard: list the files please"),
+    ]
+    call, done = (e for e in first["events"] if e["type"].startswith("tool_call"))
+    assert call["tool_kind"] == "execute" and call["input"]["command"] == "echo fake"
+    assert call["tool_call_id"] == done["tool_call_id"] and done["status"] == "completed"
+
+    # a reader that has the first page gets only what follows, as the CLI appends
+    server.type_line(agent["name"], "and again", "claude heard: and again")
+    more = turns(server, agent["id"], after=first["next"])
+    assert shown(more["events"])[0] == ("user_message", "and again")
+    assert shown(more["events"])[-1] == ("agent_message", "claude heard: and again")
+    whole = turns(server, agent["id"])["events"]
+    assert whole == first["events"] + more["events"]
+    # from any event's id, page by page, one event at a time: the same events
+    after, paged = whole[1]["id"], []
+    while True:
+        page = turns(server, agent["id"], after=after, limit=1)
+        paged += page["events"]
+        if not page["events"]:
+            break
+        after = page["next"]
+    assert paged == whole[2:]
+    assert turns(server, agent["id"], after=whole[-1]["id"])["events"] == []
+
+    server.type_line(coder["name"], "and codex too", "codex heard: and codex too")
+    wait_archived(server.state_dir, coder["id"])
+    events = turns(server, coder["id"])["events"]
+    assert shown(events) == [
+        ("user_message", "and codex too"),
+        ("tool_call", "shell: echo fake"),
+        ("tool_call_update", "fake\n"),
+        ("agent_message", "codex heard: and codex too"),
+    ]
+    assert {e["raw_type"] for e in events if e["type"] == "other"} == {
+        "session_meta",
+        "turn_context",
+    }
+
+    for path, code, message in [
+        (f"{shell['id']}/turns", 400, "is a shell session"),
+        (f"{agent['id']}/turns?after=1:2", 400, "invalid position"),
+        (f"{agent['id']}/turns?limit=0", 400, "limit"),
+        ("nope/turns", 404, "nope"),
+    ]:
+        status, body = server.request("GET", f"/api/agents/sessions/{path}")
+        assert status == code and message in body["message"], (path, status, body)
+
+
+def test_a_record_being_written_waits_and_bad_records_cost_a_bounded_page(
+    agents_server, fake_agents, project
+):
+    server = agents_server(env=fake_agents.env, args=FAST)
+    agent = server.new("claude", project)
+    server.type_line(agent["name"], "first-turn", "claude heard: first-turn")
+    source = wait_archived(server.state_dir, agent["id"])
+    before = turns(server, agent["id"])
+    hostile = '<img src="https://example.com/x.png"><script>alert(1)</script>\x1b[2J'
+    huge = "y" * (MAX_TEXT * 3)
+    records = [
+        b"\xff\xfe{this is not json\n",
+        json.dumps({"type": "assistant", "message": {"content": hostile}}).encode() + b"\n",
+        json.dumps({"type": "assistant", "message": {"content": huge}}).encode() + b"\n",
+        b'{"type": "file-history-snapshot", "snapshot": {}}\n',
+    ]
+    with source.open("ab") as f:
+        f.writelines(records)
+        f.write(b'{"type": "user", "message": {"role": "user", "content": "cut of')  # mid-write
+    page = turns(server, agent["id"], after=before["next"])
+    assert [(e["type"], e.get("raw_type")) for e in page["events"]] == [
+        ("other", "not JSON"),
+        ("agent_message", None),
+        ("agent_message", None),
+        ("other", "file-history-snapshot"),
+    ]
+    _, said, long, _ = page["events"]
+    assert said["text"] == hostile  # as text: the view renders it, never as HTML
+    assert len(long["text"]) == MAX_TEXT and long["cut"] is True
+    with source.open("ab") as f:  # the CLI finishes the record
+        f.write(b' now"}}\n')
+    (last,) = turns(server, agent["id"], after=page["next"])["events"]
+    assert (last["type"], last["text"]) == ("user_message", "cut of now")
+
+
+def test_a_record_longer_than_the_limit_is_one_event(tmp_path, monkeypatch):
+    from jupyter_agents.agents.archive import ConversationFile
+    from jupyter_agents.sessions import turns as reader
+
+    monkeypatch.setattr(reader, "MAX_RECORD", 1000)
+    path = tmp_path / "c.jsonl"
+    text = json.dumps({"type": "user", "message": {"content": "x" * 5000}})
+    path.write_text(text + "\n" + json.dumps({"type": "user", "message": {"content": "ok"}}) + "\n")
+    page = reader.read_turns(ClaudeKind(["claude"]), [ConversationFile("c", path, False)])
+    assert [(e["type"], e.get("raw_type") or e.get("text")) for e in page.events] == [
+        ("other", f"a record of {len(text) + 1} bytes, not read"),
+        ("user_message", "ok"),
+    ]
+
+
+def test_a_file_the_cli_rewrote_starts_the_view_over(tmp_path):
+    """Claude Code rewrites its file at times (its metadata records move to the top):
+    a position read before is stale then, and the next page starts over (reset) rather
+    than skip or repeat what moved."""
+    from jupyter_agents.agents.archive import ConversationFile
+    from jupyter_agents.sessions import turns as reader
+
+    def said(text: str, who: str = "user") -> str:
+        return json.dumps({"type": who, "message": {"content": text}}) + "\n"
+
+    path = tmp_path / "c.jsonl"
+    path.write_text(said("one") + said("two", "assistant"))
+    files = [ConversationFile("c", path, False)]
+    kind = ClaudeKind(["claude"])
+    first = reader.read_turns(kind, files)
+    assert [e["text"] for e in first.events] == ["one", "two"] and not first.reset
+    with path.open("a") as f:  # appended: what follows, nothing again
+        f.write(said("three"))
+    page = reader.read_turns(kind, files, first.next)
+    assert [e["text"] for e in page.events] == ["three"] and not page.reset
+    # rewritten, a metadata record on top: the old position is stale
+    path.write_text(
+        '{"type": "ai-title", "aiTitle": "t"}\n' + said("one") + said("two", "assistant")
+    )
+    page = reader.read_turns(kind, files, page.next)
+    assert page.reset
+    assert [e.get("text", e["type"]) for e in page.events] == ["other", "one", "two"]
+    after = reader.read_turns(kind, files, reader.parse_position(page.events[1]["id"]))
+    assert [e["text"] for e in after.events] == ["two"] and not after.reset
+
+
+def test_a_conversation_as_a_notebook(agents_server, fake_agents, project):
+    server = agents_server(env=fake_agents.env, args=FAST)
+    agent = server.new("claude", project)
+    coder = server.new("codex", project)
+    server.type_line(agent["name"], "list the files please", "claude heard: list the files")
+    server.type_line(coder["name"], "and codex too", "codex heard: and codex too")
+    for session in (agent, coder):
+        wait_archived(server.state_dir, session["id"])
+        status, body = server.request(
+            "GET", f"/api/agents/sessions/{session['id']}/conversation?format=ipynb"
+        )
+        assert status == 200
+        nb = nbformat.reads(json.dumps(body), as_version=4)  # (the client parsed it)
+        nbformat.validate(nb)
+        assert nb.metadata["jupyter_agents"]["session"] == session["id"]
+        (code,) = [c for c in nb.cells if c.cell_type == "code"]
+        assert code.source == "echo fake" and code.metadata["editable"] is False
+        assert code.outputs[0]["text"].startswith("fake")
+        texts = [c.source for c in nb.cells if c.cell_type == "markdown"]
+        assert any("> list the files please" in t or "> and codex too" in t for t in texts)
+
+
+@pytest.mark.parametrize("name", ["claude", "codex", "gemini", "qwen", "copilot", "opencode"])
+def test_every_kind_maps_an_unknown_record_to_other(name):
+    from jupyter_agents.agents.kinds import make_kinds
+
+    kind = make_kinds(["sh"], {})[name]
+    events = list(kind.turns({"type": "something-new", "timestamp": "2026-12-07T05:00:00Z"}))
+    assert events and all(e["type"] == "other" for e in events), events
+    for event in events:
+        jsonschema.validate({**event, "id": "0:0:1:00000000"}, SCHEMA)
+
+
+def test_cli_prints_turns_and_follows_until_the_session_ends(agents_server, fake_agents, project):
+    server = agents_server(env=fake_agents.env, args=FAST)
+    agent = server.new("claude", project)
+    server.type_line(agent["name"], "cli-prompt", "claude heard: cli-prompt")
+    wait_archived(server.state_dir, agent["id"])
+    state = server.state_dir
+
+    done = cli(state, "turns", agent["id"], env=fake_agents.env)
+    assert done.returncode == 0, done.stderr
+    lines = [line[9:] for line in done.stdout.decode().splitlines()]  # after the time
+    assert lines == [
+        "you   cli-prompt",
+        "tool  Bash: echo fake",
+        "  ->  fake",
+        "think the user typed a line",
+        "agent claude heard: cli-prompt",
+    ]
+    assert all(len(line) <= 80 for line in done.stdout.decode().splitlines())
+    done = cli(state, "turns", agent["id"], "--json", env=fake_agents.env)
+    events = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    done = cli(state, "turns", agent["id"], "--after", events[-2]["id"], env=fake_agents.env)
+    assert done.stdout.decode().splitlines()[0][9:] == "agent claude heard: cli-prompt"
+
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "jupyter_agents.clients.cli", "turns", agent["id"], "-f",
+         "--after", events[-1]["id"], "--state-dir", str(state)],
+        stdout=subprocess.PIPE, env={**os.environ, **fake_agents.env},
+    )  # fmt: skip
+    try:
+        server.type_line(agent["name"], "followed-prompt", "claude heard: followed-prompt")
+        assert follower.stdout is not None
+        first = follower.stdout.readline().decode()  # what came after, as it came
+        assert first[9:].rstrip() == "you   followed-prompt", first
+        assert server.request("DELETE", f"/api/agents/sessions/{agent['id']}")[0] == 204
+        assert follower.wait(timeout=30) == 0  # it ended with the session
+        rest = follower.stdout.read().decode().splitlines()
+        assert rest[-1][9:] == "agent claude heard: followed-prompt"
+    finally:
+        follower.kill()
+        follower.wait()
+        if follower.stdout is not None:
+            follower.stdout.close()
