@@ -41,9 +41,9 @@ def what_it_does(arguments: Any) -> str:
     """What a tool call's input says it does: its command, path, pattern, URL, query or
     prompt (the first of these it has), else its input as JSON ("" for none).
 
-    >>> what_it_does({"command": "ls -la", "description": "List"}), what_it_does(["bash", "-lc", "ls"])
-    ('ls -la', '')
-    """  # noqa: E501
+    >>> what_it_does({"command": "ls -la"}), what_it_does({"command": ["bash", "-lc", "ls"]})
+    ('ls -la', 'ls')
+    """
     if isinstance(arguments, str):
         return arguments
     if not isinstance(arguments, dict):

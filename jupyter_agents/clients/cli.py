@@ -347,9 +347,8 @@ def cmd_turns(service: SessionService, args: argparse.Namespace) -> int:
     width = shutil.get_terminal_size((80, 24)).columns
     position = turns.parse_position(args.after) if args.after else turns.START
     while True:
-        session = service.get(session.id)
-        files = service.conversation_files(session)
-        page = turns.session_turns(session, service.kinds, files, position, turns.MAX_EVENTS)
+        running = service.get(session.id).status == "running"  # before the read: none missed
+        page = turns.session_turns(service, session.id, position, turns.MAX_EVENTS)
         for event in page.events:
             line = json.dumps(event) if args.json else turn_line(event, width)
             if line is not None:
@@ -357,7 +356,7 @@ def cmd_turns(service: SessionService, args: argparse.Namespace) -> int:
         position = page.next
         if page.more:
             continue
-        if not args.follow or session.status != "running":
+        if not args.follow or not running:
             return 0
         time.sleep(FOLLOW_INTERVAL)
 

@@ -309,11 +309,7 @@ class TurnsHandler(ApiHandler):
             1,
             turns.MAX_EVENTS,
         )
-        session = await self.call(self.service.get, session_id)
-        files = await self.call(self.service.conversation_files, session)
-        page = await self.call(
-            turns.session_turns, session, self.service.kinds, files, position, limit
-        )
+        page = await self.call(turns.session_turns, self.service, session_id, position, limit)
         self.reply(page.to_model())
 
 

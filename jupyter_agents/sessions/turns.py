@@ -34,6 +34,7 @@ from jupyter_agents.agents.base import AgentKind
 from jupyter_agents.agents.turns import other
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.records import Session
+from jupyter_agents.sessions.service import SessionService
 
 #: the most events a page holds, and its default
 MAX_EVENTS = 1000
@@ -214,13 +215,15 @@ def _events(kind: AgentKind, line: bytes) -> list[dict[str, Any]]:
 
 
 def session_turns(
-    session: Session,
-    kinds: dict[str, AgentKind],
-    files: list[ConversationFile],
+    service: SessionService,
+    session_id: str,
     after: Position = START,
     limit: int = DEFAULT_EVENTS,
 ) -> TurnPage:
-    """A page of ``session``'s turns (:func:`read_turns` of its conversation ``files``);
-    :class:`InvalidRequest` for a session whose kind keeps no conversation files. A
-    session with no file yet (nothing was sent) has an empty page."""
-    return read_turns(check_kind(session, kinds), files, after, limit)
+    """A page of a session's turns (:func:`read_turns` of its conversation files);
+    :class:`NotFound` for an unknown session, :class:`InvalidRequest` for one whose kind
+    keeps no conversation files. A session with no file yet (nothing was sent) has an
+    empty page."""
+    session = service.get(session_id)
+    kind = check_kind(session, service.kinds)
+    return read_turns(kind, service.conversation_files(session), after, limit)
