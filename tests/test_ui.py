@@ -262,6 +262,13 @@ def open_lab(page: Any, lab: Lab, reset: bool = False) -> None:
     # until its layout is restored: JupyterLab then opens a launcher in an empty main
     # area, which takes the focus and the current tab from what a test opened before
     page.evaluate("() => window.jupyterapp.restored.then(() => true)")
+    if reset:
+        # the launcher of a reset page comes after `restored`, and takes the focus a
+        # frame after it shows: a key pressed before then went to it, not the panel
+        page.wait_for_function(
+            "() => { const w = window.jupyterapp.shell.currentWidget;"
+            " return !!w && w.node.contains(document.activeElement); }"
+        )
 
 
 def dismiss_dialogs(page: Any) -> None:

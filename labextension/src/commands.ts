@@ -48,17 +48,18 @@ export async function showDocument<T extends Widget>(
   make: () => T & { ready: Promise<void> },
   refresh?: (open: T) => Promise<void>
 ): Promise<void> {
+  // on a phone, single-document mode first: switching shows the shell's current
+  // widget, which is still the one before until the new tab takes the focus
+  phoneLayout(app);
   const open = Array.from(app.shell.widgets('main')).find(w => w.id === id);
   if (open) {
     app.shell.activateById(id);
-    phoneLayout(app);
     await refresh?.(open as T);
     return;
   }
   const doc = make();
   app.shell.add(doc, 'main');
   app.shell.activateById(doc.id);
-  phoneLayout(app);
   await doc.ready;
 }
 
@@ -150,8 +151,8 @@ export function addCommands(options: Commands.IOptions): void {
           return;
         }
       }
+      phoneLayout(app); // first: see showDocument
       await commands.execute('terminal:open', { name });
-      phoneLayout(app);
     } catch (error) {
       fail(trans.__('Could not open terminal %1', name), error);
     }
