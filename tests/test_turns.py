@@ -25,7 +25,7 @@ from test_conversations import FAST, cli, wait_archived
 
 from jupyter_agents.agents.claude import ClaudeKind
 from jupyter_agents.agents.turns import MAX_TEXT
-from jupyter_agents.pytest_plugin import ServerProcess
+from jupyter_agents.pytest_plugin import EventClient, ServerProcess, poll
 
 SCHEMA = yaml.safe_load(
     (Path(__file__).parents[1] / "jupyter_agents/event_schemas/turn/v1.yaml").read_text()
@@ -277,3 +277,35 @@ def test_cli_prints_turns_and_follows_until_the_session_ends(agents_server, fake
         follower.wait()
         if follower.stdout is not None:
             follower.stdout.close()
+
+
+def test_a_growing_conversation_is_pushed_as_a_turns_event(agents_server, fake_agents, project):
+    """No timer: the refresh tick is an hour away, and a record the CLI appends is
+    announced by a ``turns`` event, after which the view reads only what is new."""
+    server = agents_server(env=fake_agents.env, args=["--AgentsApp.refresh_interval=3600"])
+    events = EventClient(server)
+    try:
+        agent = server.new("claude", project)
+        sid = agent["id"]
+        server.type_line(agent["name"], "first-turn", "claude heard: first-turn")
+        poll(lambda: events.of(sid, "turns"), what="a turns event for the first prompt")
+        page = poll(
+            lambda: (
+                (p := turns(server, sid))["events"]
+                and p["events"][-1].get("text") == "claude heard: first-turn"
+                and p
+            ),
+            what="the first turn's events",
+        )
+        (source,) = Path(fake_agents.home).glob(".claude/projects/*/*.jsonl")
+        seen = len(events.of(sid, "turns"))
+        record = {"type": "assistant", "message": {"content": "written-by-hand"}}
+        with source.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        poll(lambda: len(events.of(sid, "turns")) > seen, what="a turns event for the record")
+        (new,) = turns(server, sid, after=page["next"])["events"]
+        assert (new["type"], new["text"]) == ("agent_message", "written-by-hand")
+        event = events.of(sid, "turns")[-1]
+        assert (event["status"], event["kind"]) == ("running", "claude")
+    finally:
+        events.close()

