@@ -342,7 +342,13 @@ def test_rows_are_legible_at_250_px_and_on_a_phone(lab: Lab, page: Any) -> None:
             "Replay"
         )
         row(page, spender["id"]).locator("button[data-action='menu']").click()
-        assert menu_items(page) == ["Rename…", "Spending limit…", "Conversation", "Kill…"]
+        assert menu_items(page) == [
+            "Rename…",
+            "Spending limit…",
+            "Watch turns",
+            "Conversation",
+            "Kill…",
+        ]
         shot(page, "panel-row-menu")
         page.keyboard.press("Escape")
         row(page, ended["id"]).locator("button[data-action='menu']").click()

@@ -202,9 +202,10 @@ function placeOf(node: Element | null): IPlace | null {
 
 /**
  * A session's actions (its status's, the first being the primary one): its
- * conversation when it has one; Share only where this server can share (`canShare`);
- * a limit only for an agent that reports what it spends; Review for a session whose
- * worktree is not finished (second: after Open, Adopt or Restore).
+ * conversation when it has one, and its turns live while it runs; Share only where
+ * this server can share (`canShare`); a limit only for an agent that reports what it
+ * spends; Review for a session whose worktree is not finished (second: after Open,
+ * Adopt or Restore).
  */
 export function actionsOf(s: ISession, canShare: boolean): Action[] {
   const actions = (ACTIONS[s.status] ?? []).filter(
@@ -214,13 +215,11 @@ export function actionsOf(s: ISession, canShare: boolean): Action[] {
     actions.splice(Math.min(1, actions.length), 0, 'review');
   }
   if (s.conversation_id) {
+    // its turns as they happen while it runs; its conversation as a document always
     const kill = actions.indexOf('kill');
-    actions.splice(
-      kill < 0 ? actions.length : kill,
-      0,
-      'turns',
-      'conversation'
-    );
+    const more: Action[] =
+      s.status === 'running' ? ['turns', 'conversation'] : ['conversation'];
+    actions.splice(kill < 0 ? actions.length : kill, 0, ...more);
   }
   return actions;
 }
