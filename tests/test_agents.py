@@ -440,3 +440,23 @@ def test_an_agent_that_fails_at_once_keeps_why(agents_server, fake_agents, proje
     assert ended["reason"].endswith(
         "s after it started (code 3): codex: error: no model provider configured"
     ), ended["reason"]
+
+
+def test_an_early_exit_is_never_listed_without_its_reason(agents_server, fake_agents, project):
+    """The exit and its reason are one write. A silent CLI that fails at once, watched by
+    nobody, is ended by the server's exit watch, whose reconcile waits up to 3 s for last
+    words that never come: a listing during that wait shows the exit with its reason, or
+    the session still running, never the exit alone."""
+    codex = fake_agents.bin / "codex"
+    codex.write_text("#!/bin/sh\nsleep 0.3\nexit 3\n")
+    server = agents_server(env=fake_agents.env)
+    model = server.new("codex", project)
+    ended = poll(
+        lambda: (s := sessions(server)[model["id"]])["status"] == "exited" and s,
+        interval=0.05,
+        what="the session to end",
+    )
+    assert ended["exit_code"] == 3
+    assert ended["reason"] is not None, ended
+    assert ended["reason"].startswith("codex exited "), ended["reason"]
+    assert ended["reason"].endswith("s after it started (code 3)"), ended["reason"]

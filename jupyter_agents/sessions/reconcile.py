@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from jupyter_agents.backends import Backend, Backends
 from jupyter_agents.backends.base import LiveSession
@@ -39,6 +39,9 @@ from jupyter_agents.core.records import Session, Status
 from jupyter_agents.core.store import SessionStore
 
 ActionKind = Literal["reattach", "exit", "interrupt", "orphan", "release"]
+
+#: the words recorded with a session's exit: (session id, exit code) -> them, or None
+ExitReason = Callable[[str, int], str | None]
 
 #: seconds a ``killed`` record may still be live before it counts as an orphan
 KILL_GRACE = 60.0
@@ -120,8 +123,12 @@ def apply_plan(
     backends: Backends,
     state_dir: Path,
     log: logging.Logger,
+    exit_reason: ExitReason | None = None,
 ) -> list[Action]:
     """Plan and apply, backend by backend, under the state lock; the actions taken.
+
+    ``exit_reason`` gives the words recorded with an exit, written with it in one
+    change (a reader never sees the exit without them).
 
     The backends asked are those owning a ``running``/``orphaned`` record and those
     whose owner process may run (for orphans). Records of a backend that is not
@@ -145,15 +152,24 @@ def apply_plan(
             mine = [r for r in [*records, *extra] if r.backend == name]
             live = [s for s in live if s.session_id not in foreign]
             for action in plan(mine, live, datetime.now(timezone.utc)):
-                _apply(store, change, backend, action)
+                _apply(store, change, backend, action, exit_reason)
                 actions.append(action)
     return actions
 
 
-def _apply(store: SessionStore, change: Changer, backend: Backend, action: Action) -> None:
+def _apply(
+    store: SessionStore,
+    change: Changer,
+    backend: Backend,
+    action: Action,
+    exit_reason: ExitReason | None,
+) -> None:
     sid = action.session_id
     if action.kind == "exit":
-        change(sid, status="exited", exit_code=action.exit_code, expect=("running", "orphaned"))
+        code = action.exit_code
+        reason = exit_reason(sid, code) if exit_reason is not None and code is not None else None
+        words: dict[str, Any] = {"reason": reason} if reason is not None else {}
+        change(sid, status="exited", exit_code=code, expect=("running", "orphaned"), **words)
         backend.remove(sid)
     elif action.kind == "interrupt":
         change(sid, status="interrupted", expect=("running", "orphaned"))

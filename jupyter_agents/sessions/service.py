@@ -255,7 +255,14 @@ class SessionService:
     def reconcile(self, boot: bool = False) -> list[Action]:
         """Match the store with the backends now (:mod:`~jupyter_agents.sessions.reconcile`); log
         and publish what changed. At boot every decision is logged."""
-        actions = apply_plan(self.store, self.change, self.backends, self.state_dir, self.log)
+        actions = apply_plan(
+            self.store,
+            self.change,
+            self.backends,
+            self.state_dir,
+            self.log,
+            exit_reason=self._early_exit,
+        )
         self.last_report = Report(utcnow_iso(), actions)
         if boot:
             self.boot_report = self.last_report
@@ -267,12 +274,6 @@ class SessionService:
             self._note_lost_worktrees()
         changed = {a.session_id: a for a in actions if a.kind in ("exit", "interrupt", "orphan")}
         for action in actions:
-            if action.kind == "exit" and action.exit_code is not None:
-                reason = self._early_exit(action.session_id, action.exit_code)
-                if reason is not None:
-                    # only while it is still the exit recorded here: a restore's resume
-                    # check may have made it interrupted, with the CLI's words, meanwhile
-                    self.change(action.session_id, reason=reason, expect=("exited",))
             if boot or action.session_id in changed:
                 self.log.info("jupyter_agents: %s", action.describe())
         self.requests.sweep()  # left by hooks killed with their CLI
