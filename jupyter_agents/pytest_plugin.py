@@ -393,20 +393,25 @@ def kill_backends(state_dir: Path) -> None:
     BrokerBackend(state_dir).kill_server()
 
 
-def power_loss(state_dir: Path) -> None:
-    """What a power loss leaves of ``state_dir``'s backends: every process of its tmux
-    server killed at once (SIGKILL, so no agent runs an exit hook), then what is left
-    cleared as :func:`kill_backends` does."""
+def power_loss(server: ServerProcess) -> None:
+    """What a power loss leaves of ``server`` and its backends: the server killed first
+    (SIGKILL: it sees nothing of what follows, as nothing is seen when the power goes),
+    then every process of its tmux server (SIGKILL, so no agent runs an exit hook), then
+    what is left cleared as :func:`kill_backends` does. Killed the other way round, the
+    server's exit watch sees an agent end while its tmux server still runs and records
+    it ``exited``, which no power loss does."""
     import contextlib
 
     import psutil
 
+    server.stop(signal.SIGKILL)
+    state_dir = server.state_dir
     socket_path = str(state_dir / "tmux" / "socket")
-    for server in psutil.process_iter(["cmdline"]):
-        if socket_path not in (server.info["cmdline"] or []):
+    for tmux in psutil.process_iter(["cmdline"]):
+        if socket_path not in (tmux.info["cmdline"] or []):
             continue
         with contextlib.suppress(psutil.NoSuchProcess):  # a tmux client that just ended
-            for process in [*server.children(recursive=True), server]:
+            for process in [*tmux.children(recursive=True), tmux]:
                 with contextlib.suppress(psutil.NoSuchProcess):
                     process.kill()
     kill_backends(state_dir)

@@ -222,8 +222,7 @@ def test_a_restored_agent_needs_nothing_until_its_new_process_says_so(
     reaches(server, sid, "ready")
     server.type_line(agent["name"], "hello", "claude heard: hello")
     reaches(server, sid, "waiting")
-    power_loss(server.state_dir)
-    server.stop(signal.SIGKILL)
+    power_loss(server)
 
     server = agents_server(env=fake_agents.env)
     assert server.model(sid)["status"] == "interrupted"

@@ -15,7 +15,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import urllib.parse
 from pathlib import Path
@@ -233,8 +232,7 @@ def test_a_worktree_session_is_restored_in_its_worktree_after_a_reboot(
     git(tree, "commit", "-q", "-m", "the agent's work")
     conversation = poll(lambda: server.model(agent["id"])["conversation_id"])
     for removed_by_hand in (False, True):
-        power_loss(agents_state_dir)
-        server.stop(signal.SIGKILL)
+        power_loss(server)
         if removed_by_hand:
             shutil.rmtree(tree)
         server = agents_server(env={**fake_agents.env, **IDENTITY})

@@ -90,8 +90,7 @@ class TurnRig:
     def reboot(self) -> None:
         """What a power loss leaves: no tmux, no server, no hook run by a dying CLI; the
         state dir intact. The server starts again with the same settings."""
-        power_loss(self.state)
-        self.server.stop(signal.SIGKILL)
+        power_loss(self.server)
         self.server = ServerProcess(self.state, self.base, env=self.env).start()
 
     def close(self) -> None:
