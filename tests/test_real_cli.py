@@ -342,8 +342,15 @@ def test_real_claudes_own_clean_up_is_undone(agents_server, tmp_path, monkeypatc
 
     # any later claude cleans up: here another session, in another folder
     other, _ = talk_and_archive(server, elsewhere, home, "hello")
-    poll(lambda: not path.exists(), timeout=900, interval=5, what="Claude's clean-up")
-    assert (home / ".claude" / ".last-cleanup").exists()
+    # its clean-up deletes first and writes ``.last-cleanup`` when done (the bundle's
+    # order): the file gone and the marker there together say its clean-up ran
+    marker = home / ".claude" / ".last-cleanup"
+    poll(
+        lambda: not path.exists() and marker.exists(),
+        timeout=900,
+        interval=5,
+        what="Claude's clean-up",
+    )
     server.request("DELETE", f"/api/agents/sessions/{other['id']}")
     resumed_shows(server, agent["id"], "green-walrus-17")
 
