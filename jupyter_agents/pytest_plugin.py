@@ -23,6 +23,7 @@ session events on ``/api/events/subscribe``) need ``websocket-client``.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -62,6 +63,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` free ports, all different: each is held until all are chosen (one
+    :func:`free_port` after another may be given the port just released again)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            s = stack.enter_context(socket.socket())
+            s.bind(("127.0.0.1", 0))
+            ports.append(int(s.getsockname()[1]))
+        return ports
 
 
 #: server extensions that have nothing to do with terminals: off unless a test needs

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_agents.pytest_plugin import TermClient, free_port, transcript_bytes
+from jupyter_agents.pytest_plugin import TermClient, free_ports, transcript_bytes
 
 HUB_VENV = Path(os.environ.get("JUPYTER_AGENTS_HUB_VENV", "/opt/jupyter-agents-hub"))
 EXAMPLE = Path(__file__).parent.parent / "examples" / "jupyterhub" / "jupyterhub_config.py"
@@ -86,14 +86,17 @@ class Hub:
         self.work = work
         self.extra_env = env or {}
         self.users = users
-        self.port = free_port()
+        # the proxy's, its API's and the hub's: three different ports (chosen one after
+        # another, the proxy's API once got the proxy's own: the hub then asked the
+        # proxy's public side for its routes, got 404 and did not start)
+        self.port, api_port, self.hub_port = free_ports(3)
         self.url = f"http://127.0.0.1:{self.port}"
         self.admin = secrets.token_hex(16)
         self.log_path = work / "hub.log"
         self.proc: subprocess.Popen[bytes] | None = None
         (work / "config.py").write_text(
             f"c = get_config()\nload_subconfig({str(EXAMPLE)!r})\n"
-            f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{free_port()}'\n"
+            f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{api_port}'\n"
             "c.JupyterHub.cleanup_servers = True\n" + config
         )
 
@@ -103,7 +106,7 @@ class Hub:
             "PATH": f"{bin_dir}:{HUB_VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
             "JUPYTER_AGENTS_HUB_URL": self.url,
-            "JUPYTER_AGENTS_HUB_PORT": str(free_port()),
+            "JUPYTER_AGENTS_HUB_PORT": str(self.hub_port),
             "JUPYTER_AGENTS_HUB_DIR": str(self.work),
             "JUPYTER_AGENTS_HUB_USERS": " ".join(self.users),
             "JUPYTER_AGENTS_HUB_PASSWORD": PASSWORD,

@@ -321,6 +321,31 @@ class CodexUsage(UsageReader):
 # -- the conversation as Markdown -------------------------------------------------------
 
 
+def call_output(payload: Mapping[str, Any]) -> tuple[Any, bool]:
+    """What a ``function_call_output`` (or custom tool's) payload says the call returned,
+    and whether it failed: its ``output`` is a JSON string ``{output, metadata:
+    {exit_code}}`` for the shell (a nonzero exit code is a failure), text, or a dict
+    with ``content``.
+
+    >>> call_output({"output": '{"output": "a.txt", "metadata": {"exit_code": 2}}'})
+    ('a.txt', True)
+    """
+    output: Any = payload.get("output")
+    if isinstance(output, dict):
+        return output.get("content", output), False
+    if not isinstance(output, str):
+        return output, False
+    try:
+        parsed = json.loads(output)
+    except ValueError:
+        return output, False
+    if not isinstance(parsed, dict) or "output" not in parsed:
+        return output, False
+    meta = parsed.get("metadata")
+    code = meta.get("exit_code") if isinstance(meta, dict) else None
+    return parsed["output"], isinstance(code, int) and code != 0
+
+
 def markdown(record: Mapping[str, Any]) -> Iterator[str]:
     """The Markdown of one rollout line (``{timestamp, type, payload}``; nothing for
     lines that are not turns): ``session_meta``, ``compacted``, and ``response_item``
@@ -356,16 +381,7 @@ def markdown(record: Mapping[str, Any]) -> Iterator[str]:
         name = str(payload.get("name") or ("shell" if item == "local_shell_call" else "tool"))
         yield from turn("Assistant", when, [], [tool_call(name, arguments)], False)
     elif item in ("function_call_output", "custom_tool_call_output"):
-        output: Any = payload.get("output")
-        if isinstance(output, str):
-            try:
-                parsed = json.loads(output)
-            except ValueError:
-                parsed = None
-            if isinstance(parsed, dict) and "output" in parsed:
-                output = parsed["output"]
-        elif isinstance(output, dict):
-            output = output.get("content", output)
+        output, _ = call_output(payload)
         yield from turn("Tool", when, [], [tool_result(output, False)], False)
 
 
@@ -432,20 +448,7 @@ def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         if name == "update_plan" and isinstance(steps, list):
             yield plan(at, [(s.get("step"), s.get("status")) for s in steps if isinstance(s, dict)])
     elif item in ("function_call_output", "custom_tool_call_output"):
-        output: Any = payload.get("output")
-        failed = False
-        if isinstance(output, str):
-            try:
-                parsed = json.loads(output)
-            except ValueError:
-                parsed = None
-            if isinstance(parsed, dict) and "output" in parsed:
-                output = parsed["output"]
-                meta = parsed.get("metadata")
-                code_ = meta.get("exit_code") if isinstance(meta, dict) else None
-                failed = isinstance(code_, int) and code_ != 0
-        elif isinstance(output, dict):
-            output = output.get("content", output)
+        output, failed = call_output(payload)
         yield result(at, payload.get("call_id"), output, failed)
     else:
         yield other(at, f"response_item/{item}")

@@ -16,7 +16,7 @@ import {
 } from '@jupyterlab/application';
 import { MainAreaWidget } from '@jupyterlab/apputils';
 import { ITerminalTracker } from '@jupyterlab/terminal';
-import { IRenderMimeRegistry, MimeModel } from '@jupyterlab/rendermime';
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import {
   ITranslator,
   nullTranslator,
@@ -29,7 +29,7 @@ import { Widget } from '@lumino/widgets';
 import { conversationMarkdown, displayName, ISession, startFresh } from './api';
 import { fail, sessionOf, showDocument } from './commands';
 import { kindIcon, kindLabel } from './icons';
-import { OfflineSanitizer } from './offline';
+import { renderOffline } from './offline';
 import { CommandIDs, DOMAIN, IAgentSessions, PluginIDs } from './tokens';
 import { addTurnsCommand } from './turns';
 
@@ -61,15 +61,8 @@ class ConversationView extends Widget {
       this.node.replaceChildren(note);
       return;
     }
-    // untrusted: rendered through the sanitizer, no script runs, and nothing is
-    // fetched from elsewhere (offline.ts)
-    const renderer = rendermime
-      .clone({ sanitizer: new OfflineSanitizer(rendermime.sanitizer) })
-      .createRenderer('text/markdown');
-    await renderer.renderModel(
-      new MimeModel({ data: { 'text/markdown': markdown }, trusted: false })
-    );
-    this.node.replaceChildren(renderer.node);
+    // untrusted, nothing fetched from elsewhere (offline.ts)
+    this.node.replaceChildren(await renderOffline(rendermime, markdown));
   }
 }
 

@@ -10,6 +10,7 @@
  * that one item) and drops the attributes and styles that would. Only `data:` images
  * stay: they are in the text already.
  */
+import { IRenderMimeRegistry, MimeModel } from '@jupyterlab/rendermime';
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 
 /** Elements that load what their `src`/`href`/`data` names (or hold such elements). */
@@ -159,4 +160,21 @@ export class OfflineSanitizer implements IRenderMime.ISanitizer {
   get allowCommandLinker(): boolean {
     return false;
   }
+}
+
+/**
+ * Markdown an agent or a program wrote, rendered untrusted (no script runs) through
+ * `OfflineSanitizer` (nothing is fetched from elsewhere): its node, once rendered.
+ */
+export async function renderOffline(
+  rendermime: IRenderMimeRegistry,
+  markdown: string
+): Promise<HTMLElement> {
+  const renderer = rendermime
+    .clone({ sanitizer: new OfflineSanitizer(rendermime.sanitizer) })
+    .createRenderer('text/markdown');
+  await renderer.renderModel(
+    new MimeModel({ data: { 'text/markdown': markdown }, trusted: false })
+  );
+  return renderer.node;
 }

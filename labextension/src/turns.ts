@@ -10,7 +10,7 @@
  */
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { MainAreaWidget } from '@jupyterlab/apputils';
-import { IRenderMimeRegistry, MimeModel } from '@jupyterlab/rendermime';
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { refreshIcon, ToolbarButton } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
@@ -19,7 +19,7 @@ import { displayName, ISession, ITurnEvent, turnPage } from './api';
 import { fail, PHONE_WIDTH, sessionOf, showDocument } from './commands';
 import { el } from './dom';
 import { kindIcon, kindLabel } from './icons';
-import { OfflineSanitizer } from './offline';
+import { renderOffline } from './offline';
 import { CommandIDs, IAgentSessions } from './tokens';
 
 /** The most characters of a tool's input or output shown before "show all". */
@@ -210,16 +210,9 @@ export class TurnsView extends Widget {
       return;
     }
     body.textContent = text; // until rendered (and if rendering fails)
-    const { rendermime } = this._options;
-    // untrusted: the sanitiser runs, no script, nothing fetched from elsewhere
-    const renderer = rendermime
-      .clone({ sanitizer: new OfflineSanitizer(rendermime.sanitizer) })
-      .createRenderer('text/markdown');
-    void renderer
-      .renderModel(
-        new MimeModel({ data: { 'text/markdown': text }, trusted: false })
-      )
-      .then(() => body.replaceChildren(renderer.node))
+    // untrusted, nothing fetched from elsewhere (offline.ts)
+    void renderOffline(this._options.rendermime, text)
+      .then(node => body.replaceChildren(node))
       .catch(() => undefined);
   }
 
