@@ -10,10 +10,12 @@ export validates and holds each tool call's command and output."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +23,13 @@ import jsonschema
 import nbformat
 import pytest
 import yaml
+from IPython.core.error import UsageError
 from test_conversations import FAST, cli, wait_archived
 
 from jupyter_agents.agents.claude import ClaudeKind
 from jupyter_agents.agents.turns import MAX_TEXT
-from jupyter_agents.pytest_plugin import EventClient, ServerProcess, poll
+from jupyter_agents.core import clock
+from jupyter_agents.pytest_plugin import EventClient, ServerProcess, poll, transcript
 
 SCHEMA = yaml.safe_load(
     (Path(__file__).parents[1] / "jupyter_agents/event_schemas/turn/v1.yaml").read_text()
@@ -63,7 +67,8 @@ def test_claude_and_codex_turns_in_order_and_from_a_position(agents_server, fake
     coder = server.new("codex", project)
     shell = server.new("shell", project)
     empty = {"events": [], "next": "0:0:0:00000000", "more": False, "reset": False}
-    assert turns(server, agent["id"]) == empty
+    page = turns(server, agent["id"])
+    assert {k: v for k, v in page.items() if k != "replay_start"} == empty  # (printed yet or not)
 
     server.type_line(agent["name"], "list the files please", "claude heard: list the files")
     wait_archived(server.state_dir, agent["id"])
@@ -309,3 +314,184 @@ def test_a_growing_conversation_is_pushed_as_a_turns_event(agents_server, fake_a
         assert (event["status"], event["kind"]) == ("running", "claude")
     finally:
         events.close()
+
+
+def test_a_page_says_where_the_replay_starts(agents_server, fake_agents, project):
+    """``replay_start`` is the time of the transcript's first timed byte, the 0 s from
+    which a replay (and a search hit's ``at``) counts: a turn's place in the replay is
+    its time minus it."""
+    server = agents_server(env=fake_agents.env)
+    agent = server.new("claude", project)
+    sid = agent["id"]
+    server.type_line(agent["name"], "when-was-it", "claude heard: when-was-it")
+    page = poll(lambda: (p := turns(server, sid))["events"] and p, what="the first turn's events")
+    timeline = transcript(server.state_dir, sid).timeline()
+    first_ms = timeline[0][1]
+    assert page["replay_start"] == clock.from_epoch(first_ms / 1000).isoformat(
+        timespec="milliseconds"
+    )
+    prompt = next(e for e in page["events"] if e["type"] == "user_message")
+    assert clock.parse(prompt["at"]) >= clock.parse(page["replay_start"])
+
+
+#: what the fake CLIs answer to a line, by kind (tests/fakes/fake_agent.py)
+HEARD = {"claude": "claude heard: {}", "codex": "codex heard: {}"}
+
+
+@pytest.fixture
+def magic(agents_server, fake_agents, monkeypatch, tmp_path):
+    """``%agent`` in an IPython of this process, on a server's state dir, with the fake
+    CLIs' HOME (where the kinds find their files): ``(server, run)``; ``run(line)`` is
+    ``%agent line``'s value."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    def start(*args: str):
+        server = agents_server(env=fake_agents.env, args=list(args))
+        for key, value in {
+            **fake_agents.env,
+            "JUPYTER_AGENTS_STATE_DIR": str(server.state_dir),
+        }.items():
+            monkeypatch.setenv(key, value)
+        return server, lambda line: shell.run_line_magic("agent", line)
+
+    (tmp_path / "nb").mkdir()
+    monkeypatch.chdir(tmp_path / "nb")  # (the notebook's folder; the state dir is not in it)
+    shell: Any = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "jupyter_agents")
+    try:
+        yield start
+    finally:
+        InteractiveShell.clear_instance()
+
+
+@pytest.mark.parametrize("kind", ["claude", "codex"])  # the fakes that write conversations
+def test_a_notebook_of_a_conversation_that_went_on_differs_by_the_new_turns_cells(
+    magic, project, tmp_path, kind
+):
+    """Exported, one more turn, exported again: both validate, and nbdime's diff of the
+    two is the new turn's cells added at the end, nothing else."""
+    import nbdime
+
+    server, agent = magic(*FAST)
+    session = server.new(kind, project)
+    server.type_line(session["name"], "first-prompt", HEARD[kind].format("first-prompt"))
+    wait_archived(server.state_dir, session["id"])
+    written = agent(f"conversation {session['id']} --notebook")
+    assert written.path.parent == server.state_dir / "notebooks"
+    first = nbformat.read(written.path, as_version=4)
+
+    server.type_line(session["name"], "second-prompt", HEARD[kind].format("second-prompt"))
+    wait_archived(server.state_dir, session["id"])
+    second_path = tmp_path / "second.ipynb"
+    assert agent(f"conversation {session['id']} --notebook -o {second_path}").path == second_path
+    second = nbformat.read(second_path, as_version=4)
+    for nb in (first, second):
+        nbformat.validate(nb)
+        assert nb.metadata["jupyter_agents"]["kind"] == kind
+
+    diff = nbdime.diff_notebooks(first, second)
+    assert [(d.op, d.key) for d in diff] == [("patch", "cells")], diff
+    (added,) = diff[0].diff
+    assert (added.op, added.key) == ("addrange", len(first.cells))
+    assert added.valuelist == second.cells[len(first.cells) :]
+    said = [c.source for c in added.valuelist if c.cell_type == "markdown"]
+    assert any("> second-prompt" in text for text in said), said
+    assert any(HEARD[kind].format("second-prompt") in text for text in said), said
+    assert not any("first-prompt" in c.source for c in added.valuelist)
+    assert [c.source for c in added.valuelist if c.cell_type == "code"] == ["echo fake"]
+
+
+def test_agent_conversation_in_ipython(magic, project, tmp_path, capsys):
+    """``%agent conversation``: the Markdown printed; ``--notebook`` a read-only file in
+    the state dir (or at ``-o``), replaced when written again, never a file of the
+    user's; a link where the notebook's folder reaches it, else its path."""
+    server, agent = magic(*FAST)
+    session = server.new("claude", project)
+    sid = session["id"]
+    shell = server.new("shell", project)
+    server.type_line(session["name"], "magic-prompt", "claude heard: magic-prompt")
+    wait_archived(server.state_dir, sid)
+
+    capsys.readouterr()
+    assert agent(f"conversation {session['name']}") is None
+    shown = capsys.readouterr().out
+    assert shown.startswith(f"# claude session {session['name']} ({sid})")
+    assert "> magic-prompt" in shown and "claude heard: magic-prompt" in shown
+
+    written = agent(f"conversation {sid} --notebook")
+    path = server.state_dir / "notebooks" / f"claude-{session['name']}-{sid}-conversation.ipynb"
+    assert written.path == path and oct(path.stat().st_mode & 0o777) == "0o400"
+    assert str(path) in repr(written) and "read-only notebook" in repr(written)
+    assert written.relative() is None  # not under this folder: its path, no link
+    assert html.escape(str(path)) in written._repr_html_() and "<a " not in written._repr_html_()
+    before = path.read_bytes()
+    assert agent(f"conversation {sid} --notebook").path == path  # again: replaced, the same
+    assert path.read_bytes() == before
+
+    (tmp_path / "nb" / "notes").mkdir()
+    here = agent(f"conversation {sid} --notebook -o 'notes/my turns.ipynb'")
+    assert (
+        here.path == tmp_path / "nb" / "notes" / "my turns.ipynb"
+        and here.relative() == "notes/my turns.ipynb"
+    )
+    assert '<a href="notes/my%20turns.ipynb"' in here._repr_html_()
+    assert here.path.read_bytes() == before
+
+    mine = tmp_path / "analysis.ipynb"
+    mine.write_text("{}")
+    for line, message in [
+        (f"conversation {sid} --notebook -o {mine}", "is not a notebook of session"),
+        (f"conversation {sid} --notebook -o {tmp_path / 'x.md'}", "ends in .ipynb"),
+        (f"conversation {sid} --notebook -o {tmp_path / 'none' / 'x.ipynb'}", "no folder"),
+        (f"conversation {sid} -o {tmp_path / 'x.ipynb'}", "-o is for --notebook"),
+        (f"conversation {shell['id']} --notebook", "is a shell session"),
+        (f"conversation {shell['id']}", "is a shell session"),
+        ("conversation nope --notebook", "no session with id"),
+    ]:
+        with pytest.raises(UsageError, match=message):
+            agent(line)
+    assert mine.read_text() == "{}"
+    assert not (tmp_path / "x.ipynb").exists()
+
+
+def test_agent_watch_in_a_terminal_prints_turns_as_they_come(magic, project, capsys, monkeypatch):
+    """In IPython without a kernel, ``%agent watch`` prints what ``jupyter agents turns
+    -f`` prints, as the agent writes it, and returns when the session ends. No timer:
+    the server refreshes hourly and the reader's own recheck is an hour away, so every
+    line comes from a write that woke it."""
+    from jupyter_agents.sessions import turnreader
+
+    monkeypatch.setattr(turnreader, "RECHECK", 3600.0)
+    server, agent = magic("--AgentsApp.refresh_interval=3600")
+    session = server.new("claude", project)
+    shell = server.new("shell", project)
+    with pytest.raises(UsageError, match="is a shell session"):
+        agent(f"watch {shell['id']}")
+    capsys.readouterr()
+
+    printed: list[str] = []
+
+    def lines() -> list[str]:
+        printed.extend(capsys.readouterr().out.splitlines())
+        return [line[9:] for line in printed]  # after the time
+
+    watching = threading.Thread(target=agent, args=(f"watch {session['id']}",), daemon=True)
+    watching.start()  # before the first prompt: no file to watch yet
+    try:
+        server.type_line(session["name"], "watched-one", "claude heard: watched-one")
+        poll(lambda: "agent claude heard: watched-one" in lines(), what="the first turn")
+        assert watching.is_alive()
+        server.type_line(session["name"], "watched-two", "claude heard: watched-two")
+        poll(lambda: "agent claude heard: watched-two" in lines(), what="the second turn")
+        assert lines() == [
+            *("you   watched-one", "tool  Bash: echo fake", "  ->  fake"),
+            *("think the user typed a line", "agent claude heard: watched-one"),
+            *("you   watched-two", "tool  Bash: echo fake", "  ->  fake"),
+            *("think the user typed a line", "agent claude heard: watched-two"),
+        ]
+        assert server.request("DELETE", f"/api/agents/sessions/{session['id']}")[0] == 204
+        poll(lambda: not watching.is_alive(), what="the watch to end with the session")
+    finally:
+        if watching.is_alive():  # (a failure above): end it with the session
+            server.request("DELETE", f"/api/agents/sessions/{session['id']}")
+            watching.join(timeout=30)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +32,7 @@ from test_ui import (
     wait_status,
     wait_text,
 )
+from test_ui_transcripts import screen
 
 from jupyter_agents.agents.archive import ConversationArchive
 from jupyter_agents.pytest_plugin import poll
@@ -279,5 +281,128 @@ def test_turns_show_live_folded_and_load_nothing_from_elsewhere(
         box = small.bounding_box()
         assert box and box["x"] >= 0 and box["x"] + box["width"] <= 360, box
         shot(phone, "turns-360x740")
+    finally:
+        phone.close()
+
+
+def drawn_ids(page: Any, sid: str) -> list[str]:
+    """The event ids of the rows a turns view shows, in order."""
+    return list(
+        page.evaluate(
+            """(sid) => Array.from(document.querySelectorAll(
+                 `.jp-AgentsTurns[data-session-id='${sid}'] .jp-AgentsTurns-row`
+               )).map(r => r.dataset.id)""",
+            sid,
+        )
+    )
+
+
+def test_turns_answer_search_jump_to_the_replay_and_survive_a_restart(lab: Lab, page: Any) -> None:
+    """Issue 56: from the terminal tab's toolbar the turns open beside it; the agent's
+    permission request is answered in them (the CLI's own choices, nothing typed); a
+    search steps through the rows holding a text, opening a folded tool call; a turn's
+    time opens the terminal's replay paused there; a turn taken while no server ran
+    shows once the server is back, and the view then goes on with no row twice."""
+    agent, source = talked(lab, "first-words")
+    sid, name = agent["id"], agent["name"]
+    open_lab(page, lab, reset=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    show_panel(page)
+    act(page, sid, "open")
+    test_ui.wait_current_terminal(page, name, "its terminal")
+    page.locator(".jp-AgentsTurns-terminalButton:visible").click()  # its tab's toolbar
+    view = page.locator(f".jp-AgentsTurns[data-session-id='{sid}']")
+    view.locator(".jp-AgentsTurns-row", has_text="claude heard: first-words").wait_for()
+
+    # the request, answered in the view
+    client = lab.server.ws(name)
+    client.stdin("/perm\r")
+    ask = view.locator(".jp-AgentsTurns-ask")
+    ask.wait_for()
+    assert ask.locator(".jp-AgentsPanel-requestWhat").inner_text() == "echo fake"
+    labels = ask.locator("button").all_inner_texts()
+    assert labels == ["Allow", "Allow Bash(echo:*) for this session", "Deny…"], labels
+    shot(page, "turns-permission-1400x900")
+    ask.locator("button[data-action='allow']").click()
+    client.wait_for("Allowed by PermissionRequest hook")
+    client.wait_for("claude heard: /perm")
+    ask.wait_for(state="detached")
+    view.locator(".jp-AgentsTurns-row", has_text="claude heard: /perm").wait_for()
+
+    # the search: two rows hold the words; Enter steps to each
+    box = page.locator(".jp-AgentsTurns-searchInput")
+    count = page.locator(".jp-AgentsTurns-searchCount")
+    box.fill("first-words")
+    assert count.inner_text() == "2 found"
+    box.press("Enter")
+    assert count.inner_text() == "1 of 2"
+    current = view.locator(".jp-AgentsTurns-row.jp-mod-current")
+    assert current.get_attribute("data-type") == "user_message"
+    box.press("Enter")
+    assert count.inner_text() == "2 of 2"
+    assert "claude heard: first-words" in current.inner_text()
+    box.fill("fake")  # the tool call's output: in a folded row
+    box.press("Enter")
+    assert current.get_attribute("data-type") == "tool_call"
+    assert current.locator("details").evaluate("d => d.open")
+    assert current.locator(".jp-AgentsTurns-output").inner_text() == "fake"
+    shot(page, "turns-search-1400x900")
+    box.press("Escape")
+    assert view.locator(".jp-mod-match").count() == 0
+
+    # a turn's time: the replay, paused there (before anything later was typed)
+    first = view.locator(".jp-AgentsTurns-row[data-type='user_message']").first
+    first.locator("button[data-action='replay']").click()
+    page.locator(f".jp-AgentsReplay[data-session-id='{sid}'][data-state='paused']").wait_for()
+    poll(lambda: "first-words" in screen(page, sid), what="the prompt on the replay's screen")
+    assert "/perm" not in screen(page, sid)
+    shot(page, "turns-replay-1400x900")
+    client.close()
+
+    page.evaluate("id => window.jupyterapp.shell.activateById(id)", f"jupyter-agents-turns-{sid}")
+
+    # a turn taken while no server runs (typed into tmux), then the server back
+    lab.server.stop(signal.SIGTERM)
+    socket = lab.state_dir / "tmux" / "socket"
+    subprocess.run(
+        ["tmux", "-S", str(socket), "send-keys", "-t", f"={sid}:", "while-down", "Enter"],
+        check=True,
+    )
+    poll(lambda: "claude heard: while-down" in source.read_text(), what="the record written")
+    lab.server.start()
+    view.locator(".jp-AgentsTurns-row", has_text="claude heard: while-down").wait_for(timeout=30000)
+    lab.server.type_line(name, "after-restart", "claude heard: after-restart")
+    view.locator(".jp-AgentsTurns-row", has_text="claude heard: after-restart").wait_for()
+    ids = drawn_ids(page, sid)
+    assert len(ids) == len(set(ids)), ids
+    said = view.locator(".jp-AgentsTurns-row[data-type='user_message']").all_inner_texts()
+    assert [s.splitlines()[-1] for s in said] == [
+        "first-words",
+        "/perm",
+        "while-down",
+        "after-restart",
+    ], said
+
+    # on a phone: a request in the view, and the search
+    phone = page.context.new_page()
+    try:
+        phone.set_viewport_size({"width": 360, "height": 740})
+        open_lab(phone, lab, reset=True)
+        phone.evaluate(
+            "id => window.jupyterapp.commands.execute('jupyter-agents:turns', {id})", sid
+        )
+        small = phone.locator(f".jp-AgentsTurns[data-session-id='{sid}']")
+        small.locator(".jp-AgentsTurns-row", has_text="claude heard: after-restart").wait_for()
+        client = lab.server.ws(name)
+        client.stdin("/perm\r")
+        small.locator(".jp-AgentsTurns-ask").wait_for()
+        phone.locator(".jp-AgentsTurns-searchInput").fill("while-down")
+        assert phone.locator(".jp-AgentsTurns-searchCount").inner_text() == "2 found"
+        assert phone.evaluate("() => document.documentElement.scrollWidth") <= 360
+        shot(phone, "turns-permission-360x740")
+        small.locator(".jp-AgentsTurns-ask button[data-action='allow']").click()
+        small.locator(".jp-AgentsTurns-ask").wait_for(state="detached")
+        assert lab.server.request("GET", "/api/agents/requests")[1] == []
+        client.close()
     finally:
         phone.close()

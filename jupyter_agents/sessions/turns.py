@@ -32,6 +32,7 @@ from typing import Any
 from jupyter_agents.agents.archive import ConversationFile
 from jupyter_agents.agents.base import AgentKind
 from jupyter_agents.agents.turns import other
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.records import Session
 from jupyter_agents.sessions.service import SessionService
@@ -102,6 +103,9 @@ class TurnPage:
     more: bool = False
     #: the position asked for was stale (a file rewritten): these events start over
     reset: bool = False
+    #: when the session's terminal recording starts (ISO 8601), the 0 s of its replay:
+    #: an event's place in the replay is its ``at`` minus this; None with no recording
+    replay_start: str | None = None
 
     def to_model(self) -> dict[str, Any]:
         return {
@@ -109,6 +113,7 @@ class TurnPage:
             "next": str(self.next),
             "more": self.more,
             "reset": self.reset,
+            "replay_start": self.replay_start,
         }
 
 
@@ -226,4 +231,8 @@ def session_turns(
     empty page."""
     session = service.get(session_id)
     kind = check_kind(session, service.kinds)
-    return read_turns(kind, service.conversation_files(session), after, limit)
+    page = read_turns(kind, service.conversation_files(session), after, limit)
+    ms = service.transcript(session.id).started_ms()
+    if ms is not None:
+        page.replay_start = clock.from_epoch(ms / 1000).isoformat(timespec="milliseconds")
+    return page

@@ -242,6 +242,24 @@ class Transcript:
             return None
         return None if when is None else clock.from_epoch(when)
 
+    def started_ms(self) -> int | None:
+        """The unix time in ms of its first timed byte: the zero of its replay (a search
+        hit's and a turn's seconds into the replay count from it), ``timeline()[0]``'s
+        time read from the first index alone; None when it has no timing index."""
+
+        def step(dir_fd: int, listing: Listing, end: int) -> int | None:
+            for start in listing.starts:
+                data = _read_in(dir_fd, index_name(start), 256)
+                entries = parse_index(data) if data else []
+                if entries and entries[0][0] < end:
+                    return entries[0][1]
+            return None
+
+        try:
+            return self._look(step)
+        except NotFound:
+            return None
+
     def timeline(self) -> list[tuple[int, int]]:
         """The timing index entries of its kept bytes, ``(offset, unix time in ms)``,
         ascending ([] when there is none)."""

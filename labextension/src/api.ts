@@ -665,6 +665,11 @@ export interface ITurnPage {
   more: boolean;
   /** `after` was stale (the CLI rewrote its file): these events start over. */
   reset: boolean;
+  /**
+   * When the session's terminal recording starts (ISO 8601), the 0 s of its replay:
+   * an event's place in the replay is its `at` minus this; null with no recording.
+   */
+  replay_start: string | null;
 }
 
 /** `GET /api/agents/sessions/<id>/turns?after=`: the turn events after a position. */

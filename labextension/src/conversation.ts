@@ -31,7 +31,7 @@ import { fail, sessionOf, showDocument } from './commands';
 import { kindIcon, kindLabel } from './icons';
 import { renderOffline } from './offline';
 import { CommandIDs, DOMAIN, IAgentSessions, PluginIDs } from './tokens';
-import { addTurnsCommand } from './turns';
+import { addTurnsCommand, addTurnsToTerminals } from './turns';
 
 /** The rendered Markdown of one session's conversations. */
 class ConversationView extends Widget {
@@ -188,7 +188,11 @@ export const conversationPlugin: JupyterFrontEndPlugin<void> = {
       rendermime,
       trans,
       terminalOf: name =>
-        terminals?.find(tab => tab.content.session.name === name) ?? undefined
+        terminals?.find(tab => tab.content.session.name === name) ?? undefined,
+      replay: (id, at) => app.commands.execute(CommandIDs.replay, { id, at })
     });
+    if (terminals) {
+      addTurnsToTerminals(terminals, model, app.commands, trans);
+    }
   }
 };

@@ -4,26 +4,47 @@
  * conversation: messages (the agent's rendered as Markdown through the sanitiser that
  * loads nothing from elsewhere), thoughts and tool calls folded to one line (tool,
  * what it does, status, time) and opened on click with input and output, the plan as
- * a checklist. It reads from the last event it has each time the server says the
- * session's conversation grew (a `turns` event), so nothing is read twice; a file the
- * CLI rewrote is drawn again from its start.
+ * a checklist, the session's pending permission request answerable in place (the
+ * CLI's own choices). A turn's time opens the terminal's replay at that moment; a
+ * search marks the turns that hold a text and steps through them. It reads from the
+ * last event it has each time the server says the session's conversation grew (a
+ * `turns` event), so nothing is read twice; a file the CLI rewrote is drawn again
+ * from its start, and what was written while no server ran is read when a server
+ * starts. It keeps at most `MAX_ROWS` rows: the oldest go first (the
+ * conversation tab has them all), so a long conversation costs the page a bounded DOM.
  */
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { MainAreaWidget } from '@jupyterlab/apputils';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { ITerminalTracker } from '@jupyterlab/terminal';
 import { TranslationBundle } from '@jupyterlab/translation';
-import { refreshIcon, ToolbarButton } from '@jupyterlab/ui-components';
+import {
+  listIcon,
+  refreshIcon,
+  ToolbarButton
+} from '@jupyterlab/ui-components';
+import { CommandRegistry } from '@lumino/commands';
 import { Widget } from '@lumino/widgets';
 
-import { displayName, ISession, ITurnEvent, turnPage } from './api';
+import {
+  displayName,
+  IPendingRequest,
+  ISession,
+  ITurnEvent,
+  turnPage
+} from './api';
 import { fail, PHONE_WIDTH, sessionOf, showDocument } from './commands';
 import { el } from './dom';
 import { kindIcon, kindLabel } from './icons';
 import { renderOffline } from './offline';
+import { requestElement } from './requests';
 import { CommandIDs, IAgentSessions } from './tokens';
 
 /** The most characters of a tool's input or output shown before "show all". */
 const SHOWN = 4000;
+
+/** The most rows a view keeps; older ones are dropped as new ones come. */
+export const MAX_ROWS = 2000;
 
 /** Marks of a plan entry's status. */
 const MARKS = { completed: '☑', in_progress: '◐', pending: '☐' };
@@ -50,11 +71,63 @@ export class TurnsView extends Widget {
       'aria-label',
       _options.trans.__('Turns of %1', displayName(session))
     );
+    this._dropped = el('p', 'jp-AgentsTurns-dropped');
+    this._dropped.hidden = true;
     this._list = el('div', 'jp-AgentsTurns-list');
+    this._asks = el('div', 'jp-AgentsTurns-asks');
+    this._asks.setAttribute('aria-live', 'polite');
     this._status = el('p', 'jp-AgentsTurns-status');
     this._status.setAttribute('aria-live', 'polite');
-    this.node.append(this._list, this._status);
+    this.node.append(this._dropped, this._list, this._asks, this._status);
     _options.model.turnsGrew.connect(this._onGrew, this);
+    _options.model.changed.connect(this._showAsks, this);
+    // a new server: what the CLI wrote while none ran came with no `turns` event
+    _options.model.serverStarted.connect(this._onServer, this);
+    this._showAsks();
+  }
+
+  /**
+   * Mark the rows that hold `query` (any case; folded text too) and return how many;
+   * an empty query marks none. Rows drawn later are marked as they come.
+   */
+  search(query: string): number {
+    this._query = query.toLocaleLowerCase();
+    this._current = -1;
+    for (const row of this._rows()) {
+      this._match(row);
+    }
+    return this.matches().length;
+  }
+
+  /** The rows the search marks, in order. */
+  matches(): HTMLElement[] {
+    return this._rows().filter(row => row.classList.contains('jp-mod-match'));
+  }
+
+  /**
+   * Show the next (or, `back`, the previous) marked row: scrolled to, opened if folded.
+   * Its place (1-based) among the marked rows, or 0 when none is marked.
+   */
+  step(back = false): number {
+    const found = this.matches();
+    if (!found.length) {
+      return 0;
+    }
+    const count = found.length;
+    this._current = back
+      ? (this._current - 1 + count) % count
+      : (this._current + 1) % count;
+    this._list
+      .querySelector('.jp-mod-current')
+      ?.classList.remove('jp-mod-current');
+    const row = found[this._current];
+    row.classList.add('jp-mod-current');
+    const fold = row.querySelector('details');
+    if (fold) {
+      fold.open = true;
+    }
+    row.scrollIntoView({ block: 'center' });
+    return this._current + 1;
   }
 
   /** Read what is new (all of it the first time); one read at a time, one queued. */
@@ -77,7 +150,53 @@ export class TurnsView extends Widget {
 
   dispose(): void {
     this._options.model.turnsGrew.disconnect(this._onGrew, this);
+    this._options.model.changed.disconnect(this._showAsks, this);
+    this._options.model.serverStarted.disconnect(this._onServer, this);
     super.dispose();
+  }
+
+  private _onServer(): void {
+    if (!this.isDisposed) {
+      void this.load();
+    }
+  }
+
+  /** The pending permission requests of this session, answerable here. */
+  private _showAsks(): void {
+    const { model, trans } = this._options;
+    const asks = model.requests.filter(
+      (r: IPendingRequest) => r.session_id === this.session.id
+    );
+    const ids = asks.map(r => r.id).join(' ');
+    if (ids === this._askIds) {
+      return; // the same requests: their boxes (and a half-made answer) stay
+    }
+    this._askIds = ids;
+    const atEnd = this._atEnd();
+    this._asks.replaceChildren(
+      ...asks.map(r => {
+        const box = requestElement(model, r, trans);
+        box.classList.add('jp-AgentsTurns-ask');
+        return box;
+      })
+    );
+    if (atEnd) {
+      this.node.scrollTop = this.node.scrollHeight;
+    }
+  }
+
+  private _rows(): HTMLElement[] {
+    return Array.from(this._list.children) as HTMLElement[];
+  }
+
+  private _match(row: HTMLElement): void {
+    const hit =
+      this._query !== '' &&
+      (row.textContent ?? '').toLocaleLowerCase().includes(this._query);
+    row.classList.toggle('jp-mod-match', hit);
+    if (!hit) {
+      row.classList.remove('jp-mod-current');
+    }
   }
 
   private _onGrew(_: IAgentSessions, id: string): void {
@@ -109,11 +228,18 @@ export class TurnsView extends Widget {
         this._list.replaceChildren();
         this._calls.clear();
         this._plan = null;
+        this._current = -1;
+        this._dropCount = 0;
+        this._dropped.hidden = true;
       }
+      this._replayStart = page.replay_start
+        ? Date.parse(page.replay_start)
+        : NaN;
       const atEnd = this._atEnd();
       for (const event of page.events) {
         this._draw(event);
       }
+      this._trim();
       this._next = page.next;
       this._status.classList.remove('jp-mod-error');
       this._status.textContent = this._list.childElementCount
@@ -126,6 +252,34 @@ export class TurnsView extends Widget {
         return;
       }
     }
+  }
+
+  /** Drop the oldest rows beyond `MAX_ROWS`, and say how many are not shown. */
+  private _trim(): void {
+    const over = this._list.childElementCount - MAX_ROWS;
+    if (over <= 0) {
+      return;
+    }
+    const gone = this._rows().slice(0, over);
+    for (const row of gone) {
+      const fold = row.querySelector('details');
+      const id = fold?.dataset.callId;
+      if (id && this._calls.get(id) === fold) {
+        this._calls.delete(id);
+      }
+      if (this._plan && row.contains(this._plan.node)) {
+        this._plan = null;
+      }
+      row.remove();
+    }
+    this._current = -1;
+    this._dropCount += over;
+    this._dropped.hidden = false;
+    this._dropped.textContent = this._options.trans._n(
+      '%1 earlier turn is not shown here: the conversation has it.',
+      '%1 earlier turns are not shown here: the conversation has them.',
+      this._dropCount
+    );
   }
 
   /** Whether the view shows its end (new turns then keep it there). */
@@ -181,16 +335,41 @@ export class TurnsView extends Widget {
       row.classList.add('jp-mod-subagent');
     }
     this._list.append(row);
+    if (this._query) {
+      // matched once its text is in (the end of this turn of the event loop)
+      queueMicrotask(() => this._match(row));
+    }
     return row;
   }
 
-  private _time(event: ITurnEvent): HTMLTimeElement {
+  /**
+   * When `event` happened; a button that opens the terminal's replay at that moment
+   * when the session was recorded then.
+   */
+  private _time(event: ITurnEvent): HTMLElement {
+    const { trans, replay } = this._options;
     const time = el('time', 'jp-AgentsTurns-time');
-    if (event.at) {
-      time.dateTime = event.at;
-      time.textContent = new Date(event.at).toLocaleTimeString();
+    if (!event.at) {
+      return time;
     }
-    return time;
+    time.dateTime = event.at;
+    const clock = new Date(event.at).toLocaleTimeString();
+    time.textContent = clock;
+    const at = (Date.parse(event.at) - this._replayStart) / 1000;
+    if (!replay || !Number.isFinite(at)) {
+      return time;
+    }
+    const jump = el('button', 'jp-AgentsTurns-jump');
+    jump.dataset.action = 'replay';
+    jump.title = trans.__('Replay the terminal from %1', clock);
+    jump.setAttribute('aria-label', jump.title);
+    jump.append(time);
+    jump.onclick = clicked => {
+      clicked.preventDefault(); // not a click on a fold's line
+      clicked.stopPropagation();
+      void replay(this.session.id, Math.max(0, at));
+    };
+    return jump;
   }
 
   private _message(
@@ -244,6 +423,9 @@ export class TurnsView extends Widget {
       event.title ?? event.tool ?? trans.__('Tool call')
     );
     fold.dataset.toolKind = event.tool_kind ?? 'other';
+    if (event.tool_call_id) {
+      fold.dataset.callId = event.tool_call_id;
+    }
     const status = el('span', 'jp-AgentsTurns-callStatus');
     fold.querySelector('summary')?.prepend(status);
     const input = el('pre', 'jp-AgentsTurns-input');
@@ -355,7 +537,15 @@ export class TurnsView extends Widget {
   }
 
   private _list: HTMLDivElement;
+  private _asks: HTMLDivElement;
+  private _askIds = '';
+  private _dropped: HTMLParagraphElement;
+  private _dropCount = 0;
   private _status: HTMLParagraphElement;
+  private _query = '';
+  private _current = -1;
+  /** The replay's 0 s (ms since the epoch), NaN when unknown. */
+  private _replayStart = NaN;
   private _next: string | undefined = undefined;
   private _reading: Promise<void> | null = null;
   private _again = false;
@@ -395,11 +585,51 @@ export class TurnsDocument extends MainAreaWidget<TurnsView> {
         onClick: () => void view.load()
       })
     );
+    this.toolbar.addItem('search', searchBox(view, trans));
     this.ready = view.load();
   }
 
   /** Resolves once the first page is drawn. */
   readonly ready: Promise<void>;
+}
+
+/** The view's search: a box, the place of the shown match, Enter for the next one. */
+function searchBox(view: TurnsView, trans: TranslationBundle): Widget {
+  const node = el('div', 'jp-AgentsTurns-search');
+  const input = el('input', 'jp-AgentsTurns-searchInput');
+  input.type = 'search';
+  input.placeholder = trans.__('Search turns');
+  input.setAttribute('aria-label', trans.__('Search these turns'));
+  const count = el('span', 'jp-AgentsTurns-searchCount');
+  count.setAttribute('aria-live', 'polite');
+  const say = (at: number) => {
+    const found = view.matches().length;
+    count.textContent = !input.value
+      ? ''
+      : !found
+        ? trans.__('none')
+        : at
+          ? trans.__('%1 of %2', at, found)
+          : trans._n('%1 found', '%1 found', found);
+  };
+  input.oninput = () => {
+    view.search(input.value);
+    say(0);
+  };
+  input.onkeydown = event => {
+    if (event.key === 'Enter') {
+      event.preventDefault();
+      say(view.step(event.shiftKey));
+      input.focus();
+    } else if (event.key === 'Escape' && input.value) {
+      event.preventDefault();
+      input.value = '';
+      view.search('');
+      say(0);
+    }
+  };
+  node.append(input, count);
+  return new Widget({ node });
 }
 
 export namespace TurnsDocument {
@@ -409,6 +639,8 @@ export namespace TurnsDocument {
     trans: TranslationBundle;
     /** The open terminal tab of a terminal name, if any (the turns dock beside it). */
     terminalOf?: (name: string) => Widget | undefined;
+    /** Open session `id`'s terminal replay, `at` seconds in. */
+    replay?: (id: string, at: number) => void | Promise<void>;
   }
 }
 
@@ -445,5 +677,44 @@ export function addTurnsCommand(
         fail(trans.__('Could not show the turns'), error);
       }
     }
+  });
+}
+
+/**
+ * A "Watch turns" button on the toolbar of every terminal tab whose terminal is a
+ * running agent session that keeps a conversation (shown once the model knows it is;
+ * hidden for shells and other terminals).
+ */
+export function addTurnsToTerminals(
+  terminals: ITerminalTracker,
+  model: IAgentSessions,
+  commands: CommandRegistry,
+  trans: TranslationBundle
+): void {
+  const watched = (name: string) =>
+    model.sessions?.find(
+      s => s.name === name && s.status === 'running' && s.kind !== 'shell'
+    );
+  terminals.widgetAdded.connect((_, tab) => {
+    const name = tab.content.session.name;
+    const button = new ToolbarButton({
+      icon: listIcon,
+      label: trans.__('Turns'),
+      tooltip: trans.__(
+        'Watch the agent’s turns beside its terminal: messages, tool calls, its plan'
+      ),
+      onClick: () => {
+        const session = watched(name);
+        if (session) {
+          void commands.execute(CommandIDs.turns, { id: session.id });
+        }
+      }
+    });
+    button.addClass('jp-AgentsTurns-terminalButton');
+    const show = () => button.setHidden(!watched(name));
+    show();
+    tab.toolbar.addItem('jupyter-agents-turns', button);
+    model.changed.connect(show);
+    tab.disposed.connect(() => model.changed.disconnect(show));
   });
 }
