@@ -383,6 +383,21 @@ def test_turns_answer_search_jump_to_the_replay_and_survive_a_restart(lab: Lab, 
         "after-restart",
     ], said
 
+    # an edit's call shows as the lines it takes out and puts in
+    edit = {
+        "file_path": str(lab.work / "a.py"),
+        "old_string": "x = 1\ny = 2",
+        "new_string": "x = 3",
+    }
+    use = {"type": "tool_use", "id": "edit-1", "name": "Edit", "input": edit}
+    with source.open("a") as f:
+        f.write(json.dumps({"type": "assistant", "message": {"content": [use]}}) + "\n")
+    change = view.locator(".jp-AgentsTurns-row[data-type='tool_call']", has_text="a.py").last
+    change.locator("summary").click()
+    diff = change.locator(".jp-AgentsTurns-diff")
+    assert diff.locator(".jp-mod-removed").all_inner_texts() == ["- x = 1\n", "- y = 2\n"]
+    assert diff.locator(".jp-mod-added").all_inner_texts() == ["+ x = 3\n"]
+
     # on a phone: a request in the view, and the search
     phone = page.context.new_page()
     try:

@@ -428,14 +428,37 @@ export class TurnsView extends Widget {
     }
     const status = el('span', 'jp-AgentsTurns-callStatus');
     fold.querySelector('summary')?.prepend(status);
-    const input = el('pre', 'jp-AgentsTurns-input');
-    input.textContent = shown(
-      typeof event.input === 'string'
-        ? event.input
-        : JSON.stringify(event.input ?? null, null, 2)
+    const change = edit(event.input);
+    const input = el(
+      'pre',
+      change
+        ? 'jp-AgentsTurns-input jp-AgentsTurns-diff'
+        : 'jp-AgentsTurns-input'
     );
+    if (change) {
+      // an edit: what it takes out and puts in, line by line
+      input.append(
+        ...change.map(([sign, line]) =>
+          el(
+            'span',
+            sign === '-' ? 'jp-mod-removed' : 'jp-mod-added',
+            `${sign} ${line}\n`
+          )
+        )
+      );
+    } else {
+      input.textContent = shown(
+        typeof event.input === 'string'
+          ? event.input
+          : JSON.stringify(event.input ?? null, null, 2)
+      );
+    }
     fold.append(
-      el('div', 'jp-AgentsTurns-label', trans.__('Input')),
+      el(
+        'div',
+        'jp-AgentsTurns-label',
+        change ? trans.__('Change') : trans.__('Input')
+      ),
       input,
       ...(event.locations ?? []).map(where =>
         el(
@@ -554,6 +577,31 @@ export class TurnsView extends Widget {
     node: HTMLUListElement;
     entries: NonNullable<ITurnEvent['entries']>;
   } | null = null;
+}
+
+/**
+ * The lines an edit takes out (`-`) and puts in (`+`), when `input` is an edit's (a
+ * string `old_string` or `new_string`, as Claude's and Qwen's edit tools send);
+ * null otherwise. At most what a view shows at once.
+ */
+function edit(input: unknown): [string, string][] | null {
+  if (!input || typeof input !== 'object') {
+    return null;
+  }
+  const { old_string: before, new_string: after } = input as Record<
+    string,
+    unknown
+  >;
+  if (typeof before !== 'string' && typeof after !== 'string') {
+    return null;
+  }
+  const lines = (text: unknown, sign: string): [string, string][] =>
+    typeof text === 'string' && text !== ''
+      ? shown(text)
+          .split('\n')
+          .map(line => [sign, line])
+      : [];
+  return [...lines(before, '-'), ...lines(after, '+')];
 }
 
 /** `text`, cut to what a view shows at once. */
