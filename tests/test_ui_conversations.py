@@ -10,10 +10,12 @@ own, whose archive follows quickly). Screenshots go to ``tests/artifacts/ui/``.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import threading
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -254,7 +256,6 @@ def test_turns_show_live_folded_and_load_nothing_from_elsewhere(
         e["at"] for e in page_of["events"] if e.get("text") == "claude heard: and-live-too"
     )
     seen = page.evaluate("() => window.__seen")
-    from datetime import datetime
 
     lag = seen / 1000 - datetime.fromisoformat(written.replace("Z", "+00:00")).timestamp()
     print(f"turns: on screen {lag * 1000:.0f} ms after the CLI wrote the record")
@@ -305,6 +306,19 @@ def test_turns_answer_search_jump_to_the_replay_and_survive_a_restart(lab: Lab, 
     shows once the server is back, and the view then goes on with no row twice."""
     agent, source = talked(lab, "first-words")
     sid, name = agent["id"], agent["name"]
+    # the page's event stream, which the test holds closed for a while below (routed
+    # from the page's load: playwright routes the sockets of a page loaded after)
+    held, refused, sockets = [False], [], []
+
+    def stream(ws: Any) -> None:
+        if held[0]:
+            refused.append(ws.url)
+            ws.close()
+        else:
+            sockets.append(ws)
+            ws.connect_to_server()
+
+    page.route_web_socket(re.compile(r"/api/events/subscribe"), stream)
     open_lab(page, lab, reset=True)
     page.set_viewport_size({"width": 1400, "height": 900})
     show_panel(page)
@@ -370,9 +384,23 @@ def test_turns_answer_search_jump_to_the_replay_and_survive_a_restart(lab: Lab, 
     )
     poll(lambda: "claude heard: while-down" in source.read_text(), what="the record written")
     lab.server.start()
-    view.locator(".jp-AgentsTurns-row", has_text="claude heard: while-down").wait_for(timeout=30000)
+    view.locator(".jp-AgentsTurns-row", has_text="claude heard: while-down").wait_for(timeout=40000)
+    # the page's event stream drops (a network blip; the same server) and cannot open
+    # again for a while: a turn taken meanwhile, whose event never reaches the page,
+    # shows once the stream is back
+    held[0] = True
+    sockets[-1].close()
+    lab.server.type_line(name, "during-blip", "claude heard: during-blip")
+    poll(lambda: "claude heard: during-blip" in source.read_text(), what="its record")
+    # (a call into the page lets playwright route its retries)
+    poll(lambda: page.evaluate("() => true") and refused, what="the stream held closed")
+    held[0] = False
+    view.locator(".jp-AgentsTurns-row", has_text="claude heard: during-blip").wait_for(
+        timeout=40000
+    )
     lab.server.type_line(name, "after-restart", "claude heard: after-restart")
     view.locator(".jp-AgentsTurns-row", has_text="claude heard: after-restart").wait_for()
+    page.unroute_all()
     ids = drawn_ids(page, sid)
     assert len(ids) == len(set(ids)), ids
     said = view.locator(".jp-AgentsTurns-row[data-type='user_message']").all_inner_texts()
@@ -380,6 +408,7 @@ def test_turns_answer_search_jump_to_the_replay_and_survive_a_restart(lab: Lab, 
         "first-words",
         "/perm",
         "while-down",
+        "during-blip",
         "after-restart",
     ], said
 
@@ -391,12 +420,25 @@ def test_turns_answer_search_jump_to_the_replay_and_survive_a_restart(lab: Lab, 
     }
     use = {"type": "tool_use", "id": "edit-1", "name": "Edit", "input": edit}
     with source.open("a") as f:
-        f.write(json.dumps({"type": "assistant", "message": {"content": [use]}}) + "\n")
+        now_iso = datetime.now(timezone.utc).isoformat()  # as Claude's records have it
+        record = {"type": "assistant", "timestamp": now_iso, "message": {"content": [use]}}
+        f.write(json.dumps(record) + "\n")
     change = view.locator(".jp-AgentsTurns-row[data-type='tool_call']", has_text="a.py").last
-    change.locator("summary").click()
+    change.locator("summary").press("Enter")  # by keyboard (a notification may cover it)
     diff = change.locator(".jp-AgentsTurns-diff")
     assert diff.locator(".jp-mod-removed").all_inner_texts() == ["- x = 1\n", "- y = 2\n"]
     assert diff.locator(".jp-mod-added").all_inner_texts() == ["+ x = 3\n"]
+    # not ended yet: pinned as the current step, with the seconds since it started
+    now = view.locator(".jp-AgentsTurns-now")
+    assert now.get_attribute("data-call-id") == "edit-1"
+    assert re.fullmatch(r"Now: Edit: .*a\.py · \d+ s", now.inner_text()), now.inner_text()
+    shot(page, "turns-edit-1400x900")
+    done = {"type": "tool_result", "tool_use_id": "edit-1", "content": "edited"}
+    with source.open("a") as f:
+        f.write(json.dumps({"type": "user", "message": {"content": [done]}}) + "\n")
+    now.wait_for(state="hidden")
+    assert change.get_attribute("data-status") is None  # (the row; its fold has it)
+    assert change.locator("details").get_attribute("data-status") == "completed"
 
     # on a phone: a request in the view, and the search
     phone = page.context.new_page()

@@ -122,6 +122,10 @@ export class SessionsModel implements IAgentSessions {
     return this._turnsGrew;
   }
 
+  get streamOpened(): ISignal<this, void> {
+    return this._streamOpened;
+  }
+
   get sessions(): ISession[] | undefined {
     return this._sessions;
   }
@@ -247,6 +251,7 @@ export class SessionsModel implements IAgentSessions {
       this._seenOpen = true;
       this._setPolling(false);
       void this._fetch(true).catch(() => undefined);
+      this._streamOpened.emit();
       return;
     }
     const waiting =
@@ -429,6 +434,7 @@ export class SessionsModel implements IAgentSessions {
   private _changed = new Signal<this, void>(this);
   private _serverStarted = new Signal<this, string>(this);
   private _turnsGrew = new Signal<this, string>(this);
+  private _streamOpened = new Signal<this, void>(this);
 }
 
 export namespace SessionsModel {

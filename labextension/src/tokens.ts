@@ -36,6 +36,12 @@ export interface IAgentSessions {
   /** Emitted with a session's id when its agent's conversation files grew (its turns). */
   readonly turnsGrew: ISignal<IAgentSessions, string>;
 
+  /**
+   * Emitted when the event stream opens (again): what the server sent while it was
+   * closed (a `turns` event, say) was missed, so what follows such events reads again.
+   */
+  readonly streamOpened: ISignal<IAgentSessions, void>;
+
   /** The sessions; undefined before the first answer. */
   readonly sessions: ISession[] | undefined;
 

@@ -9,8 +9,8 @@
  * search marks the turns that hold a text and steps through them. It reads from the
  * last event it has each time the server says the session's conversation grew (a
  * `turns` event), so nothing is read twice; a file the CLI rewrote is drawn again
- * from its start, and what was written while no server ran is read when a server
- * starts. It keeps at most `MAX_ROWS` rows: the oldest go first (the
+ * from its start, and what was written while the event stream was closed (no server
+ * ran, or the page was reconnecting) is read when it opens again. It keeps at most `MAX_ROWS` rows: the oldest go first (the
  * conversation tab has them all), so a long conversation costs the page a bounded DOM.
  */
 import { JupyterFrontEnd } from '@jupyterlab/application';
@@ -78,11 +78,20 @@ export class TurnsView extends Widget {
     this._asks.setAttribute('aria-live', 'polite');
     this._status = el('p', 'jp-AgentsTurns-status');
     this._status.setAttribute('aria-live', 'polite');
-    this.node.append(this._dropped, this._list, this._asks, this._status);
+    this._now = el('div', 'jp-AgentsTurns-now');
+    this._now.hidden = true;
+    this.node.append(
+      this._dropped,
+      this._list,
+      this._asks,
+      this._status,
+      this._now
+    );
     _options.model.turnsGrew.connect(this._onGrew, this);
     _options.model.changed.connect(this._showAsks, this);
-    // a new server: what the CLI wrote while none ran came with no `turns` event
-    _options.model.serverStarted.connect(this._onServer, this);
+    // what the CLI wrote while the stream was closed (no server ran, or it was
+    // reconnecting) came with no `turns` event seen here
+    _options.model.streamOpened.connect(this._onReopened, this);
     this._showAsks();
   }
 
@@ -151,11 +160,12 @@ export class TurnsView extends Widget {
   dispose(): void {
     this._options.model.turnsGrew.disconnect(this._onGrew, this);
     this._options.model.changed.disconnect(this._showAsks, this);
-    this._options.model.serverStarted.disconnect(this._onServer, this);
+    this._options.model.streamOpened.disconnect(this._onReopened, this);
+    window.clearInterval(this._ticking);
     super.dispose();
   }
 
-  private _onServer(): void {
+  private _onReopened(): void {
     if (!this.isDisposed) {
       void this.load();
     }
@@ -225,6 +235,7 @@ export class TurnsView extends Widget {
         return;
       }
       if (page.reset) {
+        this._step = null;
         this._list.replaceChildren();
         this._calls.clear();
         this._plan = null;
@@ -240,6 +251,7 @@ export class TurnsView extends Widget {
         this._draw(event);
       }
       this._trim();
+      this._showStep();
       this._next = page.next;
       this._status.classList.remove('jp-mod-error');
       this._status.textContent = this._list.childElementCount
@@ -251,6 +263,32 @@ export class TurnsView extends Widget {
       if (!page.more) {
         return;
       }
+    }
+  }
+
+  /**
+   * Pin the current step (the latest tool call not ended, while the session runs)
+   * with the time since it started, counted each second while it is shown.
+   */
+  private _showStep(): void {
+    const { model, trans } = this._options;
+    const step = this._step;
+    const running =
+      model.sessions?.find(s => s.id === this.session.id)?.status === 'running';
+    const since = step ? Date.parse(step.dataset.at ?? '') : NaN;
+    if (!step || !running || !step.isConnected || !Number.isFinite(since)) {
+      this._now.hidden = true;
+      window.clearInterval(this._ticking);
+      this._ticking = undefined;
+      return;
+    }
+    const title = step.querySelector('.jp-AgentsTurns-title')?.textContent;
+    const seconds = Math.max(0, Math.round((Date.now() - since) / 1000));
+    this._now.hidden = false;
+    this._now.dataset.callId = step.dataset.callId ?? '';
+    this._now.textContent = trans.__('Now: %1 · %2 s', title ?? '', seconds);
+    if (this._ticking === undefined) {
+      this._ticking = window.setInterval(() => this._showStep(), 1000);
     }
   }
 
@@ -426,6 +464,9 @@ export class TurnsView extends Widget {
     if (event.tool_call_id) {
       fold.dataset.callId = event.tool_call_id;
     }
+    if (event.at) {
+      fold.dataset.at = event.at;
+    }
     const status = el('span', 'jp-AgentsTurns-callStatus');
     fold.querySelector('summary')?.prepend(status);
     const change = edit(event.input);
@@ -499,6 +540,11 @@ export class TurnsView extends Widget {
   private _setStatus(fold: HTMLElement, status: ITurnEvent['status']): void {
     const value = status ?? 'pending';
     fold.dataset.status = value;
+    if (value === 'pending' || value === 'in_progress') {
+      this._step = fold; // the latest call not ended: the current step
+    } else if (this._step === fold) {
+      this._step = null;
+    }
     const mark = fold.querySelector('.jp-AgentsTurns-callStatus');
     if (mark) {
       mark.textContent = STATUS[value];
@@ -565,6 +611,10 @@ export class TurnsView extends Widget {
   private _dropped: HTMLParagraphElement;
   private _dropCount = 0;
   private _status: HTMLParagraphElement;
+  /** The current step, pinned at the bottom. */
+  private _now: HTMLDivElement;
+  private _step: HTMLElement | null = null;
+  private _ticking: number | undefined = undefined;
   private _query = '';
   private _current = -1;
   /** The replay's 0 s (ms since the epoch), NaN when unknown. */
