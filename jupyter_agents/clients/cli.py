@@ -18,7 +18,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
@@ -47,6 +47,7 @@ from jupyter_agents.sessions import prune, send, turns
 from jupyter_agents.sessions.query import MAX_LIMIT, Query, parse_since
 from jupyter_agents.sessions.search import Hit, search_sessions
 from jupyter_agents.sessions.service import SessionService
+from jupyter_agents.sessions.turnreader import TurnReader
 from jupyter_agents.spend.limits import LIMIT_KEYS, describe
 from jupyter_agents.spend.prices import PRICES_AS_OF, Summary, format_cost, format_tokens
 from jupyter_agents.terminal.render import FORMATS, export, export_name
@@ -336,29 +337,27 @@ def cmd_log(service: SessionService, args: argparse.Namespace) -> int:
     return 0
 
 
-#: how often ``turns --follow`` looks for new records (s)
-FOLLOW_INTERVAL = 0.5
-
-
 def cmd_turns(service: SessionService, args: argparse.Namespace) -> int:
     """An agent session's turns, one line each (``--json``: the events); with
-    ``--follow``, what it does next too, until it stops running."""
+    ``--follow``, what it does next too, as it is written, until it stops running."""
     session = service.lookup(args.id)
     width = shutil.get_terminal_size((80, 24)).columns
-    position = turns.parse_position(args.after) if args.after else turns.START
-    while True:
-        running = service.get(session.id).status == "running"  # before the read: none missed
-        page = turns.session_turns(service, session.id, position, turns.MAX_EVENTS)
+    after = turns.parse_position(args.after) if args.after else turns.START
+    TurnReader(service, session.id, turn_printer(width, args.json), after, args.follow).run()
+    return 0
+
+
+def turn_printer(width: int, as_json: bool = False) -> Callable[[turns.TurnPage], None]:
+    """What prints a page of turns as ``jupyter agents turns`` does: a line each
+    (:func:`~jupyter_agents.clients.display.turn_line`), or the events as JSON lines."""
+
+    def show(page: turns.TurnPage) -> None:
         for event in page.events:
-            line = json.dumps(event) if args.json else turn_line(event, width)
+            line = json.dumps(event) if as_json else turn_line(event, width)
             if line is not None:
                 print(line, flush=True)
-        position = page.next
-        if page.more:
-            continue
-        if not args.follow or not running:
-            return 0
-        time.sleep(FOLLOW_INTERVAL)
+
+    return show
 
 
 def cmd_grep(service: SessionService, args: argparse.Namespace) -> int:
@@ -892,7 +891,12 @@ def build_parser() -> argparse.ArgumentParser:
         "they returned, plans",
     )
     p.add_argument("id")
-    p.add_argument("-f", "--follow", action="store_true", help="keep printing while it runs")
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep printing what it writes (woken by its writes) until it stops running",
+    )
     p.add_argument("--json", action="store_true", help="the events as JSON lines")
     p.add_argument("--after", metavar="ID", help="only what follows this event id")
     p = add(
@@ -922,11 +926,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = add(
         "conversation",
-        "print an agent session's conversations: Markdown (turns, tool calls, times) or "
-        "the raw records (from the CLI's files, or the archive when the CLI lost them)",
+        "print an agent session's conversations: Markdown (turns, tool calls, times), "
+        "the raw records (from the CLI's files, or the archive when the CLI lost them) or "
+        "a read-only notebook (--format ipynb -o FILE.ipynb)",
     )
     p.add_argument("id")
-    p.add_argument("--format", choices=list(conversation_export.FORMATS), default="md")
+    p.add_argument(
+        "--format",
+        choices=list(conversation_export.FORMATS),
+        default="md",
+        help="md (default), jsonl (the records as written) or ipynb (a notebook)",
+    )
     p.add_argument("-o", "--output", default=None, help="file (default: stdout)")
     p = add(
         "prune",

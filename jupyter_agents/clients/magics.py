@@ -7,13 +7,18 @@ the kernel restarts, and JupyterLab lists them as terminals.
 from __future__ import annotations
 
 import argparse
+import codecs
 import html
 import json
 import os
 import shlex
+import shutil
 import sys
+import threading
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
@@ -29,15 +34,18 @@ from jupyter_agents.clients.cli import (
     cost_text,
     describe_session,
     hit_line,
+    turn_printer,
 )
 from jupyter_agents.clients.display import SessionTable, shown_width, worth_listing
 from jupyter_agents.config import open_sessions
 from jupyter_agents.core.errors import AgentsError, Conflict
 from jupyter_agents.core.records import Session
+from jupyter_agents.sessions.export import open_export, write_notebook
 from jupyter_agents.sessions.query import MAX_LIMIT, Query
 from jupyter_agents.sessions.restore import RestoreResult
 from jupyter_agents.sessions.search import search_sessions
 from jupyter_agents.sessions.service import SessionService
+from jupyter_agents.sessions.turnreader import TurnReader
 from jupyter_agents.terminal.render import plain_text
 
 
@@ -91,6 +99,11 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("log", add_help=False)
     p.add_argument("id")
     p.add_argument("-n", type=int, default=40)
+    p = sub.add_parser("conversation", add_help=False)
+    p.add_argument("id")
+    p.add_argument("--notebook", action="store_true")
+    p.add_argument("-o", "--output")
+    sub.add_parser("watch", add_help=False).add_argument("id")
     sub.add_parser("dashboard", add_help=False)
     p = sub.add_parser("requests", add_help=False)
     p.add_argument("id", nargs="?")
@@ -168,6 +181,77 @@ def terminal_link(session: Session) -> TerminalLink:
     return TerminalLink(session, os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/"))
 
 
+#: the most Markdown ``%agent conversation`` prints (characters); the rest is left out
+MAX_SHOWN = 1 << 20
+
+
+class ConversationNotebook:
+    """``%agent conversation --notebook``'s answer: where the notebook was written. In a
+    notebook, a link that opens it when Jupyter can reach it from the notebook's folder
+    (``folder``: the kernel's; the file is under it, in no hidden folder), else its
+    path with how to get such a link; in text, the path."""
+
+    def __init__(self, session: Session, path: Path, folder: Path) -> None:
+        self.session = session
+        self.path = path
+        self.folder = folder
+
+    def relative(self) -> str | None:
+        """The path from the notebook's folder, if Jupyter can open it from there."""
+        try:
+            rel = Path(os.path.relpath(self.path, self.folder))
+        except ValueError:  # (another drive)
+            return None
+        if rel.parts[0] == ".." or any(part.startswith(".") for part in rel.parts):
+            return None
+        return rel.as_posix()
+
+    def __repr__(self) -> str:
+        s = self.session
+        return f"wrote {self.path}: the conversation of session {s.id} as a read-only notebook"
+
+    def _repr_html_(self) -> str:
+        s = self.session
+        what = html.escape(f"the conversation of session {s.name} ({s.kind}, {s.id})")
+        rel = self.relative()
+        if rel is not None:
+            href = html.escape(quote(rel))
+            return (
+                f'<a href="{href}" target="_blank" class="jupyter-agents-notebook">'
+                f"{html.escape(rel)}</a>: {what}, a read-only notebook"
+            )
+        return (
+            f"<code>{html.escape(str(self.path))}</code>: {what}, a read-only notebook (not "
+            f"in this notebook's folder; <code>%agent conversation {html.escape(s.id)} "
+            "--notebook -o NAME.ipynb</code> writes it here, with a link)"
+        )
+
+
+def watch_in_terminal(reader: TurnReader) -> Session:
+    """Run ``reader`` (printing, as ``jupyter agents turns -f``) in a thread and wait for
+    it, so Ctrl-C stops it (it then ends its read and returns): a terminal IPython, which
+    has no widgets. The session as last read."""
+    done: list[Session] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(reader.run())
+        except BaseException as e:  # handed to the caller's thread
+            failed.append(e)
+
+    thread = threading.Thread(target=run, name="agents-watch", daemon=True)
+    thread.start()
+    try:
+        thread.join()
+    except KeyboardInterrupt:
+        reader.stop()
+        thread.join()
+    if failed:
+        raise failed[0]
+    return done[0] if done else reader.session
+
+
 @magics_class
 class AgentMagics(Magics):
     """The ``%agent`` line magic."""
@@ -215,6 +299,15 @@ class AgentMagics(Magics):
             give a session a title (none: the title its program set shows again)
         %agent log ID [-n LINES]
             the last LINES lines of a session's transcript (default 40)
+        %agent conversation ID [--notebook [-o PATH]]
+            an agent session's conversation as Markdown (as the CLI's conversation);
+            --notebook: written as a read-only notebook, in the state dir's notebooks/
+            folder (or PATH), with a link or its path to open it
+        %agent watch ID
+            an agent session's turns, one line each, as it takes them: in a notebook a
+            widget that grows while the kernel stays free (stop button), in a terminal
+            printed as jupyter agents turns ID -f does (Ctrl-C stops); both end with
+            the session
         %agent requests [ID] [--json]
             agents' pending permission requests: what each asks to run
         %agent allow REQUEST [--always N] | %agent deny REQUEST [-m MESSAGE]
@@ -277,6 +370,55 @@ class AgentMagics(Magics):
         hits = search_sessions(service, query).hits
         print("\n".join(hit_line(hit) for hit in hits) if hits else "no match")
 
+    def _conversation(self, service: SessionService, args: argparse.Namespace) -> Any:
+        """``%agent conversation``: the Markdown printed (at most :data:`MAX_SHOWN`
+        characters), or with ``--notebook`` the notebook written and where."""
+        session = service.lookup(args.id)
+        if args.notebook:
+            path = Path(args.output).expanduser().absolute() if args.output else None
+            written = write_notebook(service, session.id, path)
+            return ConversationNotebook(session, written, Path.cwd())
+        if args.output:
+            raise UsageError(
+                "%agent conversation: -o is for --notebook (the Markdown to a file: "
+                f"jupyter agents conversation {session.id} -o FILE)"
+            )
+        _, chunks = open_export(service, session.id, "md")
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        parts: list[str] = []
+        shown = 0
+        for chunk in chunks:
+            parts.append(decoder.decode(chunk))
+            shown += len(parts[-1])
+            if shown > MAX_SHOWN:
+                break
+        text = "".join(parts)
+        cut = len(text) > MAX_SHOWN
+        print(text[:MAX_SHOWN].rstrip("\n"))
+        if cut:
+            print(
+                f"[cut at {MAX_SHOWN} characters: all of it with --notebook, or "
+                f"jupyter agents conversation {session.id}]"
+            )
+        return None
+
+    def _watch(self, service: SessionService, args: argparse.Namespace) -> Any:
+        """``%agent watch``: the widget in a kernel; printed lines in a terminal."""
+        session = service.lookup(args.id)
+        if getattr(self.shell, "kernel", None) is None:  # a terminal IPython: no widgets
+            width = shutil.get_terminal_size((80, 24)).columns
+            watch_in_terminal(TurnReader(service, session.id, turn_printer(width)))
+            return None
+        try:
+            from jupyter_agents.clients.widgets import TurnsWatch
+        except ImportError:
+            raise UsageError(
+                "%agent watch: in a notebook it needs ipywidgets (pip install "
+                "'jupyter-agents[notebook]'); from a terminal: "
+                f"jupyter agents turns {session.id} -f"
+            ) from None
+        return TurnsWatch(service, session.id)
+
     def _run(self, service: SessionService, args: argparse.Namespace, extra: list[str]) -> Any:
         cli = {
             "requests": cmd_requests,
@@ -331,6 +473,10 @@ class AgentMagics(Magics):
             data = service.transcript(service.lookup(args.id).id).tail(1 << 20)
             print("\n".join(plain_text(data).splitlines()[-args.n :]))
             return None
+        if args.command == "conversation":
+            return self._conversation(service, args)
+        if args.command == "watch":
+            return self._watch(service, args)
         from jupyter_agents.clients.widgets import Dashboard  # ipywidgets: only for the dashboard
 
         return Dashboard(service=service)

@@ -1,6 +1,7 @@
-"""``Dashboard``: an ipywidgets view of the sessions of a state dir, live.
+"""The ipywidgets views: ``Dashboard``, the sessions of a state dir, live; and
+``TurnsWatch`` (``%agent watch``), an agent session's turns as it writes them.
 
-One row per session (status, kind, name, conversation) with the actions its status
+Dashboard: one row per session (status, kind, name, conversation) with the actions its status
 allows (kill, restore, adopt), and the tail of a selected session's transcript. It
 redraws on every event of its session service (changes made from this kernel), and a
 background thread reconciles every ``interval`` seconds, so a change made elsewhere
@@ -17,12 +18,14 @@ from typing import Any
 import ipywidgets as widgets
 from traitlets import Float, List
 
-from jupyter_agents.clients.display import current_attention, html_table
+from jupyter_agents.clients.display import current_attention, html_table, turn_line
 from jupyter_agents.config import open_sessions
 from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.core.events import SessionEvent
 from jupyter_agents.core.records import Session
 from jupyter_agents.sessions.service import SessionService
+from jupyter_agents.sessions.turnreader import TurnReader
+from jupyter_agents.sessions.turns import TurnPage
 from jupyter_agents.terminal.render import html_lines
 
 
@@ -153,4 +156,88 @@ class Dashboard(widgets.VBox):  # type: ignore[misc]
         """Stop refreshing and close the widgets."""
         self._stop.set()
         self._unsubscribe()
+        super().close()
+
+
+class TurnsWatch(widgets.VBox):  # type: ignore[misc]
+    """``%agent watch``: an agent session's turns, one line each as ``jupyter agents
+    turns`` prints them (:func:`~jupyter_agents.clients.display.turn_line`), in an
+    Output widget that grows as the agent writes. A
+    :class:`~jupyter_agents.sessions.turnreader.TurnReader` reads them in a thread of its
+    own, woken by the writes (the kernel stays free meanwhile). It stops when the session
+    stops running (the line above says how it ended), at its stop button, or when the
+    widget is closed (:meth:`close`, or by the front end). It shows the last
+    ``max_lines`` lines; the earlier ones are counted.
+
+    :class:`~jupyter_agents.core.errors.AgentsError` at once for an unknown session or one
+    whose kind keeps no conversation files (a shell)."""
+
+    lines: List[str] = List(help="The lines shown, oldest first.")
+
+    def __init__(
+        self, service: SessionService, session_id: str, width: int = 120, max_lines: int = 1000
+    ) -> None:
+        self._reader = TurnReader(service, session_id, self._show)
+        session = self._reader.session
+        self._width = width
+        self._max_lines = max_lines
+        self._dropped = 0
+        self._lock = threading.Lock()
+        self._what = f"{session.name} ({session.kind}, {session.id})"
+        self.header = widgets.HTML(f"watching <code>{html.escape(self._what)}</code>")
+        self.stop_button = widgets.Button(description="stop", layout=widgets.Layout(width="auto"))
+        self.stop_button.on_click(lambda _button: self._reader.stop())
+        self.output = widgets.Output(
+            layout=widgets.Layout(max_height="30em", overflow="auto", border="1px solid #ddd")
+        )
+        super().__init__([widgets.HBox([self.header, self.stop_button]), self.output])
+        if self.comm is not None:  # the front end closed it: stop too
+            self.comm.on_close(lambda _msg: self._reader.stop())
+        self._thread = threading.Thread(
+            target=self._run, name=f"agents-watch-{session.id}", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def watching(self) -> bool:
+        """Whether it still reads the session's turns as they come."""
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            session = self._reader.run()
+        except AgentsError as e:
+            said = f"stopped: {html.escape(str(e))}"
+        else:
+            if session.status != "running":
+                why = session.reason or session.status
+                said = f"ended: {html.escape(why)}"
+            else:
+                said = "stopped"
+        self.header.value = f"<code>{html.escape(self._what)}</code> {said}"
+        self.stop_button.disabled = True
+
+    def _show(self, page: TurnPage) -> None:
+        """Add a page's lines (draw them again from the start for a page that starts
+        over), and show the last ``max_lines``."""
+        with self._lock:
+            lines = [] if page.reset else list(self.lines)
+            if page.reset:
+                self._dropped = 0
+            lines += [line for e in page.events if (line := turn_line(e, self._width))]
+            if len(lines) > self._max_lines:
+                self._dropped += len(lines) - self._max_lines
+                lines = lines[-self._max_lines :]
+            self.lines = lines
+            head = f"({self._dropped} earlier lines not shown)\n" if self._dropped else ""
+            text = head + "".join(f"{line}\n" for line in lines)
+            self.output.outputs = ({"output_type": "stream", "name": "stdout", "text": text},)
+
+    def close(self) -> None:
+        """Stop reading and close the widgets."""
+        self._reader.stop()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+        for child in (self.header, self.stop_button, self.output):
+            child.close()
         super().close()

@@ -8,6 +8,8 @@ Layout of ``state_dir`` (mode 0700, owned by the current user)::
                        segments (see :mod:`jupyter_agents.terminal.segments`)
     conversations/     copies of agents' conversation files, one directory per session
                        (see :mod:`jupyter_agents.agents.archive`)
+    notebooks/         conversations written as notebooks (``%agent conversation --notebook``;
+                       see :mod:`jupyter_agents.sessions.export`)
     state.lock         serialises spawns against reconcile (see reconcile.py)
 
 On a network filesystem (:data:`NETWORK_FILESYSTEMS`: NFS, SMB/CIFS...) the sockets

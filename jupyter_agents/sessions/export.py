@@ -2,7 +2,9 @@
 turns, tool calls and their results summarised, timestamps), a notebook (its turn
 events, :mod:`jupyter_agents.sessions.turns`: a Markdown cell per message, a code cell
 per tool call with its output; read-only) or the raw JSON-lines records, from the CLI's
-own files or their archived copies (:mod:`jupyter_agents.agents.archive`).
+own files or their archived copies (:mod:`jupyter_agents.agents.archive`). A notebook can
+also be written as a read-only file (:func:`write_notebook`), by default in the state
+dir's ``notebooks/`` folder, away from the user's files.
 
 Each record is rendered by the session's kind (:meth:`AgentKind.markdown
 <jupyter_agents.agents.base.AgentKind.markdown>`), which knows its CLI's records; what it
@@ -15,9 +17,15 @@ a time, at most :data:`MAX_RECORD` bytes each; summaries are cut to
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib
 import json
+import os
+import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from jupyter_agents.agents.archive import ConversationFile
@@ -48,7 +56,7 @@ def export_name(session: Session, fmt: str) -> str:
 def open_export(
     service: SessionService, session_id: str, fmt: str
 ) -> tuple[Session, Iterator[bytes]]:
-    """The session and its conversations as ``fmt`` (``md`` or ``jsonl``), streamed.
+    """The session and its conversations as ``fmt`` (:data:`FORMATS`), streamed.
 
     :class:`InvalidRequest` for a session whose kind keeps no conversation files (a
     shell), :class:`NotFound` for an unknown session or one with no conversation file
@@ -152,28 +160,37 @@ def notebook(session: Session, kind: AgentKind, files: list[ConversationFile]) -
     cell per message (the user's quoted, thoughts in italics, compactions noted), a code
     cell per tool call (its command, or its input as JSON, as source; what it returned as
     a stream output, or an error output when it failed), the plans as checklists. Read-only
-    (``editable``: false), the session, kind and conversation ids in metadata."""
+    (``editable``: false), the session, kind and conversation ids in metadata.
+
+    Each cell's id is made from what its event says (:func:`cell_id`), so the same
+    conversation gives the same notebook byte for byte, and the export of a conversation
+    that went on is the earlier export with cells added: nbdime matches cells by id and
+    shows just those."""
     import nbformat
 
     v4: Any = importlib.import_module("nbformat.v4")
 
     cells: list[Any] = []
     calls: dict[str, Any] = {}
+    ids: Counter[str] = Counter()
     title = session.title or session.name
-    cells.append(v4.new_markdown_cell(f"# {session.kind} session {title} ({session.id})"))
+    cells.append(
+        v4.new_markdown_cell(f"# {session.kind} session {title} ({session.id})", id="session")
+    )
     position = turns.START
     while len(cells) < MAX_CELLS:
         page = turns.read_turns(kind, files, position, turns.MAX_EVENTS)
         for ev in page.events:
             cell = _cell(ev, calls)
             if cell is not None:
+                cell.id = cell_id(ev, ids)
                 cell.metadata.update({"editable": False, "deletable": False})
                 cells.append(cell)
         if not page.more or page.next == position:
             break
         position = page.next
     else:
-        cells.append(v4.new_markdown_cell(f"*Cut at {MAX_CELLS} cells.*"))
+        cells.append(v4.new_markdown_cell(f"*Cut at {MAX_CELLS} cells.*", id="cut"))
     nb = v4.new_notebook(cells=cells)
     nb.metadata["jupyter_agents"] = {
         "session": session.id,
@@ -182,6 +199,24 @@ def notebook(session: Session, kind: AgentKind, files: list[ConversationFile]) -
     }
     nbformat.validate(nb)
     return str(nbformat.writes(nb))  # type: ignore[no-untyped-call]
+
+
+def cell_id(ev: dict[str, Any], seen: Counter[str]) -> str:
+    """The notebook cell id of a turn event: a digest of what it says (type, time, text,
+    tool call), with ``-2``, ``-3``... for the same again (``seen`` counts them); not its
+    position, which moves when a CLI rewrites its file.
+
+    >>> seen = Counter()
+    >>> said = {"type": "user_message", "at": None, "text": "hi", "id": "0:0:1:00000000"}
+    >>> first, again = cell_id(said, seen), cell_id({**said, "id": "0:9:1:0a0b0c0d"}, seen)
+    >>> len(first), again == first + "-2"
+    (16, True)
+    """
+    what = {k: v for k, v in ev.items() if k != "id"}
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
+    seen[digest[:16]] += 1
+    n = seen[digest[:16]]
+    return digest[:16] if n == 1 else f"{digest[:16]}-{n}"
 
 
 def _cell(ev: dict[str, Any], calls: dict[str, Any]) -> Any:
@@ -229,3 +264,65 @@ def _cell(ev: dict[str, Any], calls: dict[str, Any]) -> Any:
             cell.outputs.append(v4.new_output("stream", name="stdout", text=ev.get("output", "")))
         return None
     return None
+
+
+#: the folder of the state dir that holds the notebooks written with no path given
+NOTEBOOKS = "notebooks"
+
+
+def notebook_path(state_dir: Path, session: Session) -> Path:
+    """Where :func:`write_notebook` puts a session's notebook when given no path:
+    ``<state_dir>/notebooks/<kind>-<name>-<id>-conversation.ipynb``."""
+    return state_dir / NOTEBOOKS / export_name(session, "ipynb")
+
+
+def write_notebook(service: SessionService, session_id: str, path: Path | None = None) -> Path:
+    """Write the notebook of a session's conversations (:func:`notebook`) to ``path``, by
+    default :func:`notebook_path`; returns where. The file is read-only (mode 0400: its
+    owner reads it, Jupyter opens it read-only) and replaced whole (written aside, then
+    renamed), so writing it again after more turns gives the newer notebook.
+
+    :class:`InvalidRequest` for a ``path`` that does not end in ``.ipynb``, whose folder
+    is missing, or that holds anything but an earlier notebook of this session (a file of
+    the user's is never replaced); what :func:`open_export` raises for the session.
+    """
+    session, chunks = open_export(service, session_id, "ipynb")
+    if path is None:
+        path = notebook_path(service.state_dir, session)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+    if path.suffix != ".ipynb":
+        raise InvalidRequest(f"{path}: a notebook's name ends in .ipynb")
+    if not path.parent.is_dir():
+        raise InvalidRequest(f"{path}: there is no folder {path.parent}")
+    if (path.exists() or path.is_symlink()) and not _notebook_of(path, session.id):
+        raise InvalidRequest(
+            f"{path} exists and is not a notebook of session {session.id}'s conversation; "
+            "it is left as it is: choose another path"
+        )
+    fd, aside = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+        os.chmod(aside, 0o400)
+        os.replace(aside, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(aside)
+        raise InvalidRequest(f"cannot write {path}: {e.strerror or e}") from None
+    return path
+
+
+def _notebook_of(path: Path, session_id: str) -> bool:
+    """Whether ``path`` is a plain file holding a notebook of session ``session_id``'s
+    conversation (one :func:`write_notebook` wrote)."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as f:
+            nb = json.load(f)
+    except (OSError, ValueError):
+        return False
+    meta = nb.get("metadata") if isinstance(nb, dict) else None
+    ours = meta.get("jupyter_agents") if isinstance(meta, dict) else None
+    return isinstance(ours, dict) and ours.get("session") == session_id

@@ -1,5 +1,6 @@
 """Our own clean-up: ended sessions older than an age go, with everything of theirs in
-the state dir (transcript, archived conversations, hook spool and settings, the record).
+the state dir (transcript, archived conversations, the notebook of its conversation, hook
+spool and settings, the record).
 
 Nothing is ever pruned implicitly (only the conversation archive's caps drop copies):
 :func:`plan` chooses from plain records (ended: ``exited``, ``interrupted``,
@@ -18,6 +19,7 @@ from pathlib import Path
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
 from jupyter_agents.core.records import Session
+from jupyter_agents.sessions.export import notebook_path
 from jupyter_agents.sessions.query import parse_since
 from jupyter_agents.sessions.service import ENDED, SessionService
 
@@ -85,8 +87,9 @@ def describe(service: SessionService, sessions: Iterable[Session]) -> list[Pruna
 
 def remove(service: SessionService, sessions: Iterable[Session]) -> list[str]:
     """Delete each of ``sessions`` that is still ended (re-read first: one restored
-    meanwhile stays): its record, transcript, archived conversations, hook spool and
-    restore prelude, and the files its kind keeps of it
+    meanwhile stays): its record, transcript, archived conversations, the notebook of its
+    conversation in the state dir (:func:`~jupyter_agents.sessions.export.notebook_path`),
+    hook spool and restore prelude, and the files its kind keeps of it
     (:meth:`~jupyter_agents.agents.base.AgentKind.session_files`: hook settings, plugin
     records). The ids removed."""
     state = service.state_dir
@@ -110,6 +113,7 @@ def remove(service: SessionService, sessions: Iterable[Session]) -> list[str]:
         for leftover in (
             state / "spool" / f"{session.id}.jsonl",
             state / f"prelude-{session.id}",
+            notebook_path(state, session),
             *own,
         ):
             if leftover.is_dir() and not leftover.is_symlink():

@@ -99,8 +99,10 @@ def subscribe(path: Path, callback: Callable[[set[str]], None]) -> Callable[[], 
     if inotify is None:
         libc = _libc()
         if libc is not None:
-            for stale in [other for other in _INSTANCES if other.is_closed()]:
-                os.close(_INSTANCES.pop(stale).fd)
+            # (a copy: kernels' readers of turns subscribe from threads of their own)
+            for stale in [other for other in list(_INSTANCES) if other.is_closed()]:
+                if (gone := _INSTANCES.pop(stale, None)) is not None:
+                    os.close(gone.fd)
             inotify = _INSTANCES[loop] = _Inotify(libc, loop)
     if inotify is not None:
         return inotify.add(path, callback)
@@ -114,3 +116,12 @@ def subscribe(path: Path, callback: Callable[[set[str]], None]) -> Callable[[], 
 
     handle = loop.call_later(FALLBACK_INTERVAL, tick)
     return lambda: handle.cancel() if handle is not None else None
+
+
+def release(loop: asyncio.AbstractEventLoop) -> None:
+    """Close the inotify descriptor of ``loop``, before closing a loop of one's own that
+    subscribed (a server's loop keeps its descriptor for its life)."""
+    inotify = _INSTANCES.pop(loop, None)
+    if inotify is not None:
+        loop.remove_reader(inotify.fd)
+        os.close(inotify.fd)
