@@ -9,8 +9,12 @@ a write there publishes one ``turns`` event for the session, at most every
 :data:`INTERVAL` seconds (the writes of a burst are one event). Which files a session
 has is asked again on each event that may change them (:data:`RECHECK`: a prompt's
 hook, a new conversation id, a restore) until one exists: a session's first file
-appears with its first prompt. A wake-up is a hint: the view reads from its last
-event's id, so a spurious one costs one empty page.
+appears with its first prompt. A CLI writes that file a moment after its prompt's hook
+ran (the hook's event can be here first), so after an event that says a file is
+coming (:data:`SOON`) and none is there yet, the lookup is repeated every
+:data:`SETTLE_INTERVAL` seconds for at most :data:`SETTLE_TRIES` times, until one is.
+A wake-up is a hint: the view reads from its last event's id, so a spurious one costs
+one empty page.
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ INTERVAL = 0.1
 #: the events after which a session's files are looked for again: it started or
 #: ended, its conversation changed, its hooks spoke (a prompt makes its first file)
 RECHECK = frozenset({"created", "status", "conversation", "attention", "request"})
+#: the events after which a session's first file is due (its hooks spoke, it has an id)
+SOON = frozenset({"conversation", "attention", "request"})
+#: how often, and how many times, a due first file is looked for
+SETTLE_INTERVAL = 0.1
+SETTLE_TRIES = 50
 
 
 class TurnWatch:
@@ -46,6 +55,8 @@ class TurnWatch:
         self._folders: dict[str, dict[Path, Callable[[], None]]] = {}
         #: sessions with a ``turns`` event due
         self._due: set[str] = set()
+        #: sessions whose first file is being looked for again (:data:`SOON`)
+        self._settling: set[str] = set()
         self._tasks: set[asyncio.Future[None]] = set()
         self._unsubscribe: Callable[[], None] | None = None
         self._stopped = False
@@ -56,7 +67,8 @@ class TurnWatch:
 
         def on_event(event: SessionEvent) -> None:  # any thread
             if event.action in RECHECK:
-                loop.call_soon_threadsafe(self._check, event.session)
+                soon = event.action in SOON
+                loop.call_soon_threadsafe(self._check, event.session, soon)
 
         self._unsubscribe = self._service.events.subscribe(on_event)
         for session in await asyncio.to_thread(self._service.terminals):
@@ -73,9 +85,10 @@ class TurnWatch:
         for task in list(self._tasks):
             task.cancel()
 
-    def _check(self, session: Session) -> None:
+    def _check(self, session: Session, soon: bool = False) -> None:
         """Watch the folders of ``session``'s files now (off the loop: it stats them);
-        stop watching a session that ended."""
+        stop watching a session that ended. ``soon``: a first file is due, looked for
+        again until it is there when none is yet."""
         if self._stopped:
             return
         kind = self._service.kinds.get(session.kind)
@@ -83,15 +96,34 @@ class TurnWatch:
             for cancel in self._folders.pop(session.id, {}).values():
                 cancel()
             return
-        self._spawn(self._watch(session))
+        self._spawn(self._watch(session, soon))
 
-    async def _watch(self, session: Session) -> None:
+    async def _watch(self, session: Session, soon: bool = False) -> None:
         kind = self._service.kinds[session.kind]
+        if soon and (session.id in self._settling or self._folders.get(session.id)):
+            soon = False  # looked for already, or watched: one lookup
+        if soon:
+            self._settling.add(session.id)
         try:
-            paths = await asyncio.to_thread(kind.conversation_files, session)
-        except (AgentsError, OSError) as e:
-            self._log.debug("jupyter_agents: no conversation files of %s: %s", session.id, e)
-            return
+            for _ in range(SETTLE_TRIES if soon else 1):
+                try:
+                    paths = await asyncio.to_thread(kind.conversation_files, session)
+                except (AgentsError, OSError) as e:
+                    self._log.debug("jupyter_agents: no files of %s: %s", session.id, e)
+                    return
+                if paths or self._stopped or not soon:
+                    break
+                await asyncio.sleep(SETTLE_INTERVAL)
+        finally:
+            if soon:
+                self._settling.discard(session.id)
+        if soon and paths:  # it may have ended while its file was looked for
+            try:
+                now = await asyncio.to_thread(self._service.get, session.id)
+            except AgentsError:
+                return
+            if now.status != "running":
+                return
         if self._stopped:
             return
         folders = self._folders.setdefault(session.id, {})
