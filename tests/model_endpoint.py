@@ -907,7 +907,9 @@ def codex_home(home: Path, endpoint: ModelEndpoint, *projects: Path) -> Path:
     to fetch its announcement tip). Approval ``on-request`` in a ``workspace-write``
     sandbox (0.171 refuses ``untrusted``): a command runs unasked in the sandbox, and
     one asking to leave it (:func:`codex_shell` with ``escalate``) shows "Would you like
-    to run the following command?", where ``y`` (or Enter) runs it. Launch with
+    to run the following command?", where ``y`` (or Enter) runs it. Its plan tool
+    ``update_plan`` is on (0.171 offers :data:`CODEX_MODEL` none by default: a call of
+    it is "unsupported call: update_plan"). Launch with
     ``--no-daemon``, else a shared app-server daemon outlives the TUI."""
     codex = home / ".codex"
     codex.mkdir(parents=True, exist_ok=True)
@@ -941,6 +943,9 @@ enabled = false
 
 [feedback]
 enabled = false
+
+[tools.update_plan]
+enabled = true
 
 [tui]
 show_tooltips = false
@@ -1016,7 +1021,8 @@ def qwen_home(home: Path) -> Path:
     """Make ``home`` a HOME whose ``~/.qwen/settings.json`` (returned) has Qwen Code
     0.24.4 use an OpenAI-compatible endpoint (``OPENAI_*`` of :func:`qwen_env`) with no
     login, ask before a tool that writes (``tools.approvalMode: "default"``; its own
-    default, "auto", lets a classifier approve), and make no request of its own beyond
+    default, "auto", lets a classifier approve), offer its plan tool ``todo_write`` (off
+    by default), and make no request of its own beyond
     the turns: no update check (``general.enableAutoUpdate``), usage statistics,
     follow-up suggestions, memory extraction or feedback dialog. It shows no
     folder-trust dialog (folder trust is off unless configured)."""
@@ -1028,7 +1034,7 @@ def qwen_home(home: Path) -> Path:
         "model": {"name": QWEN_MODEL},
         "general": {"enableAutoUpdate": False},
         "privacy": {"usageStatisticsEnabled": False},
-        "tools": {"approvalMode": "default"},
+        "tools": {"approvalMode": "default", "todoWrite": {"enabled": True}},
         "ui": {"enableFollowupSuggestions": False, "enableUserFeedback": False},
         "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
     }

@@ -357,3 +357,55 @@ def test_the_plugin_reports_in_order_and_records_the_conversation(tmp_path: Path
     # the subagent's message counts in its parent's conversation; its words stay out
     assert [r["info"]["id"] for r in lines if r["type"] == "message"] == ["msg_a", "msg_c"]
     assert not (records_dir(tmp_path, "s1") / f"{OTHER}.jsonl").exists()
+
+
+def part(pid: str, mid: str, kind: str, **fields: Any) -> dict[str, Any]:
+    return event(
+        "message.part.updated",
+        part={"id": pid, "messageID": mid, "sessionID": CID, "type": kind, **fields},
+    )
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+def test_the_plugin_records_a_messages_parts_in_the_order_they_began(tmp_path: Path) -> None:
+    """OpenCode 1.18.33 ends a text part when its step's stream ends: a tool call that
+    came after the text (a ``todowrite``) may end first. The record keeps the order the
+    parts began in; a part still unfinished when its message ends is left out."""
+    plugin = tmp_path / "plugin.mjs"
+    shutil.copyfile(PLUGIN, plugin)
+    driver = tmp_path / "driver.mjs"
+    driver.write_text(DRIVER)
+    options = {"hook": [], "records": str(records_dir(tmp_path, "s1"))}
+    todo = {"status": "completed", "input": {"todos": []}, "output": "[]"}
+    started = {"start": 1}
+    events = [
+        event("session.created", sessionID=CID, info={"id": CID, "directory": "/w"}),
+        assistant("msg_a", CID, done=False),
+        part("p1", "msg_a", "step-start"),
+        part("p2", "msg_a", "text", text="Planning", time=started),
+        part("p3", "msg_a", "tool", tool="todowrite", state={"status": "running"}),
+        part("p3", "msg_a", "tool", tool="todowrite", state=todo),  # ended first
+        part("p2", "msg_a", "text", text="Planning-it", time={"start": 1, "end": 2}),
+        part("p3", "msg_a", "tool", tool="todowrite", state=todo),  # again: recorded once
+        part("p4", "msg_a", "reasoning", text="never ended", time=started),
+        part("p5", "msg_a", "tool", tool="bash", state={"status": "error", "error": "no"}),
+        assistant("msg_a", CID, done=True),
+    ]
+    subprocess.run(
+        ["node", str(driver), plugin.as_uri(), json.dumps(options)],
+        input=json.dumps(events),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    record = records_dir(tmp_path, "s1") / f"{CID}.jsonl"
+    lines = [json.loads(x) for x in record.read_text().splitlines()]
+    assert [(r["type"], r.get("part", {}).get("id")) for r in lines] == [
+        ("session", None),
+        ("part", "p2"),
+        ("part", "p3"),
+        ("part", "p5"),  # the reasoning before it never ended: left out at the message's end
+        ("message", None),
+    ]
+    assert lines[1]["part"]["text"] == "Planning-it"

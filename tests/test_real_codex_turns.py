@@ -1,7 +1,7 @@
 """The real Codex CLI completing turns against a scripted model endpoint on 127.0.0.1
 (tests/model_endpoint.py, OpenAI Responses; docs/development.md), through a running
 server: its permission requests (issue 36); its usage, and its thread resumed after a
-reboot (issue 38).
+reboot (issue 38); its turn events in order (issue 56).
 
 Codex shows no dialog while a hook runs, so a request waits for an answer from
 elsewhere only while nobody is at its tab. Here the prompts are typed with
@@ -25,6 +25,7 @@ from model_endpoint import (
     ModelEndpoint,
     OpenAIResponses,
     Reply,
+    ToolCall,
     Usage,
     codex_env,
     codex_home,
@@ -168,6 +169,71 @@ def test_with_a_person_at_the_tab_codex_shows_its_own_dialog(rig: Rig) -> None:
         if '"PermissionEnded"' in line
     ]
     assert ended and '"decision": "dialog"' in ended[-1], ended
+    client.close()
+
+
+def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
+    """Issue 56 (the server's part of acceptance 1): a prompt, a plan (``update_plan``),
+    a shell call (``exec_command``) that asks permission, allowed over REST, its output,
+    the answer: the session's turn events in that order, with the command and the
+    output exact. Codex records neither the question nor the answer, only the call and
+    what it printed (after the header of its ``exec_command`` output)."""
+    marker = rig.project / "turn-marker.txt"
+    command = f"printf 'turn-%s\\n' 42 | tee {marker}"
+    steps = {"plan": [{"step": "Print the marker", "status": "in_progress"}]}
+    agent, client, cid = rig.codex()
+    sid = agent["id"]
+    rig.endpoint.add(
+        Reply("Planning-it", tool=ToolCall("update_plan", steps), usage=ASKS),
+        Reply("Printing-it", tool=codex_shell(command, "Print it?"), usage=ASKS),
+        Reply("Printed-it", usage=DONE),
+        conversation=cid,
+    )
+    rig.send(sid, "print the marker")
+    request = rig.pending(sid)
+    assert (request["tool"], request["command"]) == ("Bash", command)
+    assert not marker.exists()
+    status, body = rig.server.request(
+        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
+    )
+    assert status == 200, body
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 3, what="the last reply")
+    poll(lambda: rig.attention(sid) == "waiting", timeout=120, what="the turn's end")
+
+    def events() -> list[dict[str, Any]] | None:
+        status, page = rig.server.request("GET", f"/api/agents/sessions/{sid}/turns")
+        assert status == 200, page
+        shown = [e for e in page["events"] if e["type"] != "other"]
+        return shown if shown and shown[-1]["type"] == "turn_end" else None
+
+    shown = poll(events, timeout=30, what="the turn's end in its events")
+    assert [(e["type"], e.get("tool")) for e in shown] == [
+        ("user_message", None),
+        ("agent_message", None),
+        ("tool_call", "update_plan"),
+        ("plan", None),
+        ("tool_call_update", None),
+        ("agent_message", None),
+        ("tool_call", "exec_command"),
+        ("tool_call_update", None),
+        ("agent_message", None),
+        ("turn_end", None),
+    ], shown
+    said = [e["text"] for e in shown if e["type"].endswith("_message")]
+    assert said == ["print the marker", "Planning-it", "Printing-it", "Printed-it"]
+    planning, made, planned = shown[2:5]
+    assert made["entries"] == [{"content": "Print the marker", "status": "in_progress"}]
+    assert "partial" not in made  # the whole plan each time
+    assert (planned["tool_call_id"], planned["output"]) == (
+        planning["tool_call_id"],
+        "Plan updated",
+    )
+    call, output = shown[6:8]
+    assert (call["tool_kind"], call["input"]["cmd"]) == ("execute", command)
+    assert call["title"] == f"exec_command: {command}"
+    assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
+    assert output["output"] == "turn-42\n", output
+    assert marker.read_text() == "turn-42\n"
     client.close()
 
 

@@ -9,7 +9,9 @@
 - its usage totals are the tokens the endpoint sent (one ``session.usage_record`` per
   model call);
 - after a power loss, restore resumes the same conversation (``--resume=<id>``): the
-  next request to the endpoint carries the earlier messages.
+  next request to the endpoint carries the earlier messages;
+- its turn events: a prompt, a shell call allowed over REST, its output and the answer,
+  in order (issue 56).
 
 Skipped, with the reason, where the CLI is not installed.
 """
@@ -219,3 +221,58 @@ def test_a_permission_request_answered_over_rest_while_nobody_is_at_the_tab(rig:
     rig.attention_becomes(sid, "waiting", "the turn's end")
     assert allowed.exists()
     rig.usage_becomes(sid, rig.endpoint.sent_usage())
+
+
+def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
+    """Issue 56 (the server's part of acceptance 1): a prompt, a bash call that asks
+    permission, allowed over REST, its output, the answer: the session's turn events in
+    that order, with the command and the output exact (without the line Copilot adds
+    for the model, ``<shellId: 0 completed with exit code 0>``). Copilot 1.0.102 has no
+    plan tool whose records hold the plan (its todos are rows of its session database,
+    written with its ``sql`` tool), so the turn has no plan; and its
+    ``assistant.turn_end`` ends each model call, not the turn, so no ``turn_end``."""
+    marker = rig.project / "turn-marker.txt"
+    command = f"printf 'turn-%s\\n' 42 | tee {marker}"
+    status, agent = rig.server.request(
+        "POST", "/api/agents/sessions", {"kind": "copilot", "cwd": str(rig.project)}
+    )
+    assert status == 201, agent
+    sid = agent["id"]
+    client = _client(rig, agent["name"])
+    rig.endpoint.add(
+        Reply("Printing-it", tool=copilot_shell(command, "Print the marker"), usage=ASKS),
+        Reply("Printed-it", usage=DONE),
+    )
+    rig.send(sid, "print the marker")
+    request = rig.pending(sid)
+    assert (request["tool"], request["command"]) == ("bash", command)
+    assert not marker.exists()
+    status, body = rig.server.request(
+        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
+    )
+    assert status == 200, body
+    rig.attention_becomes(sid, "waiting", "the turn's end")
+
+    def events() -> list[dict[str, Any]] | None:
+        status, page = rig.server.request("GET", f"/api/agents/sessions/{sid}/turns")
+        assert status == 200, page
+        shown = [e for e in page["events"] if e["type"] != "other"]
+        return shown if shown and shown[-1].get("text") == "Printed-it" else None
+
+    shown = poll(events, timeout=30, what="the answer's event")
+    assert [(e["type"], e.get("tool")) for e in shown] == [
+        ("user_message", None),
+        ("agent_message", None),
+        ("tool_call", "bash"),
+        ("tool_call_update", None),
+        ("agent_message", None),
+    ], shown
+    said = [e["text"] for e in shown if e["type"].endswith("_message")]
+    assert said == ["print the marker", "Printing-it", "Printed-it"]
+    call, output = shown[2:4]
+    assert (call["tool_kind"], call["input"]["command"]) == ("execute", command)
+    assert call["title"] == f"bash: {command}"
+    assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
+    assert output["output"] == "turn-42", output
+    assert marker.read_text() == "turn-42\n"
+    client.close()

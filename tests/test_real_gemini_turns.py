@@ -12,6 +12,8 @@ server.
   side requests are not in the conversation file, and not counted).
 - After a reboot, restore resumes the same conversation (``--resume``): the next request
   carries the earlier messages.
+- Its turn events: a prompt, a plan, a shell call allowed in its dialog, its output and
+  the answer, in order (issue 56).
 
 Gemini reads our hooks only from a file root owns, in folders only root may write
 (``jupyter_agents.agents.gemini``): the state dir is made in the HOME of the user
@@ -35,6 +37,7 @@ from model_endpoint import (
     GeminiGenerateContent,
     ModelEndpoint,
     Reply,
+    ToolCall,
     Usage,
     gemini_env,
     gemini_home,
@@ -47,7 +50,7 @@ from xterm_probe import shows
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.base import is_uuid
 from jupyter_agents.agents.gemini import accepted_as_system_file
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient, poll
 
 GEMINI_VERSION = "0.61.0"
 GEMINI = Path(os.environ.get("JUPYTER_AGENTS_REAL_GEMINI", "/opt/jupyter-agents-cli/bin/gemini"))
@@ -239,4 +242,74 @@ def test_restore_after_a_reboot_resumes_the_conversation(rig: Rig) -> None:
     if _NO_HOOKS is None:
         rig.attention_becomes(sid, "waiting", "the resumed session's turn")
     rig.usage_becomes(sid, ASKS + DONE + AGAIN)  # one conversation file, across the restore
+    client.close()
+
+
+def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
+    """Issue 56 (the server's part of acceptance 1): a prompt, a plan (``write_todos``), a
+    shell call that asks permission, allowed, its output, the answer: the session's turn
+    events in that order, with the command and the output exact (the output as the
+    command printed it: the model is sent it framed by ``Output:`` and its process
+    group). Gemini's hooks cannot answer a request, so both of its dialogs (it asks
+    before ``write_todos`` too) are answered in the terminal; and it offers
+    ``write_todos`` with a Gemini 2 model only (``-m``)."""
+    marker = rig.project / "turn-marker.txt"
+    command = f"printf 'turn-%s\\n' 42 | tee {marker}"
+    todos = {"todos": [{"description": "Print the marker", "status": "in_progress"}]}
+    before = len(rig.endpoint.turns())
+    rig.endpoint.add(
+        Reply("Planning-it", tool=ToolCall("write_todos", todos), usage=ASKS),
+        Reply("Printing-it", tool=gemini_shell(command, "Print the marker"), usage=ASKS),
+        Reply("Printed-it", usage=DONE),
+    )
+    status, agent = rig.server.request(
+        "POST",
+        "/api/agents/sessions",
+        {"kind": "gemini", "cwd": str(rig.project), "args": ["-m", "gemini-2.5-flash"]},
+    )
+    assert status == 201, agent
+    sid = agent["id"]
+    client = rig.server.ws(agent["name"])
+    client.wait_for(shows(PROMPT), timeout=120)
+    client.drain(1)
+    type_into(client, "print the marker")
+    client.wait_for(shows("Set 1 todo(s)", "Allow once"), timeout=120)  # its plan asks too
+    client.drain(1)
+    client.stdin("\r")  # "1. Allow once"
+    client.wait_for(shows("Allow execution"), timeout=120)
+    assert not marker.exists()
+    client.drain(1)
+    client.stdin("\r")  # "1. Allow once"
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == before + 3, what="the answer")
+
+    def events() -> list[dict[str, Any]] | None:
+        status, page = rig.server.request("GET", f"/api/agents/sessions/{sid}/turns")
+        assert status == 200, page
+        shown = [e for e in page["events"] if e["type"] != "other"]
+        return shown if shown and shown[-1].get("text") == "Printed-it" else None
+
+    shown = poll(events, timeout=30, what="the answer's event")
+    assert [(e["type"], e.get("tool")) for e in shown] == [
+        ("user_message", None),
+        ("agent_message", None),
+        ("tool_call", "write_todos"),
+        ("tool_call_update", None),
+        ("plan", None),
+        ("agent_message", None),
+        ("tool_call", "run_shell_command"),
+        ("tool_call_update", None),
+        ("agent_message", None),
+    ], shown
+    said = [e["text"] for e in shown if e["type"].endswith("_message")]
+    assert said == ["print the marker", "Planning-it", "Printing-it", "Printed-it"]
+    planning, planned, made = shown[2:5]
+    assert (planned["tool_call_id"], planned["status"]) == (planning["tool_call_id"], "completed")
+    assert made["entries"] == [{"content": "Print the marker", "status": "in_progress"}]
+    assert "partial" not in made  # the whole list each time
+    call, output = shown[6:8]
+    assert (call["tool_kind"], call["input"]["command"]) == ("execute", command)
+    assert call["title"] == f"run_shell_command: {command}"
+    assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
+    assert output["output"] == "turn-42", output
+    assert marker.read_text() == "turn-42\n"
     client.close()

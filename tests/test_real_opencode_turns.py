@@ -11,7 +11,9 @@ running server, with our plugin loaded by the session's environment:
 - its usage totals are the tokens the endpoint sent for the turn (OpenCode records its
   title request's usage nowhere, and neither do we);
 - after a power loss, restore resumes the same conversation: the next request to the
-  endpoint carries the earlier messages.
+  endpoint carries the earlier messages;
+- its turn events: a prompt, a plan, a shell call allowed over REST, its output and the
+  answer, in order (issue 56).
 
 One server, one endpoint, one HOME and one CLI start (plus the restore) serve the
 module. Skipped, with the reason, where the CLI is not installed.
@@ -26,6 +28,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from model_endpoint import (
@@ -184,4 +187,74 @@ def test_turn_permission_usage_and_resume_after_a_reboot(rig: Rig) -> None:
         timeout=60,
         what="usage across the restore",
     )
+    client.close()
+
+
+def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
+    """Issue 56 (the server's part of acceptance 1): a prompt, a plan (``todowrite``), a
+    bash call that asks permission, allowed over REST, its output, the answer: the
+    session's turn events in that order (each text before the tool call that followed
+    it, however soon the call ended), with the command and the output exact."""
+    marker = rig.project / "turn-marker.txt"
+    command = f"printf 'turn-%s\\n' 42 | tee {marker}"
+    todo = {"content": "Print the marker", "status": "in_progress", "priority": "high"}
+    status, agent = rig.server.request(
+        "POST", "/api/agents/sessions", {"kind": "opencode", "cwd": str(rig.project)}
+    )
+    assert status == 201, agent
+    sid = agent["id"]
+    client = rig.server.ws(agent["name"])
+    client.wait_for(shows(PROMPT), timeout=120)
+    rig.attention_becomes(sid, "ready", "a fresh session")
+    before = len(rig.endpoint.turns())
+    rig.endpoint.add(
+        Reply("Planning-it", tool=ToolCall("todowrite", {"todos": [todo]}), usage=ASKS),
+        Reply(
+            "Printing-it",
+            tool=ToolCall("bash", {"command": command, "description": "Print the marker"}),
+            usage=ASKS,
+        ),
+        Reply("Printed-it", usage=DONE),
+    )
+    rig.send(sid, "print the marker")
+    request = rig.pending(sid)
+    assert (request["tool"], request["command"]) == ("Bash", command)
+    assert not marker.exists()
+    status, body = rig.server.request(
+        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
+    )
+    assert status == 200, body
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == before + 3, what="the answer")
+    rig.attention_becomes(sid, "waiting", "the turn's end")
+
+    def events() -> list[dict[str, Any]] | None:
+        status, page = rig.server.request("GET", f"/api/agents/sessions/{sid}/turns")
+        assert status == 200, page
+        shown = [e for e in page["events"] if e["type"] != "other"]
+        return shown if shown and shown[-1].get("text") == "Printed-it" else None
+
+    shown = poll(events, timeout=30, what="the answer's event")
+    assert [(e["type"], e.get("tool")) for e in shown] == [
+        ("user_message", None),
+        ("agent_message", None),
+        ("tool_call", "todowrite"),
+        ("tool_call_update", None),
+        ("plan", None),
+        ("agent_message", None),
+        ("tool_call", "bash"),
+        ("tool_call_update", None),
+        ("agent_message", None),
+    ], shown
+    said = [e["text"] for e in shown if e["type"].endswith("_message")]
+    assert said == ["print the marker", "Planning-it", "Printing-it", "Printed-it"]
+    planning, planned, made = shown[2:5]
+    assert (planned["tool_call_id"], planned["status"]) == (planning["tool_call_id"], "completed")
+    assert made["entries"] == [{"content": "Print the marker", "status": "in_progress"}]
+    assert "partial" not in made  # the whole list each time
+    call, output = shown[6:8]
+    assert (call["tool_kind"], call["input"]["command"]) == ("execute", command)
+    assert call["title"] == f"bash: {command}"
+    assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
+    assert output["output"] == "turn-42\n", output
+    assert marker.read_text() == "turn-42\n"
     client.close()

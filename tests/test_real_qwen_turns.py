@@ -10,6 +10,8 @@ running server.
   ``jupyter agents send``), the command runs with no key pressed and the turn's end
   makes the session ``waiting``.
 - The usage totals are the tokens the endpoint sent.
+- Its turn events: a prompt, a plan, a shell call allowed over REST, its output and the
+  answer, in order (issue 56).
 - After a reboot, restore resumes the same conversation (``--resume``): the next
   request carries the earlier messages.
 
@@ -30,6 +32,7 @@ from model_endpoint import (
     ModelEndpoint,
     OpenAIChat,
     Reply,
+    ToolCall,
     Usage,
     qwen_env,
     qwen_home,
@@ -42,7 +45,7 @@ from xterm_probe import shows
 
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.base import is_uuid
-from jupyter_agents.pytest_plugin import ServerProcess
+from jupyter_agents.pytest_plugin import ServerProcess, poll
 
 QWEN_VERSION = "0.24.4"
 QWEN = Path(os.environ.get("JUPYTER_AGENTS_REAL_QWEN", "/opt/jupyter-agents-cli/bin/qwen"))
@@ -196,6 +199,70 @@ def test_permission_allowed_over_rest_then_waiting_and_usage(rig: Rig) -> None:
     assert sent == ASKS + DONE + ASKS + DONE + ASKS + DONE
     rig.usage_becomes(sid, sent)
     assert rig.get(sid)["conversation_id"] == cid
+    client.close()
+
+
+def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
+    """Issue 56 (the server's part of acceptance 1): a prompt, a plan (``todo_write``), a
+    shell call that asks permission, allowed over REST, its output, the answer: the
+    session's turn events in that order, with the command and the output exact (the
+    output as Qwen showed it: the model is sent it framed by the command, folder, exit
+    code...)."""
+    marker = rig.project / "turn-marker.txt"
+    command = f"printf 'turn-%s\\n' 42 | tee {marker}"
+    todos = {"todos": [{"id": "1", "content": "Print the marker", "status": "in_progress"}]}
+    agent = rig.qwen()
+    sid = agent["id"]
+    client = rig.server.ws(agent["name"])
+    client.wait_for(shows(PROMPT), timeout=120)
+    rig.attention_becomes(sid, "ready", "a fresh session")
+    before = len(rig.endpoint.turns())
+    rig.endpoint.add(
+        Reply("Planning-it", tool=ToolCall("todo_write", todos), usage=ASKS),
+        Reply("Printing-it", tool=qwen_shell(command, "Print the marker"), usage=ASKS),
+        Reply("Printed-it", usage=DONE),
+    )
+    rig.send(sid, "print the marker")
+    request = rig.pending(sid)
+    assert (request["tool"], request["command"]) == ("run_shell_command", command)
+    assert not marker.exists()
+    status, body = rig.server.request(
+        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
+    )
+    assert status == 200, body
+    rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == before + 3, what="the answer")
+    rig.attention_becomes(sid, "waiting", "the turn's end")
+
+    def events() -> list[dict[str, Any]] | None:
+        status, page = rig.server.request("GET", f"/api/agents/sessions/{sid}/turns")
+        assert status == 200, page
+        shown = [e for e in page["events"] if e["type"] != "other"]
+        return shown if shown and shown[-1].get("text") == "Printed-it" else None
+
+    shown = poll(events, timeout=30, what="the answer's event")
+    assert [(e["type"], e.get("tool")) for e in shown] == [
+        ("user_message", None),
+        ("agent_message", None),
+        ("tool_call", "todo_write"),
+        ("tool_call_update", None),
+        ("plan", None),
+        ("agent_message", None),
+        ("tool_call", "run_shell_command"),
+        ("tool_call_update", None),
+        ("agent_message", None),
+    ], shown
+    said = [e["text"] for e in shown if e["type"].endswith("_message")]
+    assert said == ["print the marker", "Planning-it", "Printing-it", "Printed-it"]
+    planning, planned, made = shown[2:5]
+    assert (planned["tool_call_id"], planned["status"]) == (planning["tool_call_id"], "completed")
+    assert made["entries"] == [{"content": "Print the marker", "status": "in_progress"}]
+    assert "partial" not in made  # the whole list each time
+    call, output = shown[6:8]
+    assert (call["tool_kind"], call["input"]["command"]) == ("execute", command)
+    assert call["title"] == f"run_shell_command: {command}"
+    assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
+    assert output["output"] == "turn-42", output
+    assert marker.read_text() == "turn-42\n"
     client.close()
 
 

@@ -10,9 +10,11 @@ export validates and holds each tool call's command and output."""
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -26,10 +28,10 @@ import yaml
 from IPython.core.error import UsageError
 from test_conversations import FAST, cli, wait_archived
 
-from jupyter_agents.agents.claude import ClaudeKind
+from jupyter_agents.agents.claude import ClaudeKind, project_slug
 from jupyter_agents.agents.turns import MAX_TEXT
 from jupyter_agents.core import clock
-from jupyter_agents.pytest_plugin import EventClient, ServerProcess, poll, transcript
+from jupyter_agents.pytest_plugin import EventClient, ServerProcess, poll, power_loss, transcript
 
 SCHEMA = yaml.safe_load(
     (Path(__file__).parents[1] / "jupyter_agents/event_schemas/turn/v1.yaml").read_text()
@@ -227,6 +229,246 @@ def test_a_conversation_as_a_notebook(agents_server, fake_agents, project):
         assert code.outputs[0]["text"].startswith("fake")
         texts = [c.source for c in nb.cells if c.cell_type == "markdown"]
         assert any("> list the files please" in t or "> and codex too" in t for t in texts)
+
+
+#: what the real CLIs record of a turn with a plan and a shell call (trimmed; written by
+#: Codex 0.171.0, Copilot CLI 1.0.102, Gemini CLI 0.61.0, Qwen Code 0.24.4 and OpenCode
+#: 1.18.33 with our plugin, in tests/test_real_*_turns.py), and the events a view shows
+REAL_RECORDS: dict[str, tuple[list[dict[str, Any]], list[tuple[str, Any]]]] = {
+    "codex": (
+        [
+            {
+                "type": "response_item",
+                "payload": {
+                    "type": "function_call",
+                    "name": "update_plan",
+                    "arguments": '{"plan": [{"step": "Print it", "status": "in_progress"}]}',
+                    "call_id": "c1",
+                },
+            },
+            {
+                "type": "response_item",
+                "payload": {
+                    "type": "function_call_output",
+                    "call_id": "c1",
+                    "output": "Plan updated",
+                },
+            },
+            {
+                "type": "response_item",
+                "payload": {
+                    "type": "function_call",
+                    "name": "exec_command",
+                    "arguments": '{"cmd": "printf x", "sandbox_permissions": "require_escalated"}',
+                    "call_id": "c2",
+                },
+            },
+            {
+                "type": "response_item",
+                "payload": {
+                    "type": "function_call_output",
+                    "call_id": "c2",
+                    "output": "Chunk ID: 4a8476\nWall time: 0.0000 seconds\nProcess exited with "
+                    "code 0\nOriginal token count: 2\nOutput:\nturn-42\n",
+                },
+            },
+            {"type": "token_usage_record", "payload": {"usage": {"input_tokens": 1}}},
+        ],
+        [
+            ("tool_call", 'update_plan: {"plan": [{"step": "Print it", "status": "in_progress"}]}'),
+            ("plan", [{"content": "Print it", "status": "in_progress"}]),
+            ("tool_call_update", "Plan updated"),
+            ("tool_call", "exec_command: printf x"),
+            ("tool_call_update", "turn-42\n"),
+            ("other", "token_usage_record"),
+        ],
+    ),
+    "qwen": (
+        [
+            {
+                "type": "tool_result",
+                "message": {
+                    "parts": [
+                        {
+                            "functionResponse": {
+                                "id": "c1",
+                                "name": "todo_write",
+                                "response": {"output": "Todos have been modified successfully."},
+                            }
+                        }
+                    ]
+                },
+                "toolCallResult": {
+                    "callId": "c1",
+                    "status": "success",
+                    "resultDisplay": {
+                        "type": "todo_list",
+                        "todos": [{"id": "1", "content": "Print it", "status": "in_progress"}],
+                    },
+                },
+            },
+            {
+                "type": "tool_result",
+                "message": {
+                    "parts": [
+                        {
+                            "functionResponse": {
+                                "id": "c2",
+                                "name": "run_shell_command",
+                                "response": {
+                                    "output": "Command: printf x\nDirectory: (root)\nOutput: "
+                                    "turn-42\nError: (none)\nExit Code: 0"
+                                },
+                            }
+                        }
+                    ]
+                },
+                "toolCallResult": {
+                    "callId": "c2",
+                    "status": "success",
+                    "resultDisplay": {
+                        "type": "shell_result",
+                        "exitCode": 0,
+                        "outcome": "completed",
+                        "output": "turn-42",
+                        "text": "turn-42",
+                    },
+                },
+            },
+        ],
+        [
+            ("tool_call_update", "Todos have been modified successfully."),
+            ("plan", [{"content": "Print it", "status": "in_progress"}]),
+            ("tool_call_update", "turn-42"),
+        ],
+    ),
+    "copilot": (
+        [
+            {
+                "type": "tool.execution_complete",
+                "data": {
+                    "toolCallId": "c1",
+                    "success": True,
+                    "shellExecution": {"exitCode": 0},
+                    "result": {"content": "turn-42\n<shellId: 0 completed with exit code 0>"},
+                },
+            },
+            {"type": "assistant.turn_end", "data": {"turnId": "0"}},
+        ],
+        [("tool_call_update", "turn-42"), ("other", "assistant.turn_end")],
+    ),
+    "gemini": (
+        [
+            {
+                "type": "gemini",
+                "content": "Planning-it",
+                "toolCalls": [
+                    {
+                        "id": "c1",
+                        "name": "write_todos",
+                        "args": {"todos": [{"description": "Print it", "status": "in_progress"}]},
+                        "status": "success",
+                        "result": [
+                            {
+                                "functionResponse": {
+                                    "id": "c1",
+                                    "name": "write_todos",
+                                    "response": {"output": "Successfully updated the todo list."},
+                                }
+                            }
+                        ],
+                    },
+                    {
+                        "id": "c2",
+                        "name": "run_shell_command",
+                        "args": {"command": "printf x"},
+                        "status": "success",
+                        "result": [
+                            {
+                                "functionResponse": {
+                                    "id": "c2",
+                                    "name": "run_shell_command",
+                                    "response": {
+                                        "output": "<untrusted_context>\nOutput: turn-42\n"
+                                        "Process Group PGID: 5338\n</untrusted_context>"
+                                    },
+                                }
+                            }
+                        ],
+                    },
+                ],
+            },
+            {  # what the model is sent of it: said above
+                "type": "user",
+                "content": [
+                    {
+                        "functionResponse": {
+                            "id": "c2",
+                            "name": "run_shell_command",
+                            "response": {"output": "Output: turn-42"},
+                        }
+                    }
+                ],
+            },
+        ],
+        [
+            (
+                "tool_call",
+                'write_todos: {"todos": [{"description": "Print it", "status": "in_progress"}]}',
+            ),
+            ("tool_call_update", "Successfully updated the todo list."),
+            ("plan", [{"content": "Print it", "status": "in_progress"}]),
+            ("tool_call", "run_shell_command: printf x"),
+            ("tool_call_update", "turn-42"),
+        ],
+    ),
+    "opencode": (
+        [
+            {
+                "type": "part",
+                "role": "assistant",
+                "part": {
+                    "type": "tool",
+                    "tool": "todowrite",
+                    "callID": "c1",
+                    "state": {
+                        "status": "completed",
+                        "input": {"todos": [{"content": "Print it", "status": "in_progress"}]},
+                        "output": "[]",
+                    },
+                },
+            },
+        ],
+        [
+            (
+                "tool_call",
+                'todowrite: {"todos": [{"content": "Print it", "status": "in_progress"}]}',
+            ),
+            ("tool_call_update", "[]"),
+            ("plan", [{"content": "Print it", "status": "in_progress"}]),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_RECORDS))
+def test_a_real_clis_plan_and_shell_output(name):
+    """A plan tool's call is a ``plan`` too; a shell's output is the command's own, not
+    the text the CLI framed it in for the model."""
+    from jupyter_agents.agents.kinds import make_kinds
+
+    kind = make_kinds(["sh"], {})[name]
+    records, expected = REAL_RECORDS[name]
+    events = [e for record in records for e in kind.turns(record)]
+    for e in events:
+        jsonschema.validate({**e, "id": "0:0:1:00000000"}, SCHEMA)
+    what = {
+        "tool_call": "title",
+        "tool_call_update": "output",
+        "plan": "entries",
+        "other": "raw_type",
+    }
+    assert [(e["type"], e[what[e["type"]]]) for e in events] == expected
 
 
 @pytest.mark.parametrize("name", ["claude", "codex", "gemini", "qwen", "copilot", "opencode"])
@@ -453,6 +695,17 @@ def test_agent_conversation_in_ipython(magic, project, tmp_path, capsys):
     assert mine.read_text() == "{}"
     assert not (tmp_path / "x.ipynb").exists()
 
+    # pruned, the session's notebook in the state dir goes with it; one written elsewhere stays
+    from jupyter_agents.clients.cli import main
+    from jupyter_agents.core.store import SessionStore
+
+    assert server.request("DELETE", f"/api/agents/sessions/{sid}")[0] == 204
+    store = SessionStore(server.state_dir / "sessions.db")
+    store.update(sid, last_activity="2020-01-01T00:00:00Z")
+    store.close()
+    assert main(["prune", "--older-than", "90d", "--yes"]) == 0
+    assert not path.exists() and here.path.exists()
+
 
 def test_agent_watch_in_a_terminal_prints_turns_as_they_come(magic, project, capsys, monkeypatch):
     """In IPython without a kernel, ``%agent watch`` prints what ``jupyter agents turns
@@ -495,3 +748,161 @@ def test_agent_watch_in_a_terminal_prints_turns_as_they_come(magic, project, cap
         if watching.is_alive():  # (a failure above): end it with the session
             server.request("DELETE", f"/api/agents/sessions/{session['id']}")
             watching.join(timeout=30)
+
+
+def test_agent_watch_in_a_notebook_is_a_widget_that_grows_while_the_kernel_is_free(
+    agents_server, fake_agents, project
+):
+    """A real kernel: ``%agent watch`` gives a widget whose Output shows the turns (as
+    ``jupyter agents turns`` prints them) and grows as the agent writes, sent to the
+    front end while the kernel runs other cells; closed, it stops; it ends with the
+    session and says how. No timer, as in the terminal."""
+    from jupyter_client.manager import KernelManager
+
+    server = agents_server(env=fake_agents.env, args=["--AgentsApp.refresh_interval=3600"])
+    session = server.new("claude", project)
+    sid = session["id"]
+    server.type_line(session["name"], "before-watch", "claude heard: before-watch")
+    env = {**os.environ, **fake_agents.env, "JUPYTER_AGENTS_STATE_DIR": str(server.state_dir)}
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(env=env, cwd=str(project))
+    kc = km.client()
+    kc.start_channels()
+    states: dict[str, dict[str, Any]] = {}  # comm id -> the widget's state as sent
+    printed: list[str] = []
+
+    def take(msg: dict[str, Any]) -> None:
+        content = msg["content"]
+        if msg["msg_type"] == "comm_open":
+            states[content["comm_id"]] = dict(content["data"]["state"])
+        elif msg["msg_type"] == "comm_msg" and content["data"].get("method") == "update":
+            states.setdefault(content["comm_id"], {}).update(content["data"]["state"])
+        elif msg["msg_type"] == "stream":
+            printed.append(content["text"])
+        elif msg["msg_type"] == "error":
+            printed.append(f"ERROR {content['ename']}: {content['evalue']}")
+
+    def run(code: str) -> str:
+        printed.clear()
+        kc.execute_interactive(code, output_hook=take, timeout=60)
+        return "".join(printed)
+
+    def shown() -> list[str]:
+        """The watch's lines as the front end has them, after the time."""
+        (output,) = [s for s in states.values() if s.get("_model_name") == "OutputModel"]
+        text = "".join(o["text"] for o in output.get("outputs", []))
+        return [line[9:] for line in text.splitlines()]
+
+    def header() -> str:
+        return next(s["value"] for s in states.values() if s.get("_model_name") == "HTMLModel")
+
+    def until(check: Any, what: str) -> Any:
+        def seen() -> Any:
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    take(kc.get_iopub_msg(timeout=0.1))
+            return check()
+
+        return poll(seen, timeout=60, what=what)
+
+    try:
+        kc.wait_for_ready(timeout=60)
+        assert not run(
+            "%load_ext jupyter_agents\n"
+            "import jupyter_agents.sessions.turnreader as _reader\n"
+            "_reader.RECHECK = 3600.0\n"
+            f"w = %agent watch {sid}\n"
+            "w"
+        )
+        until(lambda: "agent claude heard: before-watch" in shown(), "the turn before")
+        assert run("print('free', w.watching)") == "free True\n"  # the kernel is free
+        server.type_line(session["name"], "while-watched", "claude heard: while-watched")
+        until(lambda: "agent claude heard: while-watched" in shown(), "the turn after")
+        assert shown() == [
+            *("you   before-watch", "tool  Bash: echo fake", "  ->  fake"),
+            *("think the user typed a line", "agent claude heard: before-watch"),
+            *("you   while-watched", "tool  Bash: echo fake", "  ->  fake"),
+            *("think the user typed a line", "agent claude heard: while-watched"),
+        ]
+        assert "watching" in header()
+        # another watch of the same running session, closed: it stops, the first goes on
+        assert run(f"w2 = %agent watch {sid}\nw2.close()\nprint(w2.watching, w.watching)") == (
+            "False True\n"
+        )
+        assert server.request("DELETE", f"/api/agents/sessions/{sid}")[0] == 204
+        until(lambda: "ended: killed" in header(), "the watch to say the session ended")
+        assert run("print(w.watching)") == "False\n"
+        assert "UsageError" in run("%agent watch nope")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_a_restore_after_a_reboot_continues_the_same_turns(agents_server, fake_agents, project):
+    """A view that read up to a position before a reboot reads, after the restore, the
+    resumed CLI's turns from there: no reset, nothing read twice, nothing missed."""
+    server = agents_server(env=fake_agents.env, args=FAST)
+    agent = server.new("claude", project)
+    sid = agent["id"]
+    server.type_line(agent["name"], "before-reboot", "claude heard: before-reboot")
+    wait_archived(server.state_dir, sid)
+    before = poll(
+        lambda: (
+            (p := turns(server, sid))["events"]
+            and p["events"][-1].get("text") == "claude heard: before-reboot"
+            and p
+        ),
+        what="the first turn's events",
+    )
+    power_loss(server)
+    server = agents_server(env=fake_agents.env, args=FAST)
+    assert server.model(sid)["status"] == "interrupted"
+    status, restored = server.request("POST", f"/api/agents/sessions/{sid}/restore")
+    assert status == 200 and "--resume" in restored["argv"], restored
+    server.type_line(restored["name"], "after-restore", "claude heard: after-restore")
+    after = poll(
+        lambda: (
+            (p := turns(server, sid, after=before["next"]))["events"]
+            and p["events"][-1].get("text") == "claude heard: after-restore"
+            and p
+        ),
+        what="the resumed turn's events",
+    )
+    assert not after["reset"]
+    assert [e for e in shown(after["events"]) if e[0].endswith("message")] == [
+        ("user_message", "after-restore"),
+        ("agent_message", "claude heard: after-restore"),
+    ], shown(after["events"])
+    ids = [e["id"] for e in before["events"]] + [e["id"] for e in after["events"]]
+    assert len(ids) == len(set(ids))
+    assert [e["id"] for e in turns(server, sid)["events"]] == ids  # the same, from the start
+
+
+def test_a_first_file_written_after_the_hook_ran_is_still_watched(
+    agents_server, fake_agents, project
+):
+    """A CLI writes its first conversation file a moment after its hook ran, so the
+    hook's event can find no file yet: the server looks again for a while, and what the
+    file holds is announced by a ``turns`` event with no later event to wake it (the
+    refresh tick is an hour away)."""
+    server = agents_server(env=fake_agents.env, args=["--AgentsApp.refresh_interval=3600"])
+    events = EventClient(server)
+    try:
+        agent = server.new("claude", project)
+        sid = agent["id"]
+        poll(lambda: events.of(sid, "attention"), what="the start hook's event")
+        slug = project_slug(str(project.resolve()))
+        folder = Path(fake_agents.home) / ".claude" / "projects" / slug
+        assert not folder.exists()  # nothing was typed: no file, no folder
+        folder.mkdir(parents=True)
+        record = {
+            "type": "user",
+            "timestamp": clock.now().isoformat(),
+            "message": {"role": "user", "content": "written-after-the-hook"},
+        }
+        (folder / f"{agent['conversation_id']}.jsonl").write_text(json.dumps(record) + "\n")
+        poll(lambda: events.of(sid, "turns"), what="a turns event for the first file")
+        said = [e["text"] for e in turns(server, sid)["events"] if e["type"] == "user_message"]
+        assert said == ["written-after-the-hook"]
+    finally:
+        events.close()

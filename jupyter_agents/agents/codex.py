@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import suppress
 from datetime import datetime, timedelta
@@ -321,20 +322,38 @@ class CodexUsage(UsageReader):
 # -- the conversation as Markdown -------------------------------------------------------
 
 
+#: the lines Codex's ``exec_command`` and ``write_stdin`` put before a command's output
+#: (openai/codex ``codex-rs/core/src/tools/handlers/unified_exec.rs``, its response
+#: text: ``Chunk ID``, ``Wall time``, ``Process exited with code <n>`` or ``Process
+#: running with session ID <id>``, ``Original token count``, then ``Output:``)
+_EXEC_HEADER = ("Chunk ID: ", "Wall time: ")
+_EXEC_EXIT = re.compile(r"^Process exited with code (-?[0-9]+)$", re.MULTILINE)
+
+
 def call_output(payload: Mapping[str, Any]) -> tuple[Any, bool]:
     """What a ``function_call_output`` (or custom tool's) payload says the call returned,
     and whether it failed: its ``output`` is a JSON string ``{output, metadata:
-    {exit_code}}`` for the shell (a nonzero exit code is a failure), text, or a dict
-    with ``content``.
+    {exit_code}}`` for the shell (a nonzero exit code is a failure), the text of
+    ``exec_command`` (its header lines, then ``Output:`` and the command's output: the
+    output, and failed for a nonzero exit code), other text, or a dict with
+    ``content``.
 
     >>> call_output({"output": '{"output": "a.txt", "metadata": {"exit_code": 2}}'})
     ('a.txt', True)
+    >>> call_output({"output": "Chunk ID: 4a8476\\nWall time: 0.0000 seconds\\n"
+    ...     "Process exited with code 1\\nOriginal token count: 2\\nOutput:\\nno\\n"})
+    ('no\\n', True)
     """
     output: Any = payload.get("output")
     if isinstance(output, dict):
         return output.get("content", output), False
     if not isinstance(output, str):
         return output, False
+    if output.startswith(_EXEC_HEADER):
+        header, found, rest = output.partition("\nOutput:\n")
+        if found:
+            code = _EXEC_EXIT.search(header)
+            return rest, code is not None and int(code[1]) != 0
     try:
         parsed = json.loads(output)
     except ValueError:

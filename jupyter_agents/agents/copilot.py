@@ -295,20 +295,46 @@ def markdown(record: Mapping[str, Any]) -> Iterator[str]:
         if texts or tools:
             yield from turn("Assistant", when, texts, tools, False)
     elif kind == "tool.execution_complete":
-        result = data.get("result")
-        content = result.get("content", result) if isinstance(result, dict) else result
-        if content is None and isinstance(data.get("error"), (str, dict)):
-            content = data["error"]
-        yield from turn(
-            "Tool", when, [], [tool_result(content, data.get("success") is False)], False
-        )
+        yield from turn("Tool", when, [], [tool_result(*tool_outcome(data))], False)
+
+
+#: the line Copilot's shell tool adds after a command's output for the model (its own
+#: display takes it off again): ``<shellId: 0 completed with exit code 0>``
+_SHELL_END = re.compile(
+    r"\n?<(?:detached command with )?shellId: [^\r\n]+ completed with exit code -?\d+>[ \t]*\Z"
+)
+
+
+def tool_outcome(data: Mapping[str, Any]) -> tuple[Any, bool]:
+    """What a ``tool.execution_complete`` event's ``data`` says the tool returned, and
+    whether it failed: ``result.content`` (``error`` when there is none), ``success``
+    false; for a shell command (``shellExecution``), its output without the line naming
+    its shell and exit code, and failed for a nonzero ``exitCode``.
+
+    >>> tool_outcome({"success": True, "shellExecution": {"exitCode": 1},
+    ...     "result": {"content": "no\\n<shellId: 0 completed with exit code 1>"}})
+    ('no', True)
+    """
+    outcome = data.get("result")
+    content = outcome.get("content", outcome) if isinstance(outcome, dict) else outcome
+    if content is None and isinstance(data.get("error"), (str, dict)):
+        content = data["error"]
+    failed = data.get("success") is False
+    shell = data.get("shellExecution")
+    if isinstance(shell, dict):
+        if isinstance(content, str):
+            content = _SHELL_END.sub("", content)
+        code = shell.get("exitCode")
+        failed |= isinstance(code, int) and not isinstance(code, bool) and code != 0
+    return content, failed
 
 
 def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """The turn events of one ``events.jsonl`` event (:mod:`jupyter_agents.agents.turns`):
     ``user.message``, ``assistant.message`` (text, ``reasoningText``, ``toolRequests``),
-    ``tool.execution_complete``, ``session.compaction_complete``,
-    ``assistant.turn_end``.
+    ``tool.execution_complete`` (:func:`tool_outcome`), ``session.compaction_complete``.
+    Copilot's ``assistant.turn_end`` ends one model call (a prompt that runs a tool has
+    two), not the prompt's turn, and its file records no end of that: no ``turn_end``.
 
     >>> rec = {"type": "tool.execution_complete", "data": {"toolCallId": "c1",
     ...     "success": False, "result": {"content": "denied"}}}
@@ -336,13 +362,8 @@ def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
                 name = str(request.get("name") or "tool")
                 yield call(at, request.get("toolCallId"), name, request.get("arguments"))
     elif kind == "tool.execution_complete":
-        outcome = data.get("result")
-        content = outcome.get("content", outcome) if isinstance(outcome, dict) else outcome
-        if content is None and isinstance(data.get("error"), (str, dict)):
-            content = data["error"]
-        yield result(at, data.get("toolCallId"), content, data.get("success") is False)
-    elif kind == "assistant.turn_end":
-        yield turn_event("turn_end", at)
+        content, failed = tool_outcome(data)
+        yield result(at, data.get("toolCallId"), content, failed)
     else:
         yield other(at, kind)
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import stat
 from collections.abc import Iterator, Mapping
@@ -58,7 +59,7 @@ from jupyter_agents.agents.hooks import (
     write_hook_settings,
 )
 from jupyter_agents.agents.markdown import timestamp, tool_call, tool_result, turn
-from jupyter_agents.agents.turns import call, other, result, turn_event
+from jupyter_agents.agents.turns import call, other, plan, result, turn_event
 from jupyter_agents.agents.usage import (
     BadRecord,
     Record,
@@ -312,6 +313,40 @@ class GeminiUsage(UsageReader):
 # -- the conversation as Markdown -------------------------------------------------------
 
 
+#: what Gemini's shell tool (``run_shell_command``) sends the model: ``Output: `` and
+#: the command's output (``(empty)`` for none), then ``Error``, ``Exit Code`` (not 0),
+#: ``Signal``, ``Background PIDs`` and ``Process Group PGID`` lines when there are any
+#: (``packages/core/src/tools/shell.ts``), in Gemini 0.61 inside ``<untrusted_context>``
+_SHELL_TEXT = re.compile(
+    r"\A(?:<untrusted_context>\n)?Output: (?P<output>.*?)(?:\nError: (?P<error>.*?))?"
+    r"(?:\nExit Code: (?P<code>-?\d+))?(?:\nSignal: (?P<signal>[^\n]*))?"
+    r"(?:\nBackground PIDs: [^\n]*)?(?:\nProcess Group PGID: \d+)?(?:\n</untrusted_context>)?\Z",
+    re.DOTALL,
+)
+
+
+def response_output(response: Mapping[str, Any]) -> tuple[Any, bool]:
+    """What a ``functionResponse`` says the tool returned, and whether it failed: its
+    ``output`` (its ``error`` when it has only that); for the shell, the command's own
+    output (:data:`_SHELL_TEXT`), failed with an error, exit code or signal.
+
+    >>> response_output({"name": "run_shell_command", "response": {"output":
+    ...     "<untrusted_context>\\nOutput: a\\nb\\nExit Code: 2\\nProcess Group PGID: 7\\n"
+    ...     "</untrusted_context>"}})
+    ('a\\nb', True)
+    """
+    output = response.get("response")
+    failed = False
+    if isinstance(output, dict):
+        failed = "error" in output and "output" not in output
+        output = output.get("output", output.get("error", output))
+    shell = _SHELL_TEXT.match(output) if isinstance(output, str) else None
+    if response.get("name") == "run_shell_command" and shell is not None:
+        text = "" if shell["output"] == "(empty)" else shell["output"]
+        return text, failed or any(shell[k] is not None for k in ("error", "code", "signal"))
+    return output, failed
+
+
 def _parts(content: object) -> tuple[list[str], list[str]]:
     """The texts and tool results of a message's ``content`` (a string or parts)."""
     if isinstance(content, str):
@@ -325,10 +360,7 @@ def _parts(content: object) -> tuple[list[str], list[str]]:
             texts.append(part["text"])
         response = part.get("functionResponse")
         if isinstance(response, dict):
-            output = response.get("response")
-            if isinstance(output, dict):
-                output = output.get("output", output.get("error", output))
-            results.append(tool_result(output, False))
+            results.append(tool_result(*response_output(response)))
     return texts, results
 
 
@@ -369,10 +401,12 @@ _CALL_STATUS = {"success": "completed", "error": "failed", "cancelled": "failed"
 
 def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """The turn events of one line of a conversation file
-    (:mod:`jupyter_agents.agents.turns`): ``user`` text (its session context left out)
-    and tool results, ``gemini`` text and thoughts, or, in the record Gemini writes again
-    once a message's tool calls are added, those calls (each with its result when the
-    record has it); ``info``/``error``/``warning`` notes are ``other`` events.
+    (:mod:`jupyter_agents.agents.turns`): ``user`` text (its session context left out),
+    ``gemini`` text and thoughts, or, in the record Gemini writes again once a message's
+    tool calls ended, those calls, each with its result (:func:`response_output`; a
+    ``write_todos`` that ran is a ``plan`` too, the whole list); ``info``/``error``/
+    ``warning`` notes are ``other`` events. The ``user`` record that sends the results
+    to the model repeats them: no event.
 
     >>> rec = {"type": "gemini", "toolCalls": [{"id": "c1", "name": "run_shell_command",
     ...     "args": {"command": "ls"}, "status": "success", "result": [{"functionResponse":
@@ -388,23 +422,30 @@ def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         for text in texts:
             if not text.lstrip().startswith("<session_context>"):
                 yield turn_event("user_message", at, text=text)
-        for part in content if isinstance(content, list) else []:
-            response = part.get("functionResponse") if isinstance(part, dict) else None
-            if isinstance(response, dict):
-                yield _result(at, response)
     elif kind == "gemini":
         calls = record.get("toolCalls")
         if isinstance(calls, list) and calls:
             for one in calls:
                 if not isinstance(one, dict):
                     continue
-                name = str(one.get("name", "tool"))
+                name, arguments = str(one.get("name", "tool")), one.get("args")
                 status = _CALL_STATUS.get(str(one.get("status")), "pending")
-                yield call(at, one.get("id") or name, name, one.get("args"), status)
+                yield call(at, one.get("id") or name, name, arguments, status)
+                ended = one.get("timestamp") or at
                 for part in one.get("result") or []:
                     response = part.get("functionResponse") if isinstance(part, dict) else None
                     if isinstance(response, dict):
-                        yield _result(at, response, status == "failed")
+                        output, failed = response_output(response)
+                        call_id = response.get("id") or response.get("name")
+                        yield result(ended, call_id, output, failed or status == "failed")
+                todos = arguments.get("todos") if isinstance(arguments, dict) else None
+                if name == "write_todos" and status == "completed" and isinstance(todos, list):
+                    steps = [
+                        (t.get("description"), t.get("status"))
+                        for t in todos
+                        if isinstance(t, dict)
+                    ]
+                    yield plan(ended, steps)
             return
         texts, _ = _parts(content)
         for text in texts:
@@ -415,14 +456,6 @@ def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
                 yield turn_event("thought", at, text=thought["description"])
     else:
         yield other(at, kind if isinstance(kind, str) else "$set" if "$set" in record else "?")
-
-
-def _result(at: object, response: Mapping[str, Any], failed: bool = False) -> dict[str, Any]:
-    output = response.get("response")
-    if isinstance(output, dict):
-        failed = failed or ("error" in output and "output" not in output)
-        output = output.get("output", output.get("error", output))
-    return result(at, response.get("id") or response.get("name"), output, failed)
 
 
 class GeminiKind(AssignedIdKind):

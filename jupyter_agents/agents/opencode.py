@@ -38,7 +38,7 @@ from urllib.parse import quote
 from jupyter_agents.agents.base import AgentKind, FolderConversation, Launch, home_of
 from jupyter_agents.agents.hooks import ask_command, hook_command, spool_dir
 from jupyter_agents.agents.markdown import code, timestamp, tool_call, tool_result, turn
-from jupyter_agents.agents.turns import call, other, result, said, turn_event
+from jupyter_agents.agents.turns import call, other, plan, result, said, turn_event
 from jupyter_agents.agents.usage import BadRecord, Record, Tokens, UsageReader, count, json_object
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import InvalidRequest
@@ -220,7 +220,8 @@ def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """The turn events of one line of the plugin's record
     (:mod:`jupyter_agents.agents.turns`): text parts (the user's or the agent's),
     ``reasoning`` parts (``thought``) and tool parts: a ``tool_call`` with its state's
-    status, and once it ended its ``tool_call_update``.
+    status, and once it ended its ``tool_call_update`` (and, for ``todowrite``, whose
+    input is the whole new list, a ``plan``).
 
     >>> rec = {"type": "part", "role": "assistant", "t": 1765083600000, "part": {
     ...     "type": "tool", "callID": "c1", "tool": "bash", "state": {"status": "completed",
@@ -246,9 +247,15 @@ def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         call_id = part.get("callID") or part.get("id")
         error = state.get("status") == "error"
         status = "failed" if error else _PART_STATUS.get(str(state.get("status")), "pending")
-        yield call(at, call_id, name, state.get("input"), status)
+        arguments = state.get("input")
+        yield call(at, call_id, name, arguments, status)
         if status in ("completed", "failed"):
             yield result(at, call_id, state.get("error") if error else state.get("output"), error)
+        todos = arguments.get("todos") if isinstance(arguments, dict) else None
+        if name == "todowrite" and status == "completed" and isinstance(todos, list):
+            yield plan(
+                at, [(t.get("content"), t.get("status")) for t in todos if isinstance(t, dict)]
+            )
     else:
         yield other(at, f"part/{kind}")
 

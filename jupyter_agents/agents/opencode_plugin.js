@@ -18,7 +18,9 @@
 //   interrupt); `session.idle` -> Stop (not after an error);
 // - appends a record of each finished message (`message.updated` with its tokens and
 //   cost) and each finished part (text, reasoning, tool) to the JSONL of the top-level
-//   conversation it belongs to (a subagent's messages go to its parent's file);
+//   conversation it belongs to (a subagent's messages go to its parent's file); a
+//   message's parts in the order they began (a quick tool call ends before the text
+//   before it does), those still unfinished when the message ends left out;
 // - answers a permission request through OpenCode's own API when the asking hook prints
 //   a decision (the dialog stays on screen meanwhile; the first answer wins).
 // - empties OPENCODE_CONFIG_CONTENT for the commands it runs (shell.env hook).
@@ -35,6 +37,8 @@ export const JupyterAgents = async (ctx, options) => {
   const opts = options || {};
   const parents = new Map(); // session id -> its parent's id (subagents)
   const roles = new Map(); // message id -> role
+  const began = new Map(); // message id -> its parts not yet recorded, in the order they began
+  const recorded = new Set(); // ids of the parts recorded (the newest ROLES_KEPT)
   let current = null; // the top-level conversation this process works on
   let last = null; // the last attention event reported
   let failed = false; // an error was reported since the turn began
@@ -80,6 +84,20 @@ export const JupyterAgents = async (ctx, options) => {
       const line = JSON.stringify({ t: Date.now(), session: sessionID, ...entry }) + "\n";
       appendFileSync(join(opts.records, conversation + ".jsonl"), line, { mode: 0o600 });
     } catch {}
+  };
+
+  // a message's parts, in the order they began: those finished up to the first that is
+  // not (all finished ones when the message ended)
+  const flush = (messageID, ended = false) => {
+    const parts = began.get(messageID) || [];
+    while (parts.length && (parts[0].entry || ended)) {
+      const { id, sessionID, entry } = parts.shift();
+      if (!entry) continue;
+      record(sessionID, entry);
+      recorded.add(id);
+      if (recorded.size > ROLES_KEPT) recorded.delete(recorded.values().next().value);
+    }
+    if (!parts.length) began.delete(messageID);
   };
 
   // the conversation a person works on now: a new top-level one, or one switched to
@@ -201,6 +219,7 @@ export const JupyterAgents = async (ctx, options) => {
           // only recent messages still get parts: a long session keeps the newest
           if (roles.size > ROLES_KEPT) roles.delete(roles.keys().next().value);
           if (info.role === "assistant" && info.time?.completed) {
+            flush(info.id, true);
             record(info.sessionID, { type: "message", info: { ...info, summary: undefined } });
           }
           break;
@@ -209,11 +228,18 @@ export const JupyterAgents = async (ctx, options) => {
           const part = p.part || {};
           const role = roles.get(part.messageID);
           if (parents.has(part.sessionID)) break; // a subagent's words stay in OpenCode
+          if (part.synthetic || !["text", "reasoning", "tool"].includes(part.type)) break;
+          if (recorded.has(part.id)) break; // recorded once, when it finished
           const done =
             part.type === "tool"
               ? ["completed", "error"].includes(part.state?.status)
-              : ["text", "reasoning"].includes(part.type) && (role === "user" || part.time?.end);
-          if (done && !part.synthetic) record(part.sessionID, { type: "part", role, part });
+              : role === "user" || part.time?.end;
+          if (!began.has(part.messageID)) began.set(part.messageID, []);
+          const parts = began.get(part.messageID);
+          let here = parts.find((x) => x.id === part.id);
+          if (!here) parts.push((here = { id: part.id, sessionID: part.sessionID, entry: null }));
+          if (done) here.entry = { type: "part", role, part };
+          flush(part.messageID);
           break;
         }
       }

@@ -47,7 +47,7 @@ from jupyter_agents.agents.hooks import (
     write_hook_settings,
 )
 from jupyter_agents.agents.markdown import timestamp, tool_call, tool_result, turn
-from jupyter_agents.agents.turns import call, other, result, said, turn_event
+from jupyter_agents.agents.turns import call, other, plan, result, said, turn_event
 from jupyter_agents.agents.usage import (
     BadRecord,
     Record,
@@ -261,6 +261,36 @@ class QwenUsage(UsageReader):
 # -- the conversation as Markdown --------------------------------------------------------
 
 
+def tool_response(record: Mapping[str, Any], response: Mapping[str, Any]) -> tuple[Any, bool]:
+    """What one ``functionResponse`` part of ``record`` says the call returned, and
+    whether it failed: its ``output`` (its ``error`` when it has only that), or, for a
+    shell, the command's own output as Qwen showed it (``toolCallResult.resultDisplay``
+    of type ``shell_result``, which the record holds beside what the model was sent:
+    that output framed by the command, folder, exit code...); an ``outcome`` other than
+    ``completed`` is a failure.
+
+    >>> tool_response({"toolCallResult": {"callId": "c1", "resultDisplay": {
+    ...     "type": "shell_result", "output": "a.txt", "outcome": "failed"}}},
+    ...     {"id": "c1", "response": {"output": "Command: ls\\nOutput: a.txt"}})
+    ('a.txt', True)
+    """
+    answer = response.get("response")
+    failed = isinstance(answer, dict) and "output" not in answer and "error" in answer
+    if isinstance(answer, dict):
+        answer = answer.get("error") if failed else answer.get("output", answer)
+    shown = record.get("toolCallResult")
+    display = shown.get("resultDisplay") if isinstance(shown, dict) else None
+    if (
+        isinstance(shown, dict)
+        and isinstance(display, dict)
+        and display.get("type") == "shell_result"
+        and response.get("id") == shown.get("callId")
+        and isinstance(display.get("output"), str)
+    ):
+        return display["output"], display.get("outcome") != "completed"
+    return answer, failed
+
+
 def markdown(record: Mapping[str, Any]) -> Iterator[str]:
     """The Markdown of one transcript record: ``user`` (the person's prompt),
     ``assistant`` (text parts, ``functionCall`` parts; thoughts left out) and
@@ -290,12 +320,7 @@ def markdown(record: Mapping[str, Any]) -> Iterator[str]:
             tools.append(tool_call(str(call.get("name", "tool")), call.get("args")))
         response = part.get("functionResponse")
         if isinstance(response, dict):
-            result = response.get("response")
-            if isinstance(result, dict) and "output" not in result and "error" in result:
-                tools.append(tool_result(result["error"], True))
-            else:
-                output = result.get("output", result) if isinstance(result, dict) else result
-                tools.append(tool_result(output, False))
+            tools.append(tool_result(*tool_response(record, response)))
     who = "Assistant" if kind == "assistant" else "User"
     if kind == "tool_result":
         who, texts = "Tool", []
@@ -306,7 +331,10 @@ def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """The turn events of one transcript record (:mod:`jupyter_agents.agents.turns`):
     ``user`` and ``assistant`` text parts (a ``thought`` part is a ``thought``),
     ``functionCall`` parts (``tool_call``) and ``functionResponse`` parts
-    (``tool_call_update``, ``failed`` for an ``error`` response).
+    (``tool_call_update``, ``failed`` for an ``error`` response). A ``tool_result``
+    record also holds what Qwen showed of the call (``toolCallResult.resultDisplay``):
+    a shell's own output (:func:`tool_response`) and ``todo_write``'s list
+    (``todo_list``: a ``plan``, the whole list after the change).
 
     >>> rec = {"type": "tool_result", "message": {"parts": [{"functionResponse": {
     ...     "id": "c1", "name": "run_shell_command", "response": {"output": "a.txt"}}}]}}
@@ -335,11 +363,14 @@ def turns(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             yield call(at, function.get("id") or name, name, function.get("args"))
         response = part.get("functionResponse")
         if isinstance(response, dict):
-            answer = response.get("response")
-            failed = isinstance(answer, dict) and "output" not in answer and "error" in answer
-            if isinstance(answer, dict):
-                answer = answer.get("error") if failed else answer.get("output", answer)
+            answer, failed = tool_response(record, response)
             yield result(at, response.get("id") or response.get("name"), answer, failed)
+    shown = record.get("toolCallResult")
+    display = shown.get("resultDisplay") if isinstance(shown, dict) else None
+    if isinstance(display, dict) and display.get("type") == "todo_list":
+        todos = display.get("todos")
+        todos = todos if isinstance(todos, list) else []
+        yield plan(at, [(t.get("content"), t.get("status")) for t in todos if isinstance(t, dict)])
 
 
 # -- Node.js ---------------------------------------------------------------------------

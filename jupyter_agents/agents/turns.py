@@ -78,7 +78,7 @@ _TOOL_KINDS: dict[str, ToolKind] = {
     ),
     **dict.fromkeys(("grep", "glob", "search", "search_file_content", "find"), "search"),
     **dict.fromkeys(("webfetch", "web_fetch", "fetch", "websearch", "web_search"), "fetch"),
-    **dict.fromkeys(("think", "todowrite", "update_plan", "todo_write"), "think"),
+    **dict.fromkeys(("think", "todowrite", "update_plan", "todo_write", "write_todos"), "think"),
 }
 #: ACP plan entry statuses, from what the CLIs write
 _PLAN_STATUS = {
