@@ -440,6 +440,36 @@ def test_turns_answer_search_jump_to_the_replay_and_survive_a_restart(lab: Lab, 
     assert change.get_attribute("data-status") is None  # (the row; its fold has it)
     assert change.locator("details").get_attribute("data-status") == "completed"
 
+    # a plan: a checklist, each entry with its status
+    todos = [
+        {"content": "Read the notebook", "status": "completed", "activeForm": "Reading"},
+        {"content": "Fix the failing cell", "status": "in_progress", "activeForm": "Fixing"},
+        {"content": "Run the tests", "status": "pending", "activeForm": "Running"},
+    ]
+    use = {"type": "tool_use", "id": "plan-1", "name": "TodoWrite", "input": {"todos": todos}}
+    planned = {"type": "tool_result", "tool_use_id": "plan-1", "content": "Todos updated"}
+    with source.open("a") as f:
+        for record in (
+            {"type": "assistant", "timestamp": now_iso, "message": {"content": [use]}},
+            {"type": "user", "timestamp": now_iso, "message": {"content": [planned]}},
+        ):
+            f.write(json.dumps(record) + "\n")
+    plan = view.locator(".jp-AgentsTurns-row[data-type='plan']").last
+    plan.locator(".jp-AgentsTurns-entry").nth(2).wait_for()
+    entries = plan.locator(".jp-AgentsTurns-entry")
+    assert [entries.nth(i).get_attribute("data-status") for i in range(3)] == [
+        "completed",
+        "in_progress",
+        "pending",
+    ]
+    assert entries.all_inner_texts() == [
+        "☑ Read the notebook",
+        "◐ Fix the failing cell",
+        "☐ Run the tests",
+    ]
+    plan.scroll_into_view_if_needed()
+    shot(page, "turns-plan-1400x900")
+
     # on a phone: a request in the view, and the search
     phone = page.context.new_page()
     try:
