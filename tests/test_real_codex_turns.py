@@ -234,6 +234,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
     assert output["output"] == "turn-42\n", output
     assert marker.read_text() == "turn-42\n"
+    rig.notebook_ran(sid, "turn-42")  # its notebook validates and holds the output
     client.close()
 
 

@@ -318,6 +318,13 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
     assert output["output"] == "turn-42", output
     assert marker.read_text() == "turn-42\n"
+    notebook = rig.notebook_ran(sid, "turn-42")  # it validates and holds the output
+    plans = [c.source for c in notebook.cells if c.source.startswith("**Plan**")]
+    # the task made, then started: the second cell shows the whole plan as it is then
+    assert [p.split("\n\n", 1)[1] for p in plans] == [
+        "- [ ] Print the marker\n",
+        "- [-] Print the marker\n",
+    ], plans
     client.close()
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import nbformat
 from model_endpoint import ModelEndpoint, Usage
 from test_attention import cli
 
@@ -86,6 +87,26 @@ class TurnRig:
         path = self.state / "spool" / f"{sid}.jsonl"
         lines = path.read_text().splitlines() if path.exists() else []
         return [json.loads(line)["event"] for line in lines if line.strip()]
+
+    def notebook_ran(self, sid: str, printed: str) -> Any:
+        """The session's conversation as a notebook (``?format=ipynb``), which must
+        validate and hold a code cell whose output holds ``printed``; the notebook."""
+        status, raw = self.server.request(
+            "GET", f"/api/agents/sessions/{sid}/conversation?format=ipynb"
+        )
+        assert status == 200, raw
+        notebook = nbformat.reads(
+            raw if isinstance(raw, (bytes, str)) else json.dumps(raw), as_version=4
+        )
+        nbformat.validate(notebook)
+        outputs = [
+            "".join(output.get("text", ""))
+            for cell in notebook.cells
+            if cell.cell_type == "code"
+            for output in cell.outputs
+        ]
+        assert any(printed in output for output in outputs), outputs
+        return notebook
 
     def reboot(self) -> None:
         """What a power loss leaves: no tmux, no server, no hook run by a dying CLI; the

@@ -172,6 +172,7 @@ def notebook(session: Session, kind: AgentKind, files: list[ConversationFile]) -
 
     cells: list[Any] = []
     calls: dict[str, Any] = {}
+    plan: list[dict[str, Any]] = []
     ids: Counter[str] = Counter()
     title = session.title or session.name
     cells.append(
@@ -181,7 +182,7 @@ def notebook(session: Session, kind: AgentKind, files: list[ConversationFile]) -
     while len(cells) < MAX_CELLS:
         page = turns.read_turns(kind, files, position, turns.MAX_EVENTS)
         for ev in page.events:
-            cell = _cell(ev, calls)
+            cell = _cell(ev, calls, plan)
             if cell is not None:
                 cell.id = cell_id(ev, ids)
                 cell.metadata.update({"editable": False, "deletable": False})
@@ -219,8 +220,11 @@ def cell_id(ev: dict[str, Any], seen: Counter[str]) -> str:
     return digest[:16] if n == 1 else f"{digest[:16]}-{n}"
 
 
-def _cell(ev: dict[str, Any], calls: dict[str, Any]) -> Any:
-    """The cell of one turn event (None for one that adds to an earlier cell, or none)."""
+def _cell(ev: dict[str, Any], calls: dict[str, Any], plan: list[dict[str, Any]]) -> Any:
+    """The cell of one turn event (None for one that adds to an earlier cell, or none).
+    ``calls``: the code cell of each tool call so far; ``plan``: the plan so far (a
+    ``partial`` plan event changes the entries it names, by id, and the cell shows the
+    whole plan as it is then)."""
     v4: Any = importlib.import_module("nbformat.v4")
 
     kind = ev["type"]
@@ -235,8 +239,21 @@ def _cell(ev: dict[str, Any], calls: dict[str, Any]) -> Any:
     if kind == "compaction":
         return v4.new_markdown_cell(f"*The conversation was compacted{when}.*")
     if kind == "plan":
+        if ev.get("partial"):
+            for entry in ev["entries"]:
+                known = next(
+                    (e for e in plan if "id" in entry and e.get("id") == entry["id"]), None
+                )
+                if known is None:
+                    plan.append(dict(entry))
+                else:
+                    known.update({k: v for k, v in entry.items() if v is not None})
+        else:
+            plan[:] = [dict(e) for e in ev["entries"]]
         marks = {"completed": "[x]", "in_progress": "[-]", "pending": "[ ]"}
-        items = "".join(f"- {marks[e['status']]} {e['content']}\n" for e in ev["entries"])
+        items = "".join(
+            f"- {marks.get(e.get('status', ''), '[ ]')} {e.get('content', '')}\n" for e in plan
+        )
         return v4.new_markdown_cell(f"**Plan**{when}\n\n{items}")
     if kind == "tool_call":
         source = what_it_does(ev.get("input"))
