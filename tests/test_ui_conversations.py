@@ -493,3 +493,39 @@ def test_turns_answer_search_jump_to_the_replay_and_survive_a_restart(lab: Lab, 
         client.close()
     finally:
         phone.close()
+
+
+def test_a_conversation_as_a_notebook_renders_in_jupyterlab(lab: Lab, page: Any) -> None:
+    """Issue 56: the conversation's ``.ipynb`` opens in JupyterLab's notebook editor:
+    the prompt and the answer as rendered Markdown, the tool call as a code cell with its
+    output, every cell read-only."""
+    agent, _ = talked(lab, "open-me-as-a-notebook")
+    status, raw = lab.server.request(
+        "GET", f"/api/agents/sessions/{agent['id']}/conversation?format=ipynb"
+    )
+    assert status == 200, raw
+    (lab.work / "conversation.ipynb").write_text(
+        raw if isinstance(raw, str) else raw.decode() if isinstance(raw, bytes) else json.dumps(raw)
+    )
+    open_lab(page, lab, reset=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.evaluate(
+        "() => window.jupyterapp.commands.execute("
+        "'docmanager:open', {path: 'conversation.ipynb', factory: 'Notebook'})"
+    )
+    # it names no kernel (its code cells are what the agent ran, not a kernel's): Lab asks
+    page.locator(".jp-Dialog button", has_text="No Kernel").click()
+    notebook = page.locator(".jp-NotebookPanel .jp-Notebook")
+    prompt = notebook.locator(".jp-MarkdownCell blockquote", has_text="open-me-as-a-notebook")
+    prompt.wait_for()
+    assert notebook.locator(".jp-MarkdownCell strong", has_text="User").count() >= 1
+    code = notebook.locator(".jp-CodeCell", has_text="echo fake").first
+    assert code.locator(".jp-OutputArea-output").inner_text().strip() == "fake"
+    answer = notebook.locator(".jp-MarkdownCell", has_text="claude heard: open-me-as-a-notebook")
+    assert answer.count() == 1
+    editable = page.evaluate(
+        """() => window.jupyterapp.shell.currentWidget.content.widgets
+             .map(cell => cell.model.getMetadata('editable'))"""
+    )
+    assert editable and all(e is False for e in editable), editable
+    shot(page, "conversation-notebook-1400x900")

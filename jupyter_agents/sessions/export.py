@@ -185,13 +185,14 @@ def notebook(session: Session, kind: AgentKind, files: list[ConversationFile]) -
             cell = _cell(ev, calls, plan)
             if cell is not None:
                 cell.id = cell_id(ev, ids)
-                cell.metadata.update({"editable": False, "deletable": False})
                 cells.append(cell)
         if not page.more or page.next == position:
             break
         position = page.next
     else:
         cells.append(v4.new_markdown_cell(f"*Cut at {MAX_CELLS} cells.*", id="cut"))
+    for cell in cells:  # the heading and the cut note too: all of it is read-only
+        cell.metadata.update({"editable": False, "deletable": False})
     nb = v4.new_notebook(cells=cells)
     nb.metadata["jupyter_agents"] = {
         "session": session.id,
