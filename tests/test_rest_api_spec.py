@@ -25,7 +25,7 @@ def served() -> set[tuple[str, str]]:
     for pattern, handler, _ in handlers(None, None, None, None):  # type: ignore[arg-type]
         param = "{name}" if "terminals" in pattern else "{id}"
         path = pattern.replace(r"(\w+)", param).replace("(.*)", param)
-        path = path.replace(r"([\w.]+)", "{file}")
+        path = path.replace(r"([\w.]+)", "{file}").replace(r"([\w-]+)", "{token}")
         for method in ("get", "post", "delete"):
             if method in vars(handler) or (method == "get" and issubclass(handler, TermSocket)):
                 found.add((path, method))

@@ -31,12 +31,16 @@ def every_route(session_id: str, name: str) -> list[tuple[str, str]]:
     found = []
     for pattern, handler, _ in handlers(None, None, None, None):  # type: ignore[arg-type]
         path = pattern.replace(r"(\w+)", name if "terminals" in pattern else session_id, 1)
-        path = path.replace(r"([\w.]+)", "xterm.js")
+        path = path.replace(r"([\w.]+)", "xterm.js").replace(r"([\w-]+)", "no-such-token")
         for method in ("GET", "POST", "DELETE"):
             socket = method == "GET" and issubclass(handler, TermSocket)
             if method.lower() in vars(handler) or socket:
                 found.append((method, path))
     return found
+
+
+#: the routes that ask no Jupyter credential (each checked on its own above)
+PUBLIC = ("/agents/act/",)
 
 
 class DenyAll(Authorizer):
@@ -61,8 +65,20 @@ async def test_every_route_is_authorized_and_authenticated(
     routes = every_route(model["id"], model["name"])
     assert len(routes) >= 14, routes
     # no token: 403 everywhere (the watch and requests pages and their assets: a
-    # redirect to log in)
+    # redirect to log in), but on the answer links, which ask no credential but their
+    # own token (jupyter_agents/server/act.py): a wrong one is 404, whatever the method
     for method, path in routes:
+        if path.startswith(PUBLIC):
+            with pytest.raises(HTTPClientError) as e:
+                await jp_fetch(
+                    *path.strip("/").split("/"),
+                    method=method,
+                    body="" if method == "POST" else None,
+                    headers={"Authorization": ""},
+                    follow_redirects=False,
+                )
+            assert e.value.code == 404, (method, path, e.value.code)
+            continue
         with pytest.raises(HTTPClientError) as e:
             if path.endswith("socket") or "websocket" in path:
                 await jp_ws_fetch(*path.strip("/").split("/"), headers={"Authorization": ""})
@@ -82,6 +98,8 @@ async def test_every_route_is_authorized_and_authenticated(
     # authenticated, but the authorizer denies the terminals resource: 403 everywhere
     jp_serverapp.web_app.settings["authorizer"] = DenyAll(parent=jp_serverapp)
     for method, path in routes:
+        if path.startswith(PUBLIC):
+            continue
         with pytest.raises(HTTPClientError) as e:
             if path.endswith("socket") or "websocket" in path:
                 await jp_ws_fetch(*path.strip("/").split("/"))

@@ -380,6 +380,16 @@ class RequestFolder:
         found = self._ended.get(request_id)
         return None if found is None else ended_words(*found)
 
+    def decision_of(self, request_id: str) -> str | None:
+        """How request ``request_id`` ended, as a decision (``allow``, ``deny``,
+        ``closed``, ``dialog``): its answer while its hook has not yet removed it, else
+        what :meth:`how_ended` remembers; None for one pending or unknown."""
+        answer = self.answer_of(request_id) if is_id(request_id) else None
+        if answer is not None:
+            return answer.decision
+        found = self._ended.get(request_id)
+        return None if found is None else found[0]
+
     def _request(self, request_id: str) -> Path:
         return self.folder / f"{request_id}.json"
 

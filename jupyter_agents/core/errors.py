@@ -37,6 +37,13 @@ class Conflict(AgentsError):
     status = 409
 
 
+class Gone(AgentsError):
+    """What was asked for existed and has ended (e.g. the permission request an answer
+    token was for)."""
+
+    status = 410
+
+
 class OutOfRange(AgentsError):
     """A byte range outside a transcript."""
 

@@ -16,6 +16,7 @@ from jupyter_agents.core import paths, provenance
 from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.core.events import SCHEMA_ID, SCHEMA_PATH, SessionEvent
 from jupyter_agents.core.records import Session
+from jupyter_agents.notify.tokens import AnswerTokens
 from jupyter_agents.server.activity import Attendance, ServerActivity
 from jupyter_agents.server.exits import ExitWatch
 from jupyter_agents.server.handlers import handlers
@@ -59,6 +60,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
     activity: ServerActivity | None = None
     attendance: Attendance | None = None
     guard: UnattendedGuard | None = None
+    tokens: AnswerTokens | None = None
     _restored: list[Session]
     _started: asyncio.Future[None] | None = None
     _stopping = False
@@ -180,7 +182,10 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             self.share_revalidate_interval,
             self.log,
         )
-        self.handlers.extend(handlers(self.service, self.manager, self.streams, self.shares))
+        self.tokens = AnswerTokens(self.service.permissions)
+        self.handlers.extend(
+            handlers(self.service, self.manager, self.streams, self.shares, self.tokens)
+        )
         # who watches (and types into) each session: the unattended limit's evidence
         self.attendance = self.streams.attendance = Attendance(self.service, self.log)
         self.guard = UnattendedGuard(self.service, self.streams, self.log)

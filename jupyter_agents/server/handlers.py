@@ -21,8 +21,11 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError, InvalidRequest, http_error
+from jupyter_agents.notify.tokens import AnswerTokens
 from jupyter_agents.server import params
+from jupyter_agents.server.act import ActHandler
 from jupyter_agents.server.requests_page import RequestsAsset, RequestsPage
 from jupyter_agents.server.streams import Streams
 from jupyter_agents.server.terminals import TerminalManager, terminal_model
@@ -554,11 +557,41 @@ class RequestHandler(ApiHandler):
         self.reply(await self.call(self.service.permissions.answer, request_id, body, by))
 
 
+class RequestTokensHandler(ApiHandler):
+    """``POST /api/agents/requests/<id>/tokens``: new answer links for a pending request
+    (:mod:`jupyter_agents.notify.tokens`), one per choice: 201 ``{request, tokens,
+    urls}``, ``tokens`` and ``urls`` by choice (``allow``, ``deny``, ``suggestion-<i>``);
+    404 once it ended. Whoever may answer it may make them: ``execute``."""
+
+    def initialize(  # type: ignore[override]
+        self, service: SessionService, manager: TerminalManager, tokens: AnswerTokens
+    ) -> None:
+        super().initialize(service, manager)
+        self.tokens = tokens
+
+    @web.authenticated
+    @authorized_to_see_output
+    async def post(self, request_id: str) -> None:
+        self.body(set())
+        request = await self.call(self.service.permissions.pending_one, request_id)
+        labels = [s["label"] for s in request["suggestions"]]
+        until = clock.epoch(request["until"])
+        tokens = self.tokens.mint(request_id, until, labels)
+        act = url_path_join(self.base_url, "agents/act")
+        urls = {key: f"{act}/{token}" for key, token in tokens.items()}
+        self.reply({"request": request, "tokens": tokens, "urls": urls}, 201)
+
+
 def handlers(
-    service: SessionService, manager: TerminalManager, streams: Streams, shares: Shares
+    service: SessionService,
+    manager: TerminalManager,
+    streams: Streams,
+    shares: Shares,
+    tokens: AnswerTokens | None = None,
 ) -> list[tuple[str, type, dict[str, Any]]]:
-    """Every route of jupyter_agents: the stock terminal routes, ``/api/agents`` and the
-    read-only viewer's (:mod:`jupyter_agents.server.viewer`)."""
+    """Every route of jupyter_agents: the stock terminal routes, ``/api/agents``, the
+    read-only viewer's (:mod:`jupyter_agents.server.viewer`) and the answer links'
+    (:mod:`jupyter_agents.server.act`)."""
     rest = {"service": service, "manager": manager}
     viewer = {"service": service, "shares": shares}
     return [
@@ -581,6 +614,7 @@ def handlers(
         (r"/api/agents/restore", RestoreAllHandler, rest),
         (r"/api/agents/requests", RequestsHandler, rest),
         (r"/api/agents/requests/(\w+)", RequestHandler, rest),
+        (r"/api/agents/requests/(\w+)/tokens", RequestTokensHandler, {**rest, "tokens": tokens}),
         (r"/api/agents/kinds", KindsHandler, rest),
         (r"/api/agents/reconcile", ReconcileHandler, rest),
         (r"/api/agents/sharing", SharingHandler, {**rest, "shares": shares}),
@@ -588,6 +622,7 @@ def handlers(
         (r"/api/agents/shares/(\w+)", ShareHandler, {**rest, "shares": shares}),
         (r"/agents/requests", RequestsPage, {}),
         (r"/agents/requests/static/([\w.]+)", RequestsAsset, {}),
+        (r"/agents/act/([\w-]+)", ActHandler, {"tokens": tokens}),
         (r"/agents/view/static/([\w.]+)", ViewerAsset, viewer),
         (r"/agents/view/(\w+)", ViewerPage, viewer),
         (r"/agents/view/(\w+)/socket", ViewerSocket, {**viewer, "streams": streams}),

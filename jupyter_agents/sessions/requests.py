@@ -36,6 +36,11 @@ class PermissionDesk:
         unknown."""
         return self._requests.how_ended(request_id)
 
+    def decision_of(self, request_id: str) -> str | None:
+        """How request ``request_id`` ended as a decision (``allow``, ``deny``,
+        ``closed``, ``dialog``), while it is known; None for one pending or unknown."""
+        return self._requests.decision_of(request_id)
+
     def pending(self, session_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """The REST models of the pending permission requests of running sessions (of
         ``session_ids`` when given), oldest first, each with its session's ``name``,
