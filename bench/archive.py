@@ -64,7 +64,7 @@ def _cpu(proc: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-def _fake_env(work: Path) -> dict[str, str]:
+def fake_claude_env(work: Path) -> dict[str, str]:
     """A PATH whose ``claude`` is the fake CLI, and a private HOME."""
     bin_dir, home = work / "bin", work / "home"
     bin_dir.mkdir()
@@ -75,7 +75,7 @@ def _fake_env(work: Path) -> dict[str, str]:
     return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(home)}
 
 
-def _whole(state_dir: Path, sid: str) -> Path | None:
+def archived_whole(state_dir: Path, sid: str) -> Path | None:
     """The source file once the archive holds all of it."""
     archive = ConversationArchive(state_dir)
     kept = archive.index(sid).kept()
@@ -104,7 +104,7 @@ def measure(flavor: Flavor, mode: Mode) -> dict[str, float]:
     total = mode.archive_mb * 1_000_000
     with workdir(f"arch{flavor.name}") as work:
         srv = BenchServer(flavor, work, (f"--AgentsApp.refresh_interval={REFRESH}",))
-        srv.proc.extra_env.update(_fake_env(work))
+        srv.proc.extra_env.update(fake_claude_env(work))
         srv.start()
         try:
             shell = srv.create_terminal()
@@ -114,7 +114,7 @@ def measure(flavor: Flavor, mode: Mode) -> dict[str, float]:
             if status != 201:
                 raise RuntimeError(f"could not start the agent: {agent}")
             srv.proc.type_line(agent["name"], "bench-prompt", "claude heard: bench-prompt")
-            source = _wait(lambda: _whole(srv.state_dir, agent["id"]), 3 * REFRESH)
+            source = _wait(lambda: archived_whole(srv.state_dir, agent["id"]), 3 * REFRESH)
             assert isinstance(source, Path)
             server = srv.server_process()
             seconds = total / 1e6 / RATE
@@ -134,7 +134,7 @@ def measure(flavor: Flavor, mode: Mode) -> dict[str, float]:
             writer = grow()
             writer.wait()
             last_write = time.monotonic()
-            _wait(lambda: _whole(srv.state_dir, agent["id"]), 3 * REFRESH)
+            _wait(lambda: archived_whole(srv.state_dir, agent["id"]), 3 * REFRESH)
             done = time.monotonic()
             cpu = _cpu(server) - c0 - idle_rate * (done - t0)
             archived = source.stat().st_size - before
@@ -157,7 +157,7 @@ def measure(flavor: Flavor, mode: Mode) -> dict[str, float]:
                         active=lambda: writer.poll() is None,
                         samples=busy_echo,
                     )
-                _wait(lambda: _whole(srv.state_dir, agent["id"]), 3 * REFRESH)
+                _wait(lambda: archived_whole(srv.state_dir, agent["id"]), 3 * REFRESH)
             finally:
                 client.close()
         finally:

@@ -132,17 +132,28 @@ def _kill_processes_in(path: Path) -> None:
 class BenchServer:
     """A real ``jupyter server`` of one flavor, with helpers the benchmarks share."""
 
-    def __init__(self, flavor: Flavor, work: Path, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, flavor: Flavor, work: Path, extra_args: tuple[str, ...] = (), lab: bool = False
+    ) -> None:
+        """``lab``: with JupyterLab's server extension on (its page and our labextension
+        served, for a browser); the other extensions that are not about terminals stay
+        off."""
         self.flavor = flavor
         self.work = work
         self.state_dir = work / "st"
+        self.lab = lab
+        args = list(flavor.args)
+        if lab:
+            args = [a for a in args if "jpserver_extensions=jupyterlab=" not in a]
+            args.append("--ServerApp.jpserver_extensions=jupyterlab=True")
         # a fresh interpreter, as a deployment starts one (and the loop watch some
         # benchmarks install with a sitecustomize runs at interpreter start)
         self.proc = ServerProcess(
             self.state_dir,
             work,
             env=this_tree_env(),
-            args=[*flavor.args, *extra_args],
+            args=[*args, *extra_args],
+            lab=lab,
             fork=False,
         )
 
@@ -162,6 +173,7 @@ class BenchServer:
             self.work,
             env=self.proc.extra_env,
             args=self.proc.extra_args,
+            lab=self.lab,
             fork=False,
         )
 
@@ -522,6 +534,8 @@ class Mode:
     archive_mb: int = 20
     #: seconds the cost tracking is measured while 20 agents spend (group 13)
     usage_seconds: float = 30.0
+    #: MB of the conversation the turns view reads (group 14)
+    turns_mb: int = 100
 
 
 FULL = Mode(
@@ -574,4 +588,5 @@ QUICK = Mode(
     parallel=True,
     archive_mb=4,
     usage_seconds=10.0,
+    turns_mb=5,
 )

@@ -31,6 +31,7 @@ from . import (
     restart,
     throughput,
     transcripts,
+    turns,
     usage,
 )
 from .harness import FLAVORS, FULL, QUICK, REPO, Flavor, Mode, server, shared_servers, workdir
@@ -133,6 +134,7 @@ GROUPS: dict[str, Callable[[list[Flavor], Mode], list[Row]]] = {
     "redraw": redraw.run,
     "archive": archive.run,
     "usage": usage.run,
+    "turns": turns.run,
 }
 
 
