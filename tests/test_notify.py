@@ -1,13 +1,19 @@
 """Reaching the owner with JupyterLab closed (issue 57), with the fake Claude
 (tests/fakes/fake_agent.py, ``/perm``) on a real server: answer links (single use, bound
 to one request and one choice, ended with it, a GET changes nothing, a token reads
-nothing)."""
+nothing); the notifier (presence, quiet hours) and ntfy against a fake ntfy server on
+127.0.0.1 (a real HTTP server in a thread, :class:`FakeService`)."""
 
 from __future__ import annotations
 
 import http.client
+import http.server
 import json
+import threading
+import time
 import urllib.parse
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +28,76 @@ def project(tmp_path: Path) -> Path:
     path = tmp_path / "proj"
     path.mkdir()
     return path
+
+
+class FakeService:
+    """A push service or ntfy server on 127.0.0.1: records every request (method, path,
+    headers, body) and answers ``status``, or with ``mode`` ``hang`` accepts and never
+    answers (until :meth:`close`), or ``refuse`` closes the connection unanswered."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.status = 201
+        self.mode = "answer"
+        self._release = threading.Event()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                outer.received.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": body}
+                )
+                if outer.mode == "hang":
+                    outer._release.wait(60)
+                    return
+                if outer.mode == "refuse":
+                    self.close_connection = True
+                    return
+                self.send_response(outer.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def bodies(self) -> list[dict[str, Any]]:
+        return [json.loads(r["body"]) for r in self.received]
+
+    def close(self) -> None:
+        self._release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(5)
+
+
+@pytest.fixture
+def fake_service() -> Iterator[FakeService]:
+    service = FakeService()
+    yield service
+    service.close()
+
+
+def ntfy_args(ntfy: FakeService, *more: str) -> list[str]:
+    return [
+        f"--AgentsApp.ntfy_url={ntfy.url}",
+        "--AgentsApp.ntfy_topic=agents-{username}",
+        "--AgentsApp.ntfy_token=tk_secret",
+        *more,
+    ]
+
+
+def notify_state(server: ServerProcess) -> dict[str, Any]:
+    status, body = server.request("GET", "/api/agents/notify")
+    assert status == 200, body
+    return dict(body)
 
 
 def tokens_for(server: ServerProcess, request_id: str) -> dict[str, Any]:
@@ -209,3 +285,111 @@ def test_a_token_reads_nothing_and_opens_no_other_route(agents_server, fake_agen
     path = f"/api/agents/requests/{request['id']}/tokens"
     assert server.request("POST", path, {"x": 1})[0] == 400
     client.close()
+
+
+def test_ntfy_gets_the_minimum_and_its_http_action_answers(
+    agents_server, fake_agents, fake_service, project
+):
+    ntfy = fake_service
+    server = agents_server(env=fake_agents.env, args=ntfy_args(ntfy))
+    state = notify_state(server)
+    assert {c["name"]: c["ready"] for c in state["channels"]} == {"ntfy": True}
+    assert state["when"] == "no_visible_tab" and state["visible_tabs"] == 0
+    agent, client = start_claude(server, project)
+    sid = agent["id"]
+    client.stdin("/perm\r")
+    request = asked(server, sid)
+    poll(lambda: ntfy.received, what="the ntfy message")
+    (got,) = ntfy.received
+    assert got["path"] == "/"
+    assert got["headers"]["Authorization"] == "Bearer tk_secret"
+    message = json.loads(got["body"])
+    user = __import__("getpass").getuser()
+    assert set(message) == {"topic", "title", "message", "tags", "priority", "click", "actions"}
+    assert message["topic"] == f"agents-{user}"
+    assert message["title"] == f"{agent['name']} asks to run Bash"
+    assert message["message"] == "claude · Bash: echo fake"
+    act = f"{server.base}/agents/act/"
+    assert message["click"].startswith(act)
+    labels = [a["label"] for a in message["actions"]]
+    assert labels == ["Allow", "Deny", "Allow Bash(echo:*) for this session"]
+    for action in message["actions"]:
+        assert action["action"] == "http" and action["method"] == "POST"
+        assert action["url"].startswith(act) and len(action["url"]) == len(act) + 43
+    assert message["click"] == message["actions"][0]["url"]
+    # nothing else of the session: no output, no id, no credential of the server
+    assert "FAKE CLAUDE" not in got["body"].decode() and sid not in got["body"].decode()
+
+    # the phone's ntfy app posts the action: the request is answered
+    allow = message["actions"][0]
+    req = urllib.request.Request(allow["url"], data=b"", method="POST",
+                                 headers=allow["headers"])  # fmt: skip
+    with urllib.request.urlopen(req, timeout=30) as response:
+        assert response.status == 200
+        assert json.loads(response.read())["decision"] == "allow"
+    client.wait_for("Allowed by PermissionRequest hook")
+    none_pending(server, sid)
+    assert poll(lambda: notify_state(server)["counts"]["sent"] == 1, what="counted")
+    assert len(ntfy.received) == 1 and request["id"]  # one request, one message
+    client.close()
+
+
+def test_a_visible_lab_tab_holds_notifications_back(
+    agents_server, fake_agents, fake_service, project
+):
+    ntfy = fake_service
+    server = agents_server(env=fake_agents.env, args=ntfy_args(ntfy))
+    # a tab says it is visible: held back
+    said = server.request("POST", "/api/agents/presence", {"visible": True, "tab": "lab-1"})
+    assert said == (200, {"visible_tabs": 1, "ttl": 60.0})
+    agent, client = start_claude(server, project)
+    client.stdin("/perm\r")
+    first = asked(server, agent["id"])
+    poll(lambda: notify_state(server)["counts"]["held"] == 1, what="held back")
+    # hidden now: the next request is notified
+    server.request("POST", "/api/agents/presence", {"visible": False, "tab": "lab-1"})
+    assert notify_state(server)["visible_tabs"] == 0
+    answer = server.request("POST", f"/api/agents/requests/{first['id']}", {"decision": "allow"})
+    assert answer[0] == 200
+    client.wait_for("claude heard: /perm")
+    client.stdin("/perm\r")
+    poll(lambda: ntfy.received, what="the second request's message")
+    assert [b["title"] for b in ntfy.bodies()] == [f"{agent['name']} asks to run Bash"]
+
+    # bad presence calls: 400, never 500
+    bad: list[Any] = [
+        {"visible": "yes", "tab": "a"},
+        {"visible": True},
+        {"visible": True, "tab": "a b"},
+        {"visible": True, "tab": "x" * 65},
+        {"x": 1},
+        [1],
+    ]
+    for body in bad:
+        status, said = server.request("POST", "/api/agents/presence", body)
+        assert status == 400, (body, said)
+    client.close()
+
+
+def test_quiet_hours_hold_notifications_back(agents_server, fake_agents, fake_service, project):
+    ntfy = fake_service
+    now = time.localtime()
+    minute = now.tm_hour * 60 + now.tm_min
+    start, end = (minute - 60) % 1440, (minute + 60) % 1440
+    quiet = f"{start // 60:02d}:{start % 60:02d}-{end // 60:02d}:{end % 60:02d}"
+    args = ntfy_args(ntfy, f"--AgentsApp.notify_quiet_hours={quiet}")
+    server = agents_server(env=fake_agents.env, args=[*args, "--AgentsApp.notify_when=always"])
+    assert notify_state(server)["quiet_hours"] == quiet
+    assert server.request("POST", "/api/agents/presence", {"visible": False, "tab": "t"})[0] == 200
+    agent, client = start_claude(server, project)
+    client.stdin("/perm\r")
+    asked(server, agent["id"])
+    poll(lambda: notify_state(server)["counts"]["held"] == 1, what="held back")
+    assert ntfy.received == []
+    client.close()
+
+
+def test_bad_quiet_hours_stop_the_server_saying_why(agents_server, fake_agents):
+    with pytest.raises(RuntimeError) as e:
+        agents_server(args=["--AgentsApp.notify_quiet_hours=late"])
+    assert "quiet hours must look like 22:00-07:00" in str(e.value)

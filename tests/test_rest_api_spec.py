@@ -93,6 +93,10 @@ async def test_responses_validate(jp_fetch):
         await asyncio.sleep(0.1)
     assert page["hits"] and page["next"] is not None
     jsonschema.validate(page, schema("/api/agents/search", "get", "200"))
+    notify = await call("GET", "api", "agents", "notify")
+    jsonschema.validate(notify, schema("/api/agents/notify", "get", "200"))
+    presence = await call("POST", "api", "agents", "presence", body={"visible": True, "tab": "t"})
+    jsonschema.validate(presence, schema("/api/agents/presence", "post", "200"))
     await call("DELETE", "api", "agents", "sessions", made["id"])
     report = await call("POST", "api", "agents", "reconcile", body={})
     jsonschema.validate(report, schema("/api/agents/reconcile", "post", "200"))

@@ -4,11 +4,13 @@ service -> reconcile before serving -> terminal manager, streams, handlers, even
 from __future__ import annotations
 
 import asyncio
+import getpass
 import time
-from typing import Any
+from typing import Any, cast
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Float, TraitError, Type
+from tornado.httpclient import AsyncHTTPClient
+from traitlets import Enum, Float, List, TraitError, Type, Unicode, validate
 
 from jupyter_agents.agents.attention import listen_for_hooks
 from jupyter_agents.config import AgentsSettings, default_shell
@@ -16,6 +18,16 @@ from jupyter_agents.core import paths, provenance
 from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.core.events import SCHEMA_ID, SCHEMA_PATH, SessionEvent
 from jupyter_agents.core.records import Session
+from jupyter_agents.notify.notifier import (
+    Channel,
+    Links,
+    Notifier,
+    Policy,
+    Presence,
+    When,
+    parse_quiet_hours,
+)
+from jupyter_agents.notify.ntfy import NtfyChannel
 from jupyter_agents.notify.tokens import AnswerTokens
 from jupyter_agents.server.activity import Attendance, ServerActivity
 from jupyter_agents.server.exits import ExitWatch
@@ -26,7 +38,7 @@ from jupyter_agents.server.turnwatch import TurnWatch
 from jupyter_agents.server.unattended import UnattendedGuard
 from jupyter_agents.sessions.service import SessionService
 from jupyter_agents.sharing import shares as sharing
-from jupyter_agents.sharing.auth import narrow_hub_identity, sharing_refused
+from jupyter_agents.sharing.auth import narrow_hub_identity, server_owner, sharing_refused
 
 #: how long stopping waits for the periodic tasks to end (s)
 DRAIN_TIMEOUT = 5.0
@@ -53,6 +65,73 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         "a share revoked on the hub ends the watch within this.",
     )
 
+    notify_channels = List(
+        Enum(["webpush", "ntfy"]),
+        default_value=["webpush", "ntfy"],
+        config=True,
+        help="Where a new permission request is notified (the owner's only): 'webpush' "
+        "(the devices the owner turned on in JupyterLab; needs push_subject) and 'ntfy' "
+        "(needs ntfy_url and ntfy_topic). [] turns notifications off; answer links still "
+        "work.",
+    )
+    notify_when = Enum(
+        ["no_visible_tab", "always"],
+        default_value="no_visible_tab",
+        config=True,
+        help="'no_visible_tab': notify only while no JupyterLab tab of the owner says it "
+        "is visible (POST /api/agents/presence); 'always': whatever the tabs say.",
+    )
+    notify_quiet_hours = Unicode(
+        "",
+        config=True,
+        help="HH:MM-HH:MM in the server's local time (e.g. 22:00-07:00) when nothing is "
+        "notified; '' for none.",
+    )
+    notify_presence_ttl = Float(
+        60.0,
+        config=True,
+        help="Seconds a Lab tab's 'visible' counts for; the page repeats it more often "
+        "than that while it is visible.",
+    )
+    notify_timeout = Float(
+        10.0,
+        config=True,
+        help="Seconds one delivery to a push service or ntfy server may take.",
+    )
+    notify_public_url = Unicode(
+        "",
+        config=True,
+        help="The server's base URL as the owner's phone reaches it (e.g. "
+        "https://hub.example.org/user/alice/), for the links ntfy messages carry. '' : "
+        "the URL of the owner's latest presence or subscription call, else the "
+        "server's connection URL.",
+    )
+    ntfy_url = Unicode(
+        "",
+        config=True,
+        help="The ntfy server to publish to (e.g. https://ntfy.sh/); '' for none.",
+    )
+    ntfy_topic = Unicode(
+        "",
+        config=True,
+        help="The ntfy topic (on a hub, '{username}' is replaced by the server's owner). "
+        "Anyone who knows a topic on a public ntfy server can read it: pick a long "
+        "random one, or use an access token.",
+    )
+    ntfy_token = Unicode(
+        "",
+        config=True,
+        help="An ntfy access token (sent as 'Authorization: Bearer'); '' for none.",
+    )
+
+    @validate("notify_quiet_hours")
+    def _valid_quiet_hours(self, proposal: Any) -> str:
+        try:
+            parse_quiet_hours(proposal["value"])
+        except ValueError as e:
+            raise TraitError(str(e)) from None
+        return str(proposal["value"])
+
     service: SessionService | None = None
     manager: TerminalManager | None = None
     streams: Streams | None = None
@@ -61,6 +140,8 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
     attendance: Attendance | None = None
     guard: UnattendedGuard | None = None
     tokens: AnswerTokens | None = None
+    notifier: Notifier | None = None
+    _http: AsyncHTTPClient | None = None
     _restored: list[Session]
     _started: asyncio.Future[None] | None = None
     _stopping = False
@@ -183,12 +264,45 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             self.log,
         )
         self.tokens = AnswerTokens(self.service.permissions)
+        self.notifier = self._make_notifier(self.service, self.tokens)
         self.handlers.extend(
-            handlers(self.service, self.manager, self.streams, self.shares, self.tokens)
+            handlers(
+                self.service, self.manager, self.streams, self.shares, self.tokens, self.notifier
+            )
         )
         # who watches (and types into) each session: the unattended limit's evidence
         self.attendance = self.streams.attendance = Attendance(self.service, self.log)
         self.guard = UnattendedGuard(self.service, self.streams, self.log)
+
+    def _make_notifier(self, service: SessionService, tokens: AnswerTokens) -> Notifier:
+        """The notifier and its channels, from the ``notify_*`` and ``ntfy_*`` traits."""
+        self._http = AsyncHTTPClient(force_instance=True, max_clients=20)
+        assert self.serverapp is not None
+        owner = server_owner() or getpass.getuser()
+        links = Links(self.notify_public_url, self.serverapp.connection_url)
+        channels: list[Channel] = []
+        if "ntfy" in self.notify_channels:
+            topic = self.ntfy_topic.replace("{username}", owner)
+            channels.append(
+                NtfyChannel(
+                    self.ntfy_url,
+                    topic,
+                    self.ntfy_token,
+                    links.agents_url,
+                    self._http,
+                    self.notify_timeout,
+                )
+            )
+        return Notifier(
+            service.permissions,
+            tokens,
+            channels,
+            Policy(cast(When, self.notify_when), parse_quiet_hours(self.notify_quiet_hours)),
+            Presence(self.notify_presence_ttl),
+            links,
+            self.log,
+            timeout=self.notify_timeout + 5,
+        )
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         """The server's start hook: :meth:`ensure_started`."""
@@ -220,6 +334,9 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
             loop.call_soon_threadsafe(self._emit, event)
 
         self._unsubscribe = service.events.subscribe(emit_in_loop)
+        if self.notifier is not None:
+            self.notifier.start()
+            self._unnotify = service.events.subscribe(self.notifier.offer)
         # a dead or hung backend owner is replaced; reconcile then marks its sessions
         self._unmonitor = service.backends.default().monitor(
             lambda: loop.run_in_executor(None, service.reconcile)
@@ -293,7 +410,7 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         self._stopping = True
         if self._started is not None and not self._started.done():
             await asyncio.gather(self._started, return_exceptions=True)
-        for stop in ("_unsubscribe", "_unmonitor", "_uncount"):
+        for stop in ("_unsubscribe", "_unmonitor", "_uncount", "_unnotify"):
             if hasattr(self, stop):
                 getattr(self, stop)()
         periodic = ("_refresher", "_sharing", "_keepalive")
@@ -318,6 +435,10 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
                 await self.manager.terminate_all()
             else:
                 self.log.info("jupyter_agents: shutting down (detaching from sessions)")
+        if self.notifier is not None:
+            await self.notifier.stop()
+        if self._http is not None:
+            self._http.close()
         if self.streams is not None:
             await self.streams.shutdown()
         if self.attendance is not None:

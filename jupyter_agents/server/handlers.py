@@ -23,9 +23,11 @@ from tornado import web
 
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError, InvalidRequest, http_error
+from jupyter_agents.notify.notifier import Notifier
 from jupyter_agents.notify.tokens import AnswerTokens
 from jupyter_agents.server import params
 from jupyter_agents.server.act import ActHandler
+from jupyter_agents.server.notifications import NotifyHandler, PresenceHandler
 from jupyter_agents.server.requests_page import RequestsAsset, RequestsPage
 from jupyter_agents.server.streams import Streams
 from jupyter_agents.server.terminals import TerminalManager, terminal_model
@@ -588,11 +590,14 @@ def handlers(
     streams: Streams,
     shares: Shares,
     tokens: AnswerTokens | None = None,
+    notifier: Notifier | None = None,
 ) -> list[tuple[str, type, dict[str, Any]]]:
     """Every route of jupyter_agents: the stock terminal routes, ``/api/agents``, the
-    read-only viewer's (:mod:`jupyter_agents.server.viewer`) and the answer links'
-    (:mod:`jupyter_agents.server.act`)."""
+    read-only viewer's (:mod:`jupyter_agents.server.viewer`), the answer links'
+    (:mod:`jupyter_agents.server.act`) and notifications'
+    (:mod:`jupyter_agents.server.notifications`)."""
     rest = {"service": service, "manager": manager}
+    notify = {"notifier": notifier}
     viewer = {"service": service, "shares": shares}
     return [
         (r"/api/terminals", TerminalRootHandler, rest),
@@ -616,6 +621,8 @@ def handlers(
         (r"/api/agents/requests/(\w+)", RequestHandler, rest),
         (r"/api/agents/requests/(\w+)/tokens", RequestTokensHandler, {**rest, "tokens": tokens}),
         (r"/api/agents/kinds", KindsHandler, rest),
+        (r"/api/agents/notify", NotifyHandler, notify),
+        (r"/api/agents/presence", PresenceHandler, notify),
         (r"/api/agents/reconcile", ReconcileHandler, rest),
         (r"/api/agents/sharing", SharingHandler, {**rest, "shares": shares}),
         (r"/api/agents/shares", SharesHandler, {**rest, "shares": shares}),

@@ -1,0 +1,308 @@
+"""Notifier: a notice of each new pending permission request, to the owner's channels.
+
+The session service publishes a ``request`` event whenever a session's pending requests
+change, from whichever thread made the change (the hook listener, a REST answer).
+:meth:`Notifier.offer` only hands the session's id to the IO loop
+(``call_soon_threadsafe``) into a bounded queue (:data:`QUEUE_SIZE`; when full the id is
+dropped and a line logged), so it never blocks the hook path or a request. One worker
+task reads the queue, lists the session's pending requests off the loop, and for each it
+has not seen: asks the :class:`Policy` (quiet hours; a visible Lab tab of the owner,
+:class:`Presence`), mints the request's answer tokens (:mod:`.tokens`) and hands the
+:class:`~.notice.Notice` to every channel at once, each delivery bounded by the channel's
+own timeout and this one's (:attr:`Notifier.timeout`); a failure is a log line.
+
+The channels are the owner's only: the Web Push subscriptions the owner registered
+(owner-only routes) and the ntfy topic the configuration names. A share's watcher has
+neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, Protocol
+
+from jupyter_agents.core import clock
+from jupyter_agents.core.events import SessionEvent
+from jupyter_agents.notify.notice import Notice
+from jupyter_agents.notify.tokens import AnswerTokens
+from jupyter_agents.sessions.requests import PermissionDesk
+
+#: sessions waiting to be looked at; beyond this an event is dropped (and logged)
+QUEUE_SIZE = 64
+#: request ids remembered as notified (the oldest forgotten first)
+SEEN = 2000
+#: Lab tabs whose visibility is remembered
+MAX_TABS = 64
+_QUIET = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)")
+When = Literal["no_visible_tab", "always"]
+
+
+def parse_quiet_hours(text: str) -> tuple[int, int] | None:
+    """``"HH:MM-HH:MM"`` as (start, end) minutes after midnight; None for ``""``;
+    ValueError for anything else.
+
+    >>> parse_quiet_hours("22:30-07:00")
+    (1350, 420)
+    >>> parse_quiet_hours("") is None
+    True
+    """
+    if not text.strip():
+        return None
+    found = _QUIET.fullmatch(text.strip())
+    if found is None:
+        raise ValueError(f"quiet hours must look like 22:00-07:00, not {text!r}")
+    h1, m1, h2, m2 = (int(g) for g in found.groups())
+    return h1 * 60 + m1, h2 * 60 + m2
+
+
+def in_quiet_hours(quiet: tuple[int, int] | None, minute: int) -> bool:
+    """Whether ``minute`` (after local midnight) falls in ``quiet`` (start included,
+    end excluded; a span may cross midnight).
+
+    >>> [in_quiet_hours((1320, 420), m) for m in (1319, 1320, 0, 419, 420)]
+    [False, True, True, True, False]
+    >>> in_quiet_hours((540, 1020), 600), in_quiet_hours(None, 600)
+    (True, False)
+    """
+    if quiet is None or quiet[0] == quiet[1]:
+        return False
+    start, end = quiet
+    return start <= minute < end if start < end else minute >= start or minute < end
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """When to notify: ``when`` ``no_visible_tab`` (only while no Lab tab of the owner
+    says it is visible) or ``always``; never in ``quiet`` hours (local time)."""
+
+    when: When = "no_visible_tab"
+    quiet: tuple[int, int] | None = None
+
+    def quiet_hours(self) -> str | None:
+        """The quiet hours as ``HH:MM-HH:MM``, or None.
+
+        >>> Policy(quiet=(1350, 420)).quiet_hours()
+        '22:30-07:00'
+        """
+        if self.quiet is None:
+            return None
+        (h1, m1), (h2, m2) = divmod(self.quiet[0], 60), divmod(self.quiet[1], 60)
+        return f"{h1:02d}:{m1:02d}-{h2:02d}:{m2:02d}"
+
+    def held_back(self, visible: bool, minute: int) -> str | None:
+        """Why not to notify now, or None to notify.
+
+        >>> Policy().held_back(True, 0), Policy("always").held_back(True, 0)
+        ('a Lab tab is visible', None)
+        >>> Policy("always", (0, 60)).held_back(False, 30)
+        'quiet hours'
+        """
+        if in_quiet_hours(self.quiet, minute):
+            return "quiet hours"
+        if self.when == "no_visible_tab" and visible:
+            return "a Lab tab is visible"
+        return None
+
+
+class Presence:
+    """Which of the owner's Lab tabs said they are visible, for ``ttl`` seconds each
+    (a tab repeats it while visible; one that closes or sleeps stops saying it)."""
+
+    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._until: dict[str, float] = {}
+
+    def report(self, tab: str, visible: bool) -> None:
+        """Tab ``tab`` is visible now (for :attr:`ttl` s), or no longer."""
+        now = self._clock()
+        with self._lock:
+            self._until.pop(tab, None)
+            if visible:
+                self._until[tab] = now + self.ttl
+            for key, until in list(self._until.items()):
+                if until <= now or len(self._until) > MAX_TABS:
+                    del self._until[key]
+
+    def visible(self) -> int:
+        """How many tabs are visible now."""
+        now = self._clock()
+        with self._lock:
+            return sum(1 for until in self._until.values() if until > now)
+
+
+class Links:
+    """Where the owner's devices reach this server, for absolute links (ntfy's actions):
+    ``configured`` (a setting), else the base URL of the owner's latest presence or
+    subscription call (:meth:`learn`: the URL the Lab page itself was loaded from),
+    else ``fallback`` (the server's connection URL)."""
+
+    def __init__(self, configured: str, fallback: str) -> None:
+        self.configured = configured
+        self.fallback = fallback
+        self.learned: str | None = None
+
+    def learn(self, base_url: str) -> None:
+        self.learned = base_url
+
+    def agents_url(self) -> str:
+        """``{base_url}agents/``, absolute.
+
+        >>> links = Links("", "http://127.0.0.1:8888/")
+        >>> links.learn("https://hub.example.org/user/a/")
+        >>> links.agents_url()
+        'https://hub.example.org/user/a/agents/'
+        """
+        base = self.configured or self.learned or self.fallback
+        return base.rstrip("/") + "/agents/"
+
+
+class Channel(Protocol):
+    """Where notices go. ``name``; :meth:`refused` says why it cannot send (None: it
+    can); :meth:`send` delivers one notice (raising on failure), bounded in time."""
+
+    name: str
+
+    def refused(self) -> str | None: ...
+
+    async def send(self, notice: Notice) -> str: ...
+
+
+class Notifier:
+    """The module docstring. ``local_minute()``: minutes after local midnight now."""
+
+    def __init__(
+        self,
+        desk: PermissionDesk,
+        tokens: AnswerTokens,
+        channels: Sequence[Channel],
+        policy: Policy,
+        presence: Presence,
+        links: Links,
+        log: logging.Logger,
+        timeout: float = 15.0,
+        local_minute: Callable[[], int] | None = None,
+    ) -> None:
+        self.desk = desk
+        self.tokens = tokens
+        self.channels = list(channels)
+        self.policy = policy
+        self.presence = presence
+        self.links = links
+        self.log = log
+        self.timeout = timeout
+        self._local_minute = local_minute or _local_minute
+        self._queue: asyncio.Queue[str] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._seen: dict[str, None] = {}
+        #: counts: ``queued``, ``dropped``, ``held`` (policy), ``sent``, ``failed``
+        self.counts = dict.fromkeys(("queued", "dropped", "held", "sent", "failed"), 0)
+
+    def start(self) -> None:
+        """Start the worker, on the running loop."""
+        self._loop = asyncio.get_running_loop()
+        self._queue = asyncio.Queue(QUEUE_SIZE)
+        self._worker = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        """Stop the worker (what is queued is dropped)."""
+        self._loop = None
+        if self._worker is not None:
+            self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+
+    def offer(self, event: SessionEvent) -> None:
+        """A session event, from any thread: a ``request`` event of a running session
+        queues the session to be looked at. Never blocks."""
+        loop = self._loop
+        if loop is None or event.action != "request" or event.session.status != "running":
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self._put, event.session.id)
+
+    def _put(self, session_id: str) -> None:
+        if self._queue is None:
+            return
+        try:
+            self._queue.put_nowait(session_id)
+            self.counts["queued"] += 1
+        except asyncio.QueueFull:
+            self.counts["dropped"] += 1
+            self.log.warning(
+                "jupyter_agents: notifications are behind; not looking at session %s now",
+                session_id,
+            )
+
+    async def _run(self) -> None:
+        assert self._queue is not None
+        while True:
+            session_id = await self._queue.get()
+            try:
+                await self._look_at(session_id)
+            except Exception:
+                self.log.exception("jupyter_agents: notifying of session %s failed", session_id)
+
+    async def _look_at(self, session_id: str) -> None:
+        requests = await asyncio.to_thread(self.desk.pending, [session_id])
+        for request in requests:
+            if request["id"] in self._seen:
+                continue
+            self._seen[request["id"]] = None
+            while len(self._seen) > SEEN:
+                del self._seen[next(iter(self._seen))]
+            await self.notify(request)
+
+    async def notify(self, request: dict[str, Any]) -> None:
+        """Notify of one pending request (its REST model), unless the policy holds it
+        back; every ready channel at once."""
+        held = self.policy.held_back(self.presence.visible() > 0, self._local_minute())
+        ready = [c for c in self.channels if c.refused() is None]
+        if held is not None or not ready:
+            self.counts["held"] += 1
+            self.log.info(
+                "jupyter_agents: permission request %s of session %s not notified: %s",
+                request["id"],
+                request["session_id"],
+                held or "no channel is set up",
+            )
+            return
+        labels = [s["label"] for s in request["suggestions"]]
+        tokens = self.tokens.mint(request["id"], clock.epoch(request["until"]), labels)
+        notice = Notice.of(request, tokens)
+        await asyncio.gather(*(self._deliver(c, notice, request) for c in ready))
+
+    async def _deliver(self, channel: Channel, notice: Notice, request: dict[str, Any]) -> None:
+        try:
+            said = await asyncio.wait_for(channel.send(notice), self.timeout)
+        except Exception as e:
+            self.counts["failed"] += 1
+            why = "timed out" if isinstance(e, asyncio.TimeoutError) else str(e) or type(e).__name__
+            self.log.warning(
+                "jupyter_agents: %s notification of permission request %s failed: %s",
+                channel.name,
+                request["id"],
+                why,
+            )
+            return
+        self.counts["sent"] += 1
+        self.log.info(
+            "jupyter_agents: %s notification of permission request %s of session %s: %s",
+            channel.name,
+            request["id"],
+            request["session_id"],
+            said,
+        )
+
+
+def _local_minute() -> int:
+    now = time.localtime()
+    return now.tm_hour * 60 + now.tm_min
