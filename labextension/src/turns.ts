@@ -80,6 +80,10 @@ export class TurnsView extends Widget {
     this._status.setAttribute('aria-live', 'polite');
     this._now = el('div', 'jp-AgentsTurns-now');
     this._now.hidden = true;
+    this._shown = new IntersectionObserver(entries => this._onShown(entries), {
+      root: this.node,
+      rootMargin: '600px 0px'
+    });
     this.node.append(
       this._dropped,
       this._list,
@@ -162,6 +166,7 @@ export class TurnsView extends Widget {
     this._options.model.changed.disconnect(this._showAsks, this);
     this._options.model.streamOpened.disconnect(this._onReopened, this);
     window.clearInterval(this._ticking);
+    this._shown.disconnect();
     super.dispose();
   }
 
@@ -217,6 +222,7 @@ export class TurnsView extends Widget {
 
   private async _read(): Promise<void> {
     const { model, trans } = this._options;
+    const atEnd = this._atEnd(); // measured once a read: each measure is a layout
     for (;;) {
       let page;
       try {
@@ -246,13 +252,15 @@ export class TurnsView extends Widget {
       this._replayStart = page.replay_start
         ? Date.parse(page.replay_start)
         : NaN;
-      const atEnd = this._atEnd();
       for (const event of page.events) {
         this._draw(event);
       }
       this._trim();
-      this._showStep();
       this._next = page.next;
+      if (page.more) {
+        continue; // drawn and measured once the files hold no more
+      }
+      this._showStep();
       this._status.classList.remove('jp-mod-error');
       this._status.textContent = this._list.childElementCount
         ? ''
@@ -260,9 +268,7 @@ export class TurnsView extends Widget {
       if (atEnd) {
         this.node.scrollTop = this.node.scrollHeight;
       }
-      if (!page.more) {
-        return;
-      }
+      return;
     }
   }
 
@@ -307,6 +313,12 @@ export class TurnsView extends Widget {
       }
       if (this._plan && row.contains(this._plan.node)) {
         this._plan = null;
+      }
+      for (const body of Array.from(
+        row.querySelectorAll('.jp-AgentsTurns-body')
+      )) {
+        this._shown.unobserve(body);
+        this._unrendered.delete(body as HTMLElement);
       }
       row.remove();
     }
@@ -427,10 +439,25 @@ export class TurnsView extends Widget {
       return;
     }
     body.textContent = text; // until rendered (and if rendering fails)
-    // untrusted, nothing fetched from elsewhere (offline.ts)
-    void renderOffline(this._options.rendermime, text)
-      .then(node => body.replaceChildren(node))
-      .catch(() => undefined);
+    this._unrendered.set(body, text);
+    this._shown.observe(body); // rendered once near the screen (most rows never are)
+  }
+
+  /** Render the Markdown of the message bodies that came near the screen. */
+  private _onShown(entries: IntersectionObserverEntry[]): void {
+    for (const entry of entries) {
+      const body = entry.target as HTMLElement;
+      const text = this._unrendered.get(body);
+      if (!entry.isIntersecting || text === undefined) {
+        continue;
+      }
+      this._shown.unobserve(body);
+      this._unrendered.delete(body);
+      // untrusted, nothing fetched from elsewhere (offline.ts)
+      void renderOffline(this._options.rendermime, text)
+        .then(node => body.replaceChildren(node))
+        .catch(() => undefined);
+    }
   }
 
   /** A folded row: its one line, and what opens under it. */
@@ -609,6 +636,9 @@ export class TurnsView extends Widget {
   private _asks: HTMLDivElement;
   private _askIds = '';
   private _dropped: HTMLParagraphElement;
+  /** Says when a message body comes near the screen (then its Markdown is rendered). */
+  private _shown: IntersectionObserver;
+  private _unrendered = new WeakMap<HTMLElement, string>();
   private _dropCount = 0;
   private _status: HTMLParagraphElement;
   /** The current step, pinned at the bottom. */
