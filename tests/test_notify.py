@@ -1,14 +1,19 @@
 """Reaching the owner with JupyterLab closed (issue 57), with the fake Claude
 (tests/fakes/fake_agent.py, ``/perm``) on a real server: answer links (single use, bound
 to one request and one choice, ended with it, a GET changes nothing, a token reads
-nothing); the notifier (presence, quiet hours) and ntfy against a fake ntfy server on
-127.0.0.1 (a real HTTP server in a thread, :class:`FakeService`)."""
+nothing); the notifier (presence, quiet hours), ntfy and Web Push against a fake ntfy
+server and a fake push service on 127.0.0.1 (a real HTTP server in a thread,
+:class:`FakeService`), the push decrypted with the keys of a subscription the test made
+(:class:`Device`: no browser)."""
 
 from __future__ import annotations
 
+import base64
 import http.client
 import http.server
 import json
+import os
+import stat
 import threading
 import time
 import urllib.parse
@@ -17,9 +22,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import http_ece
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from py_vapid import Vapid02
 from test_permissions import asked, none_pending, start_claude
 
+from jupyter_agents.core import clock
 from jupyter_agents.pytest_plugin import ServerProcess, poll
 
 
@@ -47,7 +57,11 @@ class FakeService:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 outer.received.append(
-                    {"path": self.path, "headers": dict(self.headers), "body": body}
+                    {
+                        "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body,
+                    }
                 )
                 if outer.mode == "hang":
                     outer._release.wait(60)
@@ -83,6 +97,41 @@ def fake_service() -> Iterator[FakeService]:
     service = FakeService()
     yield service
     service.close()
+
+
+def b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+class Device:
+    """What a browser's ``pushManager.subscribe`` makes: a P-256 key pair and an auth
+    secret, the test holding the private key to decrypt what is pushed to it."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.auth = os.urandom(16)
+        public = self.key.public_key().public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+        )
+        self.p256dh = b64(public)
+
+    def subscription(self, name: str = "phone") -> dict[str, Any]:
+        keys = {"p256dh": self.p256dh, "auth": b64(self.auth)}
+        return {"endpoint": self.endpoint, "keys": keys, "expirationTime": None, "name": name}
+
+    def decrypt(self, body: bytes) -> dict[str, Any]:
+        raw = http_ece.decrypt(body, private_key=self.key, auth_secret=self.auth,
+                               version="aes128gcm")  # fmt: skip
+        return dict(json.loads(raw))
+
+
+def push_args(*more: str) -> list[str]:
+    return [
+        "--AgentsApp.push_subject=mailto:ops@example.org",
+        "--AgentsApp.notify_channels=webpush",
+        *more,
+    ]
 
 
 def ntfy_args(ntfy: FakeService, *more: str) -> list[str]:
@@ -293,7 +342,7 @@ def test_ntfy_gets_the_minimum_and_its_http_action_answers(
     ntfy = fake_service
     server = agents_server(env=fake_agents.env, args=ntfy_args(ntfy))
     state = notify_state(server)
-    assert {c["name"]: c["ready"] for c in state["channels"]} == {"ntfy": True}
+    assert {c["name"]: c["ready"] for c in state["channels"]} == {"webpush": False, "ntfy": True}
     assert state["when"] == "no_visible_tab" and state["visible_tabs"] == 0
     agent, client = start_claude(server, project)
     sid = agent["id"]
@@ -302,7 +351,7 @@ def test_ntfy_gets_the_minimum_and_its_http_action_answers(
     poll(lambda: ntfy.received, what="the ntfy message")
     (got,) = ntfy.received
     assert got["path"] == "/"
-    assert got["headers"]["Authorization"] == "Bearer tk_secret"
+    assert got["headers"]["authorization"] == "Bearer tk_secret"
     message = json.loads(got["body"])
     user = __import__("getpass").getuser()
     assert set(message) == {"topic", "title", "message", "tags", "priority", "click", "actions"}
@@ -393,3 +442,206 @@ def test_bad_quiet_hours_stop_the_server_saying_why(agents_server, fake_agents):
     with pytest.raises(RuntimeError) as e:
         agents_server(args=["--AgentsApp.notify_quiet_hours=late"])
     assert "quiet hours must look like 22:00-07:00" in str(e.value)
+
+
+def post_action(server: ServerProcess, payload: dict[str, Any], action: str) -> dict[str, Any]:
+    """What the service worker does for a notification action: POST the action's answer
+    link, resolved against its scope ``{base_url}agents/``, with no credential."""
+    (token,) = [a["token"] for a in payload["actions"] if a["action"] == action]
+    status, body = anonymous(server, "POST", f"/agents/act/{token}")
+    assert status == 200, body
+    return dict(json.loads(body))
+
+
+def test_web_push_reaches_a_device_whose_actions_answer(
+    agents_server, agents_state_dir, fake_agents, fake_service, project
+):
+    push = fake_service
+    server = agents_server(env=fake_agents.env, args=push_args())
+    status, key = server.request("GET", "/api/agents/push/key")
+    assert status == 200 and key["available"] is True and key["reason"] is None, key
+    assert len(base64.urlsafe_b64decode(key["public_key"] + "=")) == 65
+    pem = agents_state_dir / "push" / "vapid.pem"
+    assert stat.S_IMODE(pem.stat().st_mode) == 0o600
+    assert stat.S_IMODE(pem.parent.stat().st_mode) == 0o700
+
+    device = Device(push.url + "push/device-1")
+    status, made = server.request("POST", "/api/agents/push/subscriptions", device.subscription())
+    assert status == 201, made
+    assert set(made) == {"id", "name", "endpoint", "created"} and made["name"] == "phone"
+    listed = server.request("GET", "/api/agents/push/subscriptions")
+    assert listed == (200, [made])
+    # the same endpoint again (the browser subscribed again): replaced, not doubled
+    again = server.request("POST", "/api/agents/push/subscriptions", device.subscription("p2"))
+    assert again[0] == 200 and again[1]["id"] == made["id"] and again[1]["name"] == "p2"
+    # the service worker, at its scope's root, to anyone
+    status, script = anonymous(server, "GET", "/agents/sw.js", "*/*")
+    assert status == 200 and "notificationclick" in script and "act/" in script
+
+    agent, client = start_claude(server, project)
+    sid = agent["id"]
+    client.stdin("/perm\r")
+    request = asked(server, sid)
+    poll(lambda: push.received, what="the push")
+    (got,) = push.received
+    assert got["path"] == "/push/device-1"
+    headers = got["headers"]
+    assert headers["content-encoding"] == "aes128gcm" and headers["urgency"] == "high"
+    wait = clock.epoch(request["until"]) - clock.epoch(request["asked"])
+    assert 0 < int(headers["ttl"]) <= wait  # no longer than the request waits
+    # signed with the server's VAPID key, for this push service, with the subject
+    scheme, _, params = headers["authorization"].partition(" ")
+    fields = dict(p.split("=", 1) for p in params.split(","))
+    assert scheme == "vapid" and fields["k"] == key["public_key"]
+    assert Vapid02.verify(headers["authorization"])
+    claims = json.loads(base64.urlsafe_b64decode(fields["t"].split(".")[1] + "=="))
+    assert claims["aud"] == push.url.rstrip("/") and claims["sub"] == "mailto:ops@example.org"
+    payload = device.decrypt(got["body"])
+    assert {k: payload[k] for k in ("type", "request", "kind", "session", "tool", "command")} == {
+        "type": "permission-request",
+        "request": request["id"],
+        "kind": "claude",
+        "session": agent["name"],
+        "tool": "Bash",
+        "command": "echo fake",
+    }
+    assert [a["action"] for a in payload["actions"]] == ["allow", "deny", "suggestion-0"]
+    assert payload["url"] == f"act/{payload['actions'][0]['token']}"
+    assert b"echo fake" not in got["body"]  # encrypted on the wire
+
+    # the Allow action: the command runs, with no browser and no Jupyter credential
+    said = post_action(server, payload, "allow")
+    assert said["decision"] == "allow"
+    client.wait_for("Allowed by PermissionRequest hook")
+    client.wait_for("claude heard: /perm")
+    (decision,) = fake_agents.records("decision")
+    assert decision["decision"] == {"behavior": "allow"}
+
+    # the next one, denied: the agent is told
+    client.stdin("/perm\r")
+    poll(lambda: len(push.received) == 2, what="the second push")
+    payload = device.decrypt(push.received[1]["body"])
+    assert post_action(server, payload, "deny")["decision"] == "deny"
+    client.wait_for("claude heard: denied: The user denied this from JupyterLab.")
+
+    # the push service says the subscription is gone: it is dropped
+    push.status = 410
+    client.stdin("/perm\r")
+    poll(lambda: len(push.received) == 3, what="the third push")
+    poll(lambda: server.request("GET", "/api/agents/push/subscriptions")[1] == [],
+         what="the subscription dropped")  # fmt: skip
+    poll(lambda: notify_state(server)["counts"]["failed"] == 1, what="counted as failed")
+    client.close()
+
+
+def test_push_subscriptions_refuse_bad_input_and_a_missing_subject_says_why(
+    agents_server, fake_service
+):
+    server = agents_server(args=["--AgentsApp.notify_channels=webpush"])
+    status, key = server.request("GET", "/api/agents/push/key")
+    assert status == 200 and key["available"] is False
+    assert key["reason"].startswith("Web Push needs c.AgentsApp.push_subject")
+    (channel,) = notify_state(server)["channels"]
+    assert channel == {"name": "webpush", "ready": False, "reason": key["reason"]}
+    good = Device(fake_service.url + "push/x").subscription()
+    bad: list[tuple[Any, str]] = [
+        ({**good, "endpoint": "ftp://push.example.org/x"}, "https URL"),
+        ({**good, "endpoint": "http://push.example.org/x"}, "https URL"),
+        ({**good, "endpoint": "https://user@push.example.org/x"}, "no user"),
+        ({**good, "endpoint": 7}, "endpoint"),
+        ({**good, "keys": {"p256dh": good["keys"]["p256dh"]}}, "keys.auth"),
+        ({**good, "keys": {**good["keys"], "p256dh": b64(b"\x05" * 65)}}, "P-256"),
+        ({**good, "keys": {**good["keys"], "auth": "!!"}}, "base64url"),
+        ({**good, "keys": "x"}, "keys"),
+        ({**good, "name": "a\x1b[2J"}, "control characters"),
+        ({**good, "name": "x" * 101}, "1-100"),
+        ({**good, "extra": 1}, "extra"),
+    ]
+    for body, words in bad:
+        status, said = server.request("POST", "/api/agents/push/subscriptions", body)
+        assert status == 400 and words in said["message"], (body, status, said)
+    assert server.request("GET", "/api/agents/push/subscriptions") == (200, [])
+    assert server.request("DELETE", "/api/agents/push/subscriptions/nope")[0] == 404
+    made = server.request("POST", "/api/agents/push/subscriptions", good)[1]
+    assert server.request("DELETE", f"/api/agents/push/subscriptions/{made['id']}")[0] == 204
+    assert server.request("GET", "/api/agents/push/subscriptions") == (200, [])
+    for subject in ("mailto:me@localhost", "https://127.0.0.1/"):
+        other = agents_server(args=[f"--AgentsApp.push_subject={subject}"])
+        reason = other.request("GET", "/api/agents/push/key")[1]["reason"]
+        assert "local host" in reason, reason
+        other.stop()
+
+
+def test_only_the_owner_has_channels_a_watcher_or_other_user_gets_none(
+    agents_server, fake_agents, fake_service, project
+):
+    # the server belongs to alice; the token's user (as a share's watcher or another
+    # hub user would be) is somebody else: no device, no presence, no set-up
+    server = agents_server(env={**fake_agents.env, "JUPYTERHUB_USER": "alice"}, args=push_args())
+    device = Device(fake_service.url + "push/intruder")
+    for method, path, body in (
+        ("POST", "/api/agents/push/subscriptions", device.subscription()),
+        ("GET", "/api/agents/push/subscriptions", None),
+        ("GET", "/api/agents/push/key", None),
+        ("POST", "/api/agents/presence", {"visible": True, "tab": "t"}),
+        ("GET", "/api/agents/notify", None),
+    ):
+        status, said = server.request(method, path, body)
+        assert status == 403 and "owner" in said["message"], (path, status, said)
+
+
+@pytest.mark.parametrize("mode", ["hang", "refuse"])
+def test_a_hanging_or_refusing_push_service_slows_no_hook_and_no_answer(
+    agents_server, fake_agents, fake_service, project, mode
+):
+    """Figures, printed (no timing assertion): how long the hook takes to make a
+    request pending, and an answer over REST, while a push is in flight to a push
+    service that accepts and never answers (``hang``) or closes the connection
+    (``refuse``), beside the same with no push at all."""
+    push = fake_service
+    figures: dict[str, list[float]] = {"with push": [], "no push": []}
+    answers: dict[str, list[float]] = {"with push": [], "no push": []}
+    server = agents_server(env=fake_agents.env, args=push_args("--AgentsApp.notify_timeout=2"))
+    device = Device(push.url + "push/slow")
+    assert server.request("POST", "/api/agents/push/subscriptions", device.subscription())[0] == 201
+    agent, client = start_claude(server, project)
+    sid = agent["id"]
+    push.mode = mode
+    for round_ in range(6):
+        label = "with push" if round_ % 2 == 0 else "no push"
+        subscribed = server.request("GET", "/api/agents/push/subscriptions")[1]
+        if label == "no push" and subscribed:
+            server.request("DELETE", f"/api/agents/push/subscriptions/{subscribed[0]['id']}")
+        if label == "with push" and not subscribed:
+            server.request("POST", "/api/agents/push/subscriptions", device.subscription())
+        before = len(push.received)
+        t0 = time.monotonic()
+        client.stdin("/perm\r")
+        request = poll(
+            lambda: server.request("GET", f"/api/agents/requests?session={sid}")[1],
+            what="the request",
+            interval=0.01,
+        )[0]
+        figures[label].append(time.monotonic() - t0)
+        if label == "with push":  # the push is in flight (hanging) or was refused
+            poll(lambda n=before: len(push.received) > n, what="the push", interval=0.01)
+        t1 = time.monotonic()
+        status, _ = server.request("POST", f"/api/agents/requests/{request['id']}",
+                                   {"decision": "allow"})  # fmt: skip
+        answers[label].append(time.monotonic() - t1)
+        assert status == 200
+        client.wait_for(lambda c, n=round_: c.text.count("claude heard: /perm") > n)
+    # every push failed (timed out or refused), and nothing else suffered
+    poll(lambda: notify_state(server)["counts"]["failed"] == 3, what="3 failed pushes")
+    assert notify_state(server)["counts"]["sent"] == 0
+
+    def ms(values: list[float]) -> str:
+        return ", ".join(f"{v * 1000:.0f}" for v in values)
+
+    print(
+        f"\n[{mode}] request pending after /perm (ms): with a push in flight "
+        f"{ms(figures['with push'])}; no push {ms(figures['no push'])}\n"
+        f"[{mode}] REST answer (ms): with a push in flight {ms(answers['with push'])};"
+        f" no push {ms(answers['no push'])}"
+    )
+    client.close()

@@ -26,6 +26,7 @@ def served() -> set[tuple[str, str]]:
         param = "{name}" if "terminals" in pattern else "{id}"
         path = pattern.replace(r"(\w+)", param).replace("(.*)", param)
         path = path.replace(r"([\w.]+)", "{file}").replace(r"([\w-]+)", "{token}")
+        path = path.replace("\\.", ".")
         for method in ("get", "post", "delete"):
             if method in vars(handler) or (method == "get" and issubclass(handler, TermSocket)):
                 found.add((path, method))
@@ -97,6 +98,10 @@ async def test_responses_validate(jp_fetch):
     jsonschema.validate(notify, schema("/api/agents/notify", "get", "200"))
     presence = await call("POST", "api", "agents", "presence", body={"visible": True, "tab": "t"})
     jsonschema.validate(presence, schema("/api/agents/presence", "post", "200"))
+    key = await call("GET", "api", "agents", "push", "key")
+    jsonschema.validate(key, schema("/api/agents/push/key", "get", "200"))
+    devices = await call("GET", "api", "agents", "push", "subscriptions")
+    jsonschema.validate(devices, schema("/api/agents/push/subscriptions", "get", "200"))
     await call("DELETE", "api", "agents", "sessions", made["id"])
     report = await call("POST", "api", "agents", "reconcile", body={})
     jsonschema.validate(report, schema("/api/agents/reconcile", "post", "200"))

@@ -32,6 +32,7 @@ def every_route(session_id: str, name: str) -> list[tuple[str, str]]:
     for pattern, handler, _ in handlers(None, None, None, None):  # type: ignore[arg-type]
         path = pattern.replace(r"(\w+)", name if "terminals" in pattern else session_id, 1)
         path = path.replace(r"([\w.]+)", "xterm.js").replace(r"([\w-]+)", "no-such-token")
+        path = path.replace("\\.", ".")
         for method in ("GET", "POST", "DELETE"):
             socket = method == "GET" and issubclass(handler, TermSocket)
             if method.lower() in vars(handler) or socket:
@@ -40,7 +41,7 @@ def every_route(session_id: str, name: str) -> list[tuple[str, str]]:
 
 
 #: the routes that ask no Jupyter credential (each checked on its own above)
-PUBLIC = ("/agents/act/",)
+PUBLIC = ("/agents/act/", "/agents/sw.js")
 
 
 class DenyAll(Authorizer):
@@ -66,8 +67,13 @@ async def test_every_route_is_authorized_and_authenticated(
     assert len(routes) >= 14, routes
     # no token: 403 everywhere (the watch and requests pages and their assets: a
     # redirect to log in), but on the answer links, which ask no credential but their
-    # own token (jupyter_agents/server/act.py): a wrong one is 404, whatever the method
+    # own token (jupyter_agents/server/act.py): a wrong one is 404, whatever the method;
+    # and the service worker's script, the same code for anyone
+    public = await jp_fetch("agents", "sw.js", headers={"Authorization": ""})
+    assert public.code == 200 and b"notificationclick" in public.body
     for method, path in routes:
+        if path == "/agents/sw.js":
+            continue
         if path.startswith(PUBLIC):
             with pytest.raises(HTTPClientError) as e:
                 await jp_fetch(

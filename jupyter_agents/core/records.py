@@ -1,5 +1,6 @@
 """The records the session store keeps, as every wing sees them: a :class:`Session`, a
-read-only grant (:class:`Share`) and who was admitted through one (:class:`Admission`).
+read-only grant (:class:`Share`), who was admitted through one (:class:`Admission`) and
+a device the owner turned Web Push on for (:class:`PushSubscription`).
 Plain data: reading and writing them is :mod:`jupyter_agents.core.store`'s, which the
 front ends (the server and clients wings) never import.
 """
@@ -112,3 +113,23 @@ class Admission:
     share_id: str
     user: str
     admitted: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PushSubscription:
+    """A device of ``user``'s that gets Web Push notifications: the push service's
+    ``endpoint`` and the browser's keys (``p256dh``, ``auth``, base64url), the ``name``
+    the owner gave it, when it was ``created`` (ISO 8601 UTC)."""
+
+    id: str
+    user: str
+    endpoint: str
+    p256dh: str
+    auth: str
+    name: str
+    created: str
+
+    def to_model(self) -> dict[str, Any]:
+        """Its REST model: no keys."""
+        return {"id": self.id, "name": self.name, "endpoint": self.endpoint,
+                "created": self.created}  # fmt: skip

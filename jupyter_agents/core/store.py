@@ -36,6 +36,7 @@ from jupyter_agents.core.paths import (
 )
 from jupyter_agents.core.records import (
     Admission,
+    PushSubscription,
     Session,
     Share,
     Status,
@@ -202,6 +203,18 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sessions ADD COLUMN worktree TEXT;
     """,
+    # the devices the owner turned Web Push on for (jupyter_agents.notify.subscriptions)
+    """
+    CREATE TABLE push_subscriptions (
+        id          TEXT PRIMARY KEY,
+        user        TEXT NOT NULL,
+        endpoint    TEXT NOT NULL UNIQUE,
+        p256dh      TEXT NOT NULL,
+        auth        TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        created     TEXT NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -249,6 +262,19 @@ class ShareTable(Protocol):
     def forget_admissions(self, user: str, share_ids: Iterable[str]) -> None: ...
 
     def revoke_share(self, share_id: str, when: str) -> bool: ...
+
+
+class PushTable(Protocol):
+    """What notifications may do with the store (:class:`SessionStore` is one): the
+    owner's Web Push subscriptions, and nothing of the sessions' records."""
+
+    def add_push_subscription(self, subscription: PushSubscription) -> PushSubscription: ...
+
+    def push_subscriptions(self, user: str) -> builtins.list[PushSubscription]: ...
+
+    def remove_push_subscription(self, user: str, subscription_id: str) -> bool: ...
+
+    def remove_push_endpoint(self, endpoint: str) -> bool: ...
 
 
 class SessionStore:
@@ -563,6 +589,47 @@ class SessionStore:
                 "UPDATE shares SET revoked = ? WHERE id = ? AND revoked IS NULL AND expires > ?",
                 (when, share_id, when),
             )
+            return cursor.rowcount > 0
+
+    # -- Web Push subscriptions --------------------------------------------------------
+
+    def add_push_subscription(self, subscription: PushSubscription) -> PushSubscription:
+        """Keep a subscription; one for an endpoint kept already replaces its keys, name
+        and user (the browser subscribed again) and keeps its id. The one kept."""
+        s = subscription
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO push_subscriptions (id, user, endpoint, p256dh, auth, name, "
+                "created) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (endpoint) DO UPDATE SET "
+                "user = excluded.user, p256dh = excluded.p256dh, auth = excluded.auth, "
+                "name = excluded.name",
+                (s.id, s.user, s.endpoint, s.p256dh, s.auth, s.name, s.created),
+            )
+            row = db.execute(
+                "SELECT * FROM push_subscriptions WHERE endpoint = ?", (s.endpoint,)
+            ).fetchone()
+        return PushSubscription(**dict(row))
+
+    def push_subscriptions(self, user: str) -> builtins.list[PushSubscription]:
+        """``user``'s subscriptions, oldest first."""
+        rows = self._query(
+            "SELECT * FROM push_subscriptions WHERE user = ? ORDER BY created, rowid", (user,)
+        )
+        return [PushSubscription(**dict(r)) for r in rows]
+
+    def remove_push_subscription(self, user: str, subscription_id: str) -> bool:
+        """Drop one of ``user``'s subscriptions; whether there was one."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "DELETE FROM push_subscriptions WHERE id = ? AND user = ?",
+                (subscription_id, user),
+            )
+            return cursor.rowcount > 0
+
+    def remove_push_endpoint(self, endpoint: str) -> bool:
+        """Drop the subscription of ``endpoint`` (its push service said it is gone)."""
+        with self._transaction() as db:
+            cursor = db.execute("DELETE FROM push_subscriptions WHERE endpoint = ?", (endpoint,))
             return cursor.rowcount > 0
 
 

@@ -14,6 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from jupyter_agents.core import clock
+
 #: the longest command line a notice carries
 MAX_LINE = 200
 #: Web Push payloads must fit 4096 bytes once encrypted (RFC 8291: 4078 of plaintext)
@@ -40,8 +42,8 @@ def one_line(text: str, limit: int = MAX_LINE) -> str:
 @dataclasses.dataclass(frozen=True)
 class Notice:
     """One pending request, as a notification carries it. ``tokens`` by choice key
-    (``allow``, ``deny``, ``suggestion-<i>``) and ``labels`` likewise; ``act`` the path
-    of the answer links relative to ``{base_url}agents/`` (``act/``)."""
+    (``allow``, ``deny``, ``suggestion-<i>``) and ``labels`` likewise; ``until``: when
+    the request stops waiting (epoch s)."""
 
     request_id: str
     kind: str
@@ -50,6 +52,7 @@ class Notice:
     line: str
     tokens: Mapping[str, str]
     labels: Mapping[str, str]
+    until: float = 0.0
 
     @classmethod
     def of(cls, request: Mapping[str, Any], tokens: Mapping[str, str]) -> Notice:
@@ -70,6 +73,7 @@ class Notice:
             line=one_line(str(what)),
             tokens=dict(tokens),
             labels=labels,
+            until=clock.epoch(str(request["until"])) if request.get("until") else 0.0,
         )
 
     @property

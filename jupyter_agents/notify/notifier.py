@@ -167,13 +167,15 @@ class Links:
 
 class Channel(Protocol):
     """Where notices go. ``name``; :meth:`refused` says why it cannot send (None: it
-    can); :meth:`send` delivers one notice (raising on failure), bounded in time."""
+    can); :meth:`send` delivers one notice, bounded in time: how many deliveries were
+    made (0: there was nowhere to send it, e.g. no device) and what happened, in words;
+    it raises when it failed."""
 
     name: str
 
     def refused(self) -> str | None: ...
 
-    async def send(self, notice: Notice) -> str: ...
+    async def send(self, notice: Notice) -> tuple[int, str]: ...
 
 
 class Notifier:
@@ -204,8 +206,13 @@ class Notifier:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._worker: asyncio.Task[None] | None = None
         self._seen: dict[str, None] = {}
-        #: counts: ``queued``, ``dropped``, ``held`` (policy), ``sent``, ``failed``
-        self.counts = dict.fromkeys(("queued", "dropped", "held", "sent", "failed"), 0)
+        #: counts: ``queued``, ``dropped`` (queue full), ``held`` (policy), and per
+        #: delivery ``sent``, ``failed``, ``skipped`` (nowhere to send it)
+        self.counts = dict.fromkeys(("queued", "dropped", "held", "sent", "failed", "skipped"), 0)
+
+    def channel(self, name: str) -> Any:
+        """The channel called ``name``, or None."""
+        return next((c for c in self.channels if c.name == name), None)
 
     def start(self) -> None:
         """Start the worker, on the running loop."""
@@ -282,7 +289,7 @@ class Notifier:
 
     async def _deliver(self, channel: Channel, notice: Notice, request: dict[str, Any]) -> None:
         try:
-            said = await asyncio.wait_for(channel.send(notice), self.timeout)
+            made, said = await asyncio.wait_for(channel.send(notice), self.timeout)
         except Exception as e:
             self.counts["failed"] += 1
             why = "timed out" if isinstance(e, asyncio.TimeoutError) else str(e) or type(e).__name__
@@ -293,7 +300,7 @@ class Notifier:
                 why,
             )
             return
-        self.counts["sent"] += 1
+        self.counts["sent" if made else "skipped"] += 1
         self.log.info(
             "jupyter_agents: %s notification of permission request %s of session %s: %s",
             channel.name,

@@ -40,7 +40,7 @@ class NtfyChannel:
             return "no ntfy server and topic are configured (ntfy_url, ntfy_topic)"
         return None
 
-    async def send(self, notice: Notice) -> str:
+    async def send(self, notice: Notice) -> tuple[int, str]:
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
@@ -58,4 +58,4 @@ class NtfyChannel:
             response = await self.http.fetch(request)
         except HTTPClientError as e:
             raise RuntimeError(f"ntfy answered {e.code}") from None
-        return f"published ({response.code})"
+        return 1, f"published ({response.code})"

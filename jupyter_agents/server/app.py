@@ -29,7 +29,9 @@ from jupyter_agents.notify.notifier import (
     parse_quiet_hours,
 )
 from jupyter_agents.notify.ntfy import NtfyChannel
+from jupyter_agents.notify.subscriptions import PushSubscriptions
 from jupyter_agents.notify.tokens import AnswerTokens
+from jupyter_agents.notify.webpush import WebPushChannel, load_or_make_keys
 from jupyter_agents.server.activity import Attendance, ServerActivity
 from jupyter_agents.server.exits import ExitWatch
 from jupyter_agents.server.handlers import handlers
@@ -106,6 +108,14 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         "https://hub.example.org/user/alice/), for the links ntfy messages carry. '' : "
         "the URL of the owner's latest presence or subscription call, else the "
         "server's connection URL.",
+    )
+    push_subject = Unicode(
+        "",
+        config=True,
+        help="The VAPID subject of Web Push: a mailto: address or https: URL where push "
+        "services can reach whoever runs this server (e.g. mailto:ops@example.org). "
+        "Push services refuse a localhost one (Apple answers 403), so such a subject, or "
+        "none, leaves Web Push off and GET /api/agents/push/key says why.",
     )
     ntfy_url = Unicode(
         "",
@@ -282,6 +292,16 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         owner = server_owner() or getpass.getuser()
         links = Links(self.notify_public_url, self.serverapp.connection_url)
         channels: list[Channel] = []
+        if "webpush" in self.notify_channels:
+            channels.append(
+                WebPushChannel(
+                    PushSubscriptions(service.store, owner),
+                    load_or_make_keys(service.state_dir),
+                    self.push_subject,
+                    self._http,
+                    self.notify_timeout,
+                )
+            )
         if "ntfy" in self.notify_channels:
             topic = self.ntfy_topic.replace("{username}", owner)
             channels.append(

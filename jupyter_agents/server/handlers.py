@@ -27,7 +27,14 @@ from jupyter_agents.notify.notifier import Notifier
 from jupyter_agents.notify.tokens import AnswerTokens
 from jupyter_agents.server import params
 from jupyter_agents.server.act import ActHandler
-from jupyter_agents.server.notifications import NotifyHandler, PresenceHandler
+from jupyter_agents.server.notifications import (
+    NotifyHandler,
+    PresenceHandler,
+    PushKeyHandler,
+    PushSubscriptionHandler,
+    PushSubscriptionsHandler,
+    ServiceWorkerHandler,
+)
 from jupyter_agents.server.requests_page import RequestsAsset, RequestsPage
 from jupyter_agents.server.streams import Streams
 from jupyter_agents.server.terminals import TerminalManager, terminal_model
@@ -597,7 +604,8 @@ def handlers(
     (:mod:`jupyter_agents.server.act`) and notifications'
     (:mod:`jupyter_agents.server.notifications`)."""
     rest = {"service": service, "manager": manager}
-    notify = {"notifier": notifier}
+    push = None if notifier is None else notifier.channel("webpush")
+    notify = {"notifier": notifier, "push": push}
     viewer = {"service": service, "shares": shares}
     return [
         (r"/api/terminals", TerminalRootHandler, rest),
@@ -623,6 +631,9 @@ def handlers(
         (r"/api/agents/kinds", KindsHandler, rest),
         (r"/api/agents/notify", NotifyHandler, notify),
         (r"/api/agents/presence", PresenceHandler, notify),
+        (r"/api/agents/push/key", PushKeyHandler, notify),
+        (r"/api/agents/push/subscriptions", PushSubscriptionsHandler, notify),
+        (r"/api/agents/push/subscriptions/(\w+)", PushSubscriptionHandler, notify),
         (r"/api/agents/reconcile", ReconcileHandler, rest),
         (r"/api/agents/sharing", SharingHandler, {**rest, "shares": shares}),
         (r"/api/agents/shares", SharesHandler, {**rest, "shares": shares}),
@@ -630,6 +641,7 @@ def handlers(
         (r"/agents/requests", RequestsPage, {}),
         (r"/agents/requests/static/([\w.]+)", RequestsAsset, {}),
         (r"/agents/act/([\w-]+)", ActHandler, {"tokens": tokens}),
+        (r"/agents/sw\.js", ServiceWorkerHandler, {}),
         (r"/agents/view/static/([\w.]+)", ViewerAsset, viewer),
         (r"/agents/view/(\w+)", ViewerPage, viewer),
         (r"/agents/view/(\w+)/socket", ViewerSocket, {**viewer, "streams": streams}),

@@ -1,13 +1,18 @@
 """REST of notifications (:mod:`jupyter_agents.notify`), the owner's only: what is set
-up (``GET /api/agents/notify``) and the presence signal of the owner's Lab tabs
+up (``GET /api/agents/notify``), the presence signal of the owner's Lab tabs
 (``POST /api/agents/presence``), by which "notify only while no Lab tab is visible"
-works. Thin, as :mod:`.handlers`."""
+works, and Web Push: the server's public key and the owner's devices
+(``/api/agents/push/...``); and the service worker, ``{base_url}agents/sw.js``, served
+to anyone (it holds nothing but code). Thin, as :mod:`.handlers`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
@@ -15,11 +20,14 @@ from tornado import web
 
 from jupyter_agents.core.errors import AgentsError, http_error
 from jupyter_agents.notify.notifier import Notifier
+from jupyter_agents.notify.webpush import WebPushChannel, public_key
 from jupyter_agents.server import params
 from jupyter_agents.server.websocket import AUTH_RESOURCE
 from jupyter_agents.sharing.auth import is_owner
 
 _TAB = re.compile(r"[\w-]{1,64}")
+SERVICE_WORKER = Path(__file__).parents[1] / "push_static" / "sw.js"
+T = TypeVar("T")
 
 
 class OwnerHandler(APIHandler):
@@ -28,8 +36,23 @@ class OwnerHandler(APIHandler):
 
     auth_resource = AUTH_RESOURCE
 
-    def initialize(self, notifier: Notifier | None) -> None:
+    def initialize(self, notifier: Notifier | None, push: WebPushChannel | None = None) -> None:
         self._notifier = notifier
+        self._push = push
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in a worker thread; an AgentsError becomes its HTTP error."""
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except AgentsError as e:
+            raise http_error(e) from e
+
+    def push(self) -> WebPushChannel:
+        """The Web Push channel, for the owner; 404 when it is not on."""
+        self.owner()
+        if self._push is None:
+            raise web.HTTPError(404, "Web Push is off on this server (notify_channels)")
+        return self._push
 
     def body(self, allowed: set[str]) -> dict[str, Any]:
         """The JSON object body; 400 for anything else or a field not in ``allowed``."""
@@ -98,3 +121,66 @@ class PresenceHandler(OwnerHandler):
             raise web.HTTPError(400, '"tab" must be 1-64 letters, digits, "_" or "-"')
         n.presence.report(tab, visible)
         self.reply({"visible_tabs": n.presence.visible(), "ttl": n.presence.ttl})
+
+
+class PushKeyHandler(OwnerHandler):
+    """``GET /api/agents/push/key``: ``{public_key, available, reason}``: the server's
+    VAPID public key (``applicationServerKey`` for ``pushManager.subscribe``), and
+    whether pushes can be sent (``reason`` says why not, e.g. no ``push_subject``)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        push = self.push()
+        reason = push.refused()
+        self.reply(
+            {"public_key": public_key(push.vapid), "available": reason is None, "reason": reason}
+        )
+
+
+class PushSubscriptionsHandler(OwnerHandler):
+    """``GET /api/agents/push/subscriptions``: the owner's devices (``{id, name,
+    endpoint, created}``, no keys). ``POST`` ``{endpoint, keys: {p256dh, auth}, name?}``
+    (``PushSubscription.toJSON()`` and a name): turn a device on (201; the same endpoint
+    again replaces its keys and name, 200)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        push = self.push()
+        self.reply([s.to_model() for s in await self.call(push.subscriptions.list)])
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        push = self.push()
+        body = self.body({"endpoint", "keys", "name", "expirationTime"})
+        before = {s.id for s in await self.call(push.subscriptions.list)}
+        kept = await self.call(push.subscriptions.add, body)
+        self.reply(kept.to_model(), 200 if kept.id in before else 201)
+
+
+class PushSubscriptionHandler(OwnerHandler):
+    """``DELETE /api/agents/push/subscriptions/<id>``: turn a device off (204; 404 for
+    none of the owner's). The browser should also ``unsubscribe()``."""
+
+    @web.authenticated
+    @authorized
+    async def delete(self, subscription_id: str) -> None:
+        push = self.push()
+        await self.call(push.subscriptions.remove, subscription_id)
+        self.set_status(204)
+        self.finish()
+
+
+class ServiceWorkerHandler(web.RequestHandler):
+    """``GET {base_url}agents/sw.js``: the service worker (``push_static/sw.js``), to
+    anyone: it is the same code for everyone and holds no secret, and a browser fetches
+    its updates without the page's credentials. Registered by the Lab page with the
+    scope ``{base_url}agents/``, its own folder, so no ``Service-Worker-Allowed``."""
+
+    def get(self) -> None:
+        self.set_header("Content-Type", "application/javascript; charset=utf-8")
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.finish(SERVICE_WORKER.read_bytes())
