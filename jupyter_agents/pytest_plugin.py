@@ -103,11 +103,16 @@ class ServerProcess:
         args: list[str] | None = None,
         lab: bool = False,
         fork: bool = True,
+        base_url: str = "/",
     ) -> None:
         self.state_dir = state_dir
         self.workdir = workdir
+        #: ``ServerApp.base_url`` without its last ``/`` ("" for the root): what every
+        #: URL of the server starts with after its host, as under JupyterHub's
+        #: ``/user/<name>/``
+        self.prefix = base_url.rstrip("/")
         self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.base = f"http://127.0.0.1:{self.port}{self.prefix}"
         self.extra_env = env or {}
         quiet = [f"--ServerApp.jpserver_extensions={e}=False" for e in NON_TERMINAL_EXTENSIONS]
         self.extra_args = [*([] if lab else quiet), *(args or [])]
@@ -128,7 +133,7 @@ class ServerProcess:
                 return self._start(timeout)
             except PortTaken:
                 self.port = free_port()
-                self.base = f"http://127.0.0.1:{self.port}"
+                self.base = f"http://127.0.0.1:{self.port}{self.prefix}"
                 self.log_path = self.workdir / f"server-{self.port}.log"
         return self._start(timeout)
 
@@ -154,6 +159,7 @@ class ServerProcess:
             f"--IdentityProvider.token={TOKEN}",
             f"--ServerApp.root_dir={self.workdir}",
             f"--ServerApp.terminado_settings={json.dumps({'shell_command': TEST_SHELL})}",
+            *([f"--ServerApp.base_url={self.prefix}/"] if self.prefix else []),
             *self.extra_args,
         ]
         self.proc = None
@@ -247,7 +253,8 @@ class ServerProcess:
 
     def ws(self, name: str) -> TermClient:
         client = TermClient(
-            f"ws://127.0.0.1:{self.port}/terminals/websocket/{name}", log_path=self.log_path
+            f"ws://127.0.0.1:{self.port}{self.prefix}/terminals/websocket/{name}",
+            log_path=self.log_path,
         )
         self._clients.append(client)
         return client
@@ -338,7 +345,7 @@ class EventClient:
         import websocket
 
         self.ws = websocket.create_connection(
-            f"ws://127.0.0.1:{server.port}/api/events/subscribe",
+            f"ws://127.0.0.1:{server.port}{server.prefix}/api/events/subscribe",
             header=[f"Authorization: token {TOKEN}"],
             timeout=1,
         )

@@ -64,7 +64,9 @@ class Lab:
     """The shared server, its state dir, fake agents and a browser; ``backend``: the
     ``AgentsApp.backend`` (default: the server's own choice, tmux here)."""
 
-    def __init__(self, root: Path, browser: Any, backend: str | None = None) -> None:
+    def __init__(
+        self, root: Path, browser: Any, backend: str | None = None, base_url: str = "/"
+    ) -> None:
         self.root = root
         self.backend = backend
         self.state_dir = root / "state"
@@ -121,6 +123,7 @@ class Lab:
             },
             args=self.args,
             lab=True,
+            base_url=base_url,
         )
 
     def url(self, path: str = "/lab") -> str:
@@ -195,13 +198,16 @@ def playwright() -> Any:
 
 
 @contextlib.contextmanager
-def running_lab(root: Path, prepare: Callable[[Lab], None] | None = None) -> Iterator[Lab]:
-    """A module's Lab in ``root``: its server started (after ``prepare(lab)``, when
-    given), a browser, both ended after (the server SIGKILLed, its backend killed)."""
+def running_lab(
+    root: Path, prepare: Callable[[Lab], None] | None = None, base_url: str = "/"
+) -> Iterator[Lab]:
+    """A module's Lab in ``root`` (under ``base_url``): its server started (after
+    ``prepare(lab)``, when given), a browser, both ended after (the server SIGKILLed, its
+    backend killed)."""
     sync_api = playwright()
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        lab = Lab(root, browser)
+        lab = Lab(root, browser, base_url=base_url)
         try:
             if prepare is not None:
                 prepare(lab)

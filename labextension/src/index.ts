@@ -15,7 +15,9 @@
  * - `conversation` (an agent's conversation as a document, a fresh session where one
  *   cannot be resumed: `conversation.ts`) requires it and the rendermime registry;
  * - `worktree` (the review of a worktree session in a tab: its files, their diffs,
- *   notebooks through nbdime; merge or discard: `worktree.ts`) requires both too.
+ *   notebooks through nbdime; merge or discard: `worktree.ts`) requires both too;
+ * - `devices` (this tab's presence, and "Agent Notifications…": permission requests
+ *   pushed to this device: `devices.ts`) requires it.
  */
 import {
   ILayoutRestorer,
@@ -44,6 +46,7 @@ import { TerminalSizing } from './sizing';
 import { terminalLinkFactory } from './terminallink';
 import { addCommands } from './commands';
 import { conversationPlugin } from './conversation';
+import { Presence, showDevices } from './devices';
 import { worktreePlugin } from './worktree';
 import { EventConnection } from './events';
 import { InterruptedTabs, TerminalWidget } from './interrupted';
@@ -418,6 +421,35 @@ const terminalLink: JupyterFrontEndPlugin<void> = {
   }
 };
 
+const devices: JupyterFrontEndPlugin<void> = {
+  id: PluginIDs.devices,
+  description:
+    'Permission requests pushed to the owner\'s devices with JupyterLab closed: this tab says while it is visible; "Agent Notifications…" turns this device on.',
+  autoStart: true,
+  requires: [IAgentSessions],
+  optional: [ICommandPalette, ITranslator],
+  activate: (
+    app: JupyterFrontEnd,
+    model: IAgentSessions,
+    palette: ICommandPalette | null,
+    translator: ITranslator | null
+  ) => {
+    const trans = load(translator);
+    new Presence(model.serverSettings);
+    app.commands.addCommand(CommandIDs.notifications, {
+      label: trans.__('Agent Notifications…'),
+      caption: trans.__(
+        'Notify this device of agents’ permission requests while no JupyterLab tab of yours is visible'
+      ),
+      execute: () => showDevices(model.serverSettings, trans)
+    });
+    palette?.addItem({
+      command: CommandIDs.notifications,
+      category: trans.__('Agents')
+    });
+  }
+};
+
 const plugins: JupyterFrontEndPlugin<any>[] = [
   sessions,
   launcher,
@@ -433,7 +465,8 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   sizing,
   terminalLink,
   conversationPlugin,
-  worktreePlugin
+  worktreePlugin,
+  devices
 ];
 
 export default plugins;

@@ -18,6 +18,7 @@ import {
   listIcon,
   markdownIcon,
   MenuSvg,
+  bellIcon,
   refreshIcon,
   shareIcon,
   stopIcon
@@ -86,6 +87,8 @@ export interface IPanelActions {
   /** Start a session of `kind`; with `worktree`, in a new git worktree. */
   create(kind: string, worktree?: boolean): void | Promise<void>;
   refresh(): void | Promise<void>;
+  /** Which devices are notified of permission requests with JupyterLab closed. */
+  notifications(): void | Promise<void>;
 }
 
 /** The actions as the extension's commands (`commands.ts`). */
@@ -112,7 +115,8 @@ export function commandActions(commands: CommandRegistry): IPanelActions {
     restoreAll: () => run(CommandIDs.restoreAll),
     create: (kind, worktree) =>
       run(CommandIDs.create, worktree ? { kind, worktree } : { kind }),
-    refresh: () => run(CommandIDs.refresh)
+    refresh: () => run(CommandIDs.refresh),
+    notifications: () => run(CommandIDs.notifications)
   };
 }
 
@@ -394,7 +398,13 @@ export class AgentsPanel extends Widget {
     refresh.dataset.action = 'refresh';
     refreshIcon.element({ container: refresh, tag: 'span' });
     refresh.onclick = () => this._actions.refresh();
-    header.append(refresh);
+    const bell = el('button', 'jp-AgentsPanel-iconButton');
+    bell.title = trans.__('Agent notifications on your devices');
+    bell.setAttribute('aria-label', bell.title);
+    bell.dataset.action = 'notifications';
+    bellIcon.element({ container: bell, tag: 'span' });
+    bell.onclick = () => this._actions.notifications();
+    header.append(bell, refresh);
 
     this._toolbar = el('div', 'jp-AgentsPanel-toolbar');
 

@@ -105,6 +105,7 @@ export namespace PluginIDs {
   export const titles = 'jupyter-agents:titles';
   export const conversation = 'jupyter-agents:conversation';
   export const worktree = 'jupyter-agents:worktree';
+  export const devices = 'jupyter-agents:devices';
 }
 
 export namespace CommandIDs {
@@ -127,4 +128,5 @@ export namespace CommandIDs {
   export const turns = 'jupyter-agents:turns';
   export const fresh = 'jupyter-agents:fresh';
   export const review = 'jupyter-agents:review';
+  export const notifications = 'jupyter-agents:notifications';
 }
