@@ -21,6 +21,7 @@ from pathlib import Path
 from . import (
     archive,
     cli,
+    cpu,
     events,
     idle,
     latency,
@@ -135,6 +136,7 @@ GROUPS: dict[str, Callable[[list[Flavor], Mode], list[Row]]] = {
     "archive": archive.run,
     "usage": usage.run,
     "turns": turns.run,
+    "cpu": cpu.run,
 }
 
 
