@@ -38,6 +38,8 @@ from jupyter_agents.sessions.requests import PermissionDesk
 
 #: how long a token is remembered after its request's wait ends (then: 404)
 FORGET_AFTER = 600.0
+#: the most tokens kept at once; beyond it the oldest are forgotten (then: 404)
+MAX_GRANTS = 10_000
 #: what answers through a token are recorded as made ``by``
 BY = "an answer link (notification)"
 
@@ -112,6 +114,8 @@ class AnswerTokens:
                 token = secrets.token_urlsafe(32)
                 self._grants[digest(token)] = Grant(request_id, choice, until)
                 out[choice.key] = token
+            while len(self._grants) > MAX_GRANTS:
+                del self._grants[next(iter(self._grants))]
         return out
 
     def _forget(self, now: float) -> None:
