@@ -534,6 +534,23 @@ def test_web_push_reaches_a_device_whose_actions_answer(
     client.close()
 
 
+def test_no_key_pair_leaves_web_push_off_and_the_rest_on(agents_server, agents_state_dir):
+    agents_state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (agents_state_dir / "push").write_text("not a folder")
+    # asked for both channels: Web Push cannot make its keys, ntfy goes on
+    server = agents_server(args=push_args("--AgentsApp.notify_channels=ntfy"))
+    assert notify_state(server)["channels"] == [
+        {
+            "name": "ntfy",
+            "ready": False,
+            "reason": "no ntfy server and topic are configured (ntfy_url, ntfy_topic)",
+        }
+    ]
+    status, said = server.request("GET", "/api/agents/push/key")
+    assert status == 404 and "Web Push is off" in said["message"]
+    assert "Web Push is off: no VAPID key pair" in server.log_path.read_text()
+
+
 def test_push_subscriptions_refuse_bad_input_and_a_missing_subject_says_why(
     agents_server, fake_service
 ):

@@ -293,15 +293,20 @@ class AgentsApp(AgentsSettings, ExtensionApp):  # type: ignore[misc]
         links = Links(self.notify_public_url, self.serverapp.connection_url)
         channels: list[Channel] = []
         if "webpush" in self.notify_channels:
-            channels.append(
-                WebPushChannel(
-                    PushSubscriptions(service.store, owner),
-                    load_or_make_keys(service.state_dir),
-                    self.push_subject,
-                    self._http,
-                    self.notify_timeout,
+            try:
+                keys = load_or_make_keys(service.state_dir)
+            except (AgentsError, OSError, ValueError) as e:
+                self.log.error("jupyter_agents: Web Push is off: no VAPID key pair: %s", e)
+            else:
+                channels.append(
+                    WebPushChannel(
+                        PushSubscriptions(service.store, owner),
+                        keys,
+                        self.push_subject,
+                        self._http,
+                        self.notify_timeout,
+                    )
                 )
-            )
         if "ntfy" in self.notify_channels:
             topic = self.ntfy_topic.replace("{username}", owner)
             channels.append(
