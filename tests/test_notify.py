@@ -387,23 +387,38 @@ def test_a_visible_lab_tab_holds_notifications_back(
     agents_server, fake_agents, fake_service, project
 ):
     ntfy = fake_service
-    server = agents_server(env=fake_agents.env, args=ntfy_args(ntfy))
+    ttl = "--AgentsApp.notify_presence_ttl=6"  # long enough for a loaded machine
+    server = agents_server(env=fake_agents.env, args=ntfy_args(ntfy, ttl))
     # a tab says it is visible: held back
     said = server.request("POST", "/api/agents/presence", {"visible": True, "tab": "lab-1"})
-    assert said == (200, {"visible_tabs": 1, "ttl": 60.0})
+    assert said == (200, {"visible_tabs": 1, "ttl": 6.0})
     agent, client = start_claude(server, project)
     client.stdin("/perm\r")
     first = asked(server, agent["id"])
     poll(lambda: notify_state(server)["counts"]["held"] == 1, what="held back")
-    # hidden now: the next request is notified
+    assert ntfy.received == []
+    # the tab is hidden now, and the request still waits: it is notified
     server.request("POST", "/api/agents/presence", {"visible": False, "tab": "lab-1"})
     assert notify_state(server)["visible_tabs"] == 0
+    poll(lambda: ntfy.received, what="the held request's message")
+    assert "echo fake" in ntfy.bodies()[0]["message"]
     answer = server.request("POST", f"/api/agents/requests/{first['id']}", {"decision": "allow"})
     assert answer[0] == 200
     client.wait_for("claude heard: /perm")
+    # no tab visible: the next request is notified at once
     client.stdin("/perm\r")
-    poll(lambda: ntfy.received, what="the second request's message")
-    assert [b["title"] for b in ntfy.bodies()] == [f"{agent['name']} asks to run Bash"]
+    poll(lambda: len(ntfy.received) == 2, what="the second request's message")
+    assert notify_state(server)["counts"]["held"] == 1
+
+    # a tab that says nothing more (closed, asleep) stops counting after its TTL
+    second = asked(server, agent["id"])
+    server.request("POST", f"/api/agents/requests/{second['id']}", {"decision": "allow"})
+    client.wait_for(lambda c: c.text.count("claude heard: /perm") >= 2)
+    server.request("POST", "/api/agents/presence", {"visible": True, "tab": "lab-2"})
+    client.stdin("/perm\r")
+    poll(lambda: notify_state(server)["counts"]["held"] == 2, what="the third held back")
+    poll(lambda: len(ntfy.received) == 3, timeout=40, what="the third, once lab-2 went quiet")
+    assert notify_state(server)["visible_tabs"] == 0
 
     # bad presence calls: 400, never 500
     bad: list[Any] = [

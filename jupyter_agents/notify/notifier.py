@@ -9,7 +9,11 @@ task reads the queue, lists the session's pending requests off the loop, and for
 has not seen: asks the :class:`Policy` (quiet hours; a visible Lab tab of the owner,
 :class:`Presence`), mints the request's answer tokens (:mod:`.tokens`) and hands the
 :class:`~.notice.Notice` to every channel at once, each delivery bounded by the channel's
-own timeout and this one's (:attr:`Notifier.timeout`); a failure is a log line.
+own timeout and this one's (:attr:`Notifier.timeout`); a failure is a log line. A
+request held back because a tab was visible is notified once none is: when a tab says
+it is hidden (:meth:`Notifier.presence_changed`), or when the last visible tab's
+presence expires (the worker looks every quarter of its TTL). One held back by quiet
+hours is not notified later.
 
 The channels are the owner's only: the Web Push subscriptions the owner registered
 (owner-only routes) and the ntfy topic the configuration names. A share's watcher has
@@ -42,6 +46,8 @@ SEEN = 2000
 MAX_TABS = 64
 _QUIET = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)")
 When = Literal["no_visible_tab", "always"]
+#: why a request is held back while one of the owner's Lab tabs is visible
+VISIBLE = "a Lab tab is visible"
 
 
 def parse_quiet_hours(text: str) -> tuple[int, int] | None:
@@ -107,7 +113,7 @@ class Policy:
         if in_quiet_hours(self.quiet, minute):
             return "quiet hours"
         if self.when == "no_visible_tab" and visible:
-            return "a Lab tab is visible"
+            return VISIBLE
         return None
 
 
@@ -206,6 +212,8 @@ class Notifier:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._worker: asyncio.Task[None] | None = None
         self._seen: dict[str, None] = {}
+        #: requests held back while a tab was visible: request id -> session id
+        self._held: dict[str, str] = {}
         #: counts: ``queued``, ``dropped`` (queue full), ``held`` (policy), and per
         #: delivery ``sent``, ``failed``, ``skipped`` (nowhere to send it)
         self.counts = dict.fromkeys(("queued", "dropped", "held", "sent", "failed", "skipped"), 0)
@@ -252,16 +260,39 @@ class Notifier:
     async def _run(self) -> None:
         assert self._queue is not None
         while True:
-            session_id = await self._queue.get()
             try:
-                await self._look_at(session_id)
+                session_id = await asyncio.wait_for(self._queue.get(), self._wake_every())
+            except asyncio.TimeoutError:
+                session_id = None
+            try:
+                if session_id is not None:
+                    await self._look_at(session_id)
+                elif self._held and not self.presence.visible():
+                    for held in sorted(set(self._held.values())):
+                        await self._look_at(held)
             except Exception:
                 self.log.exception("jupyter_agents: notifying of session %s failed", session_id)
 
+    def _wake_every(self) -> float:
+        """How often the worker looks whether the tabs that held requests back went
+        quiet (a tab that closes or sleeps says nothing: its presence just expires)."""
+        return max(1.0, self.presence.ttl / 4)
+
+    def presence_changed(self) -> None:
+        """A tab said it is hidden: the requests held back for visible tabs are looked at
+        again once none is visible. On the IO loop."""
+        if self._held and not self.presence.visible():
+            for session_id in sorted(set(self._held.values())):
+                self._put(session_id)
+
     async def _look_at(self, session_id: str) -> None:
         requests = await asyncio.to_thread(self.desk.pending, [session_id])
+        pending = {r["id"] for r in requests}
+        for request_id, held_session in list(self._held.items()):
+            if held_session == session_id and request_id not in pending:
+                del self._held[request_id]  # answered or ended meanwhile
         for request in requests:
-            if request["id"] in self._seen:
+            if request["id"] in self._seen and request["id"] not in self._held:
                 continue
             self._seen[request["id"]] = None
             while len(self._seen) > SEEN:
@@ -273,8 +304,15 @@ class Notifier:
         back; every ready channel at once."""
         held = self.policy.held_back(self.presence.visible() > 0, self._local_minute())
         ready = [c for c in self.channels if c.refused() is None]
+        again = request["id"] in self._held
+        self._held.pop(request["id"], None)
+        if held == VISIBLE and ready:  # notified once no tab is visible any more
+            self._held[request["id"]] = request["session_id"]
+            while len(self._held) > SEEN:
+                del self._held[next(iter(self._held))]
         if held is not None or not ready:
-            self.counts["held"] += 1
+            if not again:
+                self.counts["held"] += 1
             self.log.info(
                 "jupyter_agents: permission request %s of session %s not notified: %s",
                 request["id"],

@@ -120,6 +120,7 @@ class PresenceHandler(OwnerHandler):
         if not isinstance(tab, str) or not _TAB.fullmatch(tab):
             raise web.HTTPError(400, '"tab" must be 1-64 letters, digits, "_" or "-"')
         n.presence.report(tab, visible)
+        n.presence_changed()
         self.reply({"visible_tabs": n.presence.visible(), "ttl": n.presence.ttl})
 
 
