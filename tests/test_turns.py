@@ -506,7 +506,7 @@ def test_cli_prints_turns_and_follows_until_the_session_ends(agents_server, fake
     assert done.stdout.decode().splitlines()[0][9:] == "agent claude heard: cli-prompt"
 
     follower = subprocess.Popen(
-        [sys.executable, "-m", "jupyter_agents.clients.cli", "turns", agent["id"], "-f",
+        [sys.executable, "-m", "jupyter_agents.clients.cli", "follow", agent["id"],
          "--after", events[-1]["id"], "--state-dir", str(state)],
         stdout=subprocess.PIPE, env={**os.environ, **fake_agents.env},
     )  # fmt: skip

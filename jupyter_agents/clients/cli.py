@@ -760,6 +760,7 @@ COMMANDS = {
     "finish": cmd_finish,
     "log": cmd_log,
     "turns": cmd_turns,
+    "follow": cmd_turns,
     "grep": cmd_grep,
     "export": cmd_export,
     "conversation": cmd_conversation,
@@ -899,6 +900,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="the events as JSON lines")
     p.add_argument("--after", metavar="ID", help="only what follows this event id")
+    p = add(
+        "follow",
+        "print an agent session's turns as it takes them, one line each, until it stops "
+        "running (turns --follow)",
+    )
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true", help="the events as JSON lines")
+    p.add_argument("--after", metavar="ID", help="only what follows this event id")
+    p.set_defaults(follow=True)
     p = add(
         "grep",
         "search every session's transcript (as text) and agent conversation; exit 0 if "
