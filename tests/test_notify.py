@@ -677,3 +677,36 @@ def test_a_hanging_or_refusing_push_service_slows_no_hook_and_no_answer(
         f" no push {ms(answers['no push'])}"
     )
     client.close()
+
+
+def test_a_hanging_push_service_holds_up_no_other_notice(
+    agents_server, fake_agents, fake_service, project
+):
+    push, ntfy = fake_service, FakeService()
+    try:
+        push.mode = "hang"
+        args = [
+            *ntfy_args(ntfy, "--AgentsApp.notify_timeout=60"),
+            "--AgentsApp.push_subject=mailto:ops@example.org",
+        ]
+        server = agents_server(env=fake_agents.env, args=args)
+        device = Device(push.url + "push/stuck")
+        made = server.request("POST", "/api/agents/push/subscriptions", device.subscription())
+        assert made[0] == 201
+        agent, client = start_claude(server, project)
+        for n in (1, 2):
+            client.stdin("/perm\r")
+            request = asked(server, agent["id"])
+            # its ntfy message comes while the push of this one (and the last) hangs
+            poll(lambda n=n: len(ntfy.received) == n, what=f"ntfy message {n}")
+            assert len(push.received) == n
+            status, _ = server.request(
+                "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
+            )
+            assert status == 200
+            client.wait_for(lambda c, n=n: c.text.count("claude heard: /perm") >= n)
+        counts = notify_state(server)["counts"]
+        assert counts["sent"] == 2 and counts["failed"] == 0  # the pushes still hang
+        client.close()
+    finally:
+        ntfy.close()

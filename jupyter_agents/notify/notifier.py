@@ -8,8 +8,9 @@ dropped and a line logged), so it never blocks the hook path or a request. One w
 task reads the queue, lists the session's pending requests off the loop, and for each it
 has not seen: asks the :class:`Policy` (quiet hours; a visible Lab tab of the owner,
 :class:`Presence`), mints the request's answer tokens (:mod:`.tokens`) and hands the
-:class:`~.notice.Notice` to every channel at once, each delivery bounded by the channel's
-own timeout and this one's (:attr:`Notifier.timeout`); a failure is a log line. A
+:class:`~.notice.Notice` to every channel at once, in a task of its own (at most
+:data:`IN_FLIGHT`), each delivery bounded by the channel's own timeout and this one's
+(:attr:`Notifier.timeout`); a failure is a log line. A
 request held back because a tab was visible is notified once none is: when a tab says
 it is hidden (:meth:`Notifier.presence_changed`), or when the last visible tab's
 presence expires (the worker looks every quarter of its TTL). One held back by quiet
@@ -42,6 +43,8 @@ from jupyter_agents.sessions.requests import PermissionDesk
 QUEUE_SIZE = 64
 #: request ids remembered as notified (the oldest forgotten first)
 SEEN = 2000
+#: notices being delivered at once; beyond it the worker waits for one to finish
+IN_FLIGHT = 32
 #: Lab tabs whose visibility is remembered
 MAX_TABS = 64
 _QUIET = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)")
@@ -214,6 +217,7 @@ class Notifier:
         self._seen: dict[str, None] = {}
         #: requests held back while a tab was visible: request id -> session id
         self._held: dict[str, str] = {}
+        self._deliveries: set[asyncio.Future[Any]] = set()
         #: counts: ``queued``, ``dropped`` (queue full), ``held`` (policy), and per
         #: delivery ``sent``, ``failed``, ``skipped`` (nowhere to send it)
         self.counts = dict.fromkeys(("queued", "dropped", "held", "sent", "failed", "skipped"), 0)
@@ -229,11 +233,12 @@ class Notifier:
         self._worker = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
-        """Stop the worker (what is queued is dropped)."""
+        """Stop the worker and the deliveries in flight (what is queued is dropped)."""
         self._loop = None
-        if self._worker is not None:
-            self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
+        tasks = [*self._deliveries, *([] if self._worker is None else [self._worker])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def offer(self, event: SessionEvent) -> None:
         """A session event, from any thread: a ``request`` event of a running session
@@ -323,7 +328,14 @@ class Notifier:
         labels = [s["label"] for s in request["suggestions"]]
         tokens = self.tokens.mint(request["id"], clock.epoch(request["until"]), labels)
         notice = Notice.of(request, tokens)
-        await asyncio.gather(*(self._deliver(c, notice, request) for c in ready))
+        # on their own: a push service that hangs holds up no other notice
+        delivery = asyncio.ensure_future(
+            asyncio.gather(*(self._deliver(c, notice, request) for c in ready))
+        )
+        self._deliveries.add(delivery)
+        delivery.add_done_callback(self._deliveries.discard)
+        if len(self._deliveries) >= IN_FLIGHT:
+            await asyncio.wait(self._deliveries, return_when=asyncio.FIRST_COMPLETED)
 
     async def _deliver(self, channel: Channel, notice: Notice, request: dict[str, Any]) -> None:
         try:
