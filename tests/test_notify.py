@@ -30,7 +30,7 @@ from py_vapid import Vapid02
 from test_permissions import asked, none_pending, start_claude
 
 from jupyter_agents.core import clock
-from jupyter_agents.pytest_plugin import ServerProcess, poll
+from jupyter_agents.pytest_plugin import TOKEN, ServerProcess, TermClient, poll
 
 
 @pytest.fixture
@@ -710,3 +710,51 @@ def test_a_hanging_push_service_holds_up_no_other_notice(
         client.close()
     finally:
         ntfy.close()
+
+
+def test_links_and_the_worker_live_under_a_hub_like_base_url(
+    agents_server, fake_agents, fake_service, project
+):
+    ntfy, prefix = fake_service, "/user/alice"
+    server = agents_server(
+        env=fake_agents.env,
+        # a Host other than 127.0.0.1 (the hub's name) is let in, as behind a hub's proxy
+        args=ntfy_args(
+            ntfy, f"--ServerApp.base_url={prefix}/", "--ServerApp.allow_remote_access=True"
+        ),
+    )
+    fields = {"kind": "claude", "cwd": str(project)}
+    status, agent = server.request("POST", f"{prefix}/api/agents/sessions", fields)
+    assert status == 201, agent
+    url = f"ws://127.0.0.1:{server.port}{prefix}/terminals/websocket/{agent['name']}"
+    client = TermClient(url)
+    try:
+        client.wait_for("FAKE CLAUDE conversation")
+        # the Lab page's presence call, to the name the owner's devices use for the hub:
+        # the links are made with it
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        body = json.dumps({"visible": False, "tab": "t"})
+        headers = {"Host": "hub.example.org", "Authorization": f"token {TOKEN}"}
+        conn.request("POST", f"{prefix}/api/agents/presence", body=body, headers=headers)
+        assert conn.getresponse().status == 200
+        conn.close()
+        client.stdin("/perm\r")
+        poll(lambda: ntfy.received, what="the ntfy message")
+        message = ntfy.bodies()[0]
+        act = f"http://hub.example.org{prefix}/agents/act/"
+        assert message["click"].startswith(act)
+        assert all(a["url"].startswith(act) for a in message["actions"])
+        here = f"{prefix}/agents/act/"
+        status, page = anonymous(server, "GET", message["click"].replace(act, here), "text/html")
+        assert status == 200 and "echo fake" in page
+        deny = message["actions"][1]
+        deny_url = server.base + deny["url"].replace(act, here)
+        req = urllib.request.Request(deny_url, data=b"", method="POST", headers=deny["headers"])
+        with urllib.request.urlopen(req, timeout=30) as response:
+            assert json.loads(response.read())["decision"] == "deny"
+        client.wait_for("claude heard: denied")
+        status, script = anonymous(server, "GET", f"{prefix}/agents/sw.js", "*/*")
+        assert status == 200 and "registration.scope" in script
+        assert anonymous(server, "GET", "/agents/sw.js", "*/*")[0] == 404  # only its own
+    finally:
+        client.close()
