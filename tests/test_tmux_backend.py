@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import random
@@ -394,3 +395,45 @@ def test_a_spawn_while_the_last_session_is_removed_starts(backend, tmp_path):
         finally:
             remover.join()
         assert [s.session_id for s in backend.list_live()] == [f"s{n}"]
+
+
+def test_a_stream_closed_before_its_pane_is_found_leaves_the_control_client_working(backend):
+    """A viewer that leaves at once (a page closed as it opened a tab): its stream is
+    closed while its first snapshot waits for the pane to be found. The reply that then
+    arrives must not fail in the control client's reader (it set a result on the
+    snapshot's cancelled future: ``InvalidStateError``, which ended the reader), and a
+    viewer that comes next, on the same control client, gets its screen."""
+    backend.spawn(SpawnRequest("gone", ["sh", "-c", "echo GONE-$((6*7)); exec sleep 60"], "/", {}))
+    backend.spawn(SpawnRequest("next", ["sh", "-c", "echo NEXT-$((6*8)); exec sleep 60"], "/", {}))
+
+    class Listener:
+        def on_output(self, data: str) -> None:
+            pass
+
+        def on_output_lost(self) -> None:
+            pass
+
+        def on_exit(self, exit_code: int | None) -> None:
+            pass
+
+    async def scenario() -> tuple[list[object], str]:
+        loop = asyncio.get_running_loop()
+        errors: list[object] = []
+        loop.set_exception_handler(lambda _, context: errors.append(context.get("exception")))
+        first = backend.attach("gone", Listener())
+        first.snapshot(lambda _: None)
+        await asyncio.sleep(0)  # its snapshot waits for the pane now (no reply yet:
+        first.close()  # the client is still starting); closed, that wait is cancelled
+        await asyncio.sleep(0.5)  # the pane's reply comes, to a closed stream
+        screen: asyncio.Future[str] = loop.create_future()
+        second = backend.attach("next", Listener())
+        second.snapshot(lambda text: screen.done() or screen.set_result(text))
+        try:
+            return errors, await asyncio.wait_for(screen, 20)
+        finally:
+            second.close()
+            await backend.detach_streams()
+
+    errors, screen = asyncio.run(scenario())
+    assert errors == [], errors
+    assert "NEXT-48" in screen

@@ -120,6 +120,16 @@ def test_the_bell_registers_the_worker_under_the_prefix_and_a_push_answers(
         client.stdin("/perm\r")
         poll(lambda: len(push.received) > before, what="the push")
         payload = device.decrypt(push.received[-1]["body"])
+        poll(  # its worker active (what a push service's delivery needs)
+            lambda: page.evaluate(
+                """async (scope) => {
+                     const r = await navigator.serviceWorker.getRegistration(scope);
+                     return !!(r && r.active && r.active.state === 'activated');
+                   }""",
+                scope,
+            ),
+            what="the worker active",
+        )
         cdp = page.context.new_cdp_session(page)
         found: list[dict[str, Any]] = []
         cdp.on(

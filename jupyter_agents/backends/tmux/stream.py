@@ -208,7 +208,9 @@ class TmuxStream(ListenedStream):
         cut that got no answer is taken again (``tries`` more times), one the pane
         changed under in full; one the transcript cannot place makes the stream go on
         through control mode."""
-        pane = await self._pane
+        # shielded: this task is cancelled when the stream closes, and the future, which
+        # the pane's reply resolves, must not be cancelled with it
+        pane = await asyncio.shield(self._pane)
         if pane is None:
             return  # the session is gone: its end is reported
         async with self._cutting:
@@ -353,6 +355,10 @@ class TmuxStream(ListenedStream):
         status once (it may have ended before the watch began). A pane without a
         transcript writer (a session made outside jupyter_agents, adopted) is streamed
         live."""
+        if self._closed:  # it left before its pane was found: nothing to watch for it
+            if not self._pane.done():
+                self._pane.set_result(None)
+            return
         found = PaneInfo.of(lines if ok else None, self._session_id)
         if found is None:
             self._backend.log.info(
