@@ -253,13 +253,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     assert status == 200, body
     rig.attention_becomes(sid, "waiting", "the turn's end")
 
-    def events() -> list[dict[str, Any]] | None:
-        status, page = rig.server.request("GET", f"/api/agents/sessions/{sid}/turns")
-        assert status == 200, page
-        shown = [e for e in page["events"] if e["type"] != "other"]
-        return shown if shown and shown[-1].get("text") == "Printed-it" else None
-
-    shown = poll(events, timeout=30, what="the answer's event")
+    shown = rig.turn_events(sid, "Printed-it")
     assert [(e["type"], e.get("tool")) for e in shown] == [
         ("user_message", None),
         ("agent_message", None),

@@ -50,7 +50,7 @@ from xterm_probe import shows
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.base import is_uuid
 from jupyter_agents.agents.gemini import accepted_as_system_file
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient, poll
+from jupyter_agents.pytest_plugin import ServerProcess, TermClient
 
 GEMINI_VERSION = "0.61.0"
 GEMINI = Path(os.environ.get("JUPYTER_AGENTS_REAL_GEMINI", "/opt/jupyter-agents-cli/bin/gemini"))
@@ -282,13 +282,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     client.stdin("\r")  # "1. Allow once"
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == before + 3, what="the answer")
 
-    def events() -> list[dict[str, Any]] | None:
-        status, page = rig.server.request("GET", f"/api/agents/sessions/{sid}/turns")
-        assert status == 200, page
-        shown = [e for e in page["events"] if e["type"] != "other"]
-        return shown if shown and shown[-1].get("text") == "Printed-it" else None
-
-    shown = poll(events, timeout=30, what="the answer's event")
+    shown = rig.turn_events(sid, "Printed-it")
     assert [(e["type"], e.get("tool")) for e in shown] == [
         ("user_message", None),
         ("agent_message", None),

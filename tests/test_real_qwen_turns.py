@@ -45,7 +45,7 @@ from xterm_probe import shows
 
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.base import is_uuid
-from jupyter_agents.pytest_plugin import ServerProcess, poll
+from jupyter_agents.pytest_plugin import ServerProcess
 
 QWEN_VERSION = "0.24.4"
 QWEN = Path(os.environ.get("JUPYTER_AGENTS_REAL_QWEN", "/opt/jupyter-agents-cli/bin/qwen"))
@@ -233,13 +233,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == before + 3, what="the answer")
     rig.attention_becomes(sid, "waiting", "the turn's end")
 
-    def events() -> list[dict[str, Any]] | None:
-        status, page = rig.server.request("GET", f"/api/agents/sessions/{sid}/turns")
-        assert status == 200, page
-        shown = [e for e in page["events"] if e["type"] != "other"]
-        return shown if shown and shown[-1].get("text") == "Printed-it" else None
-
-    shown = poll(events, timeout=30, what="the answer's event")
+    shown = rig.turn_events(sid, "Printed-it")
     assert [(e["type"], e.get("tool")) for e in shown] == [
         ("user_message", None),
         ("agent_message", None),

@@ -88,6 +88,18 @@ class TurnRig:
         lines = path.read_text().splitlines() if path.exists() else []
         return [json.loads(line)["event"] for line in lines if line.strip()]
 
+    def turn_events(self, sid: str, last: str) -> list[dict[str, Any]]:
+        """The session's turn events but ``other`` ones, once the last of them says
+        ``last`` (the turn's answer)."""
+
+        def events() -> list[dict[str, Any]] | None:
+            status, page = self.server.request("GET", f"/api/agents/sessions/{sid}/turns")
+            assert status == 200, page
+            shown = [e for e in page["events"] if e["type"] != "other"]
+            return shown if shown and shown[-1].get("text") == last else None
+
+        return list(poll(events, timeout=30, what="the answer's event"))
+
     def notebook_ran(self, sid: str, printed: str) -> Any:
         """The session's conversation as a notebook (``?format=ipynb``), which must
         validate and hold a code cell whose output holds ``printed``; the notebook."""
