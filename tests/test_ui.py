@@ -1054,6 +1054,68 @@ def test_permission_request_answered_from_the_panel_the_notification_and_a_phone
     lab.server.request("DELETE", f"/api/agents/sessions/{sid}")
 
 
+def test_a_request_listed_before_its_attention_keeps_its_notification(lab: Lab, page: Any) -> None:
+    """A permission hook writes its request, then spools the event that makes the
+    session ask: a listing between the two shows the request while the session does
+    not ask yet. Its notification (what it asks, Allow, Deny) stays when the attention
+    follows; it is not replaced by the bare "asks for your permission". The order is
+    made here, not waited for: the request is written and listed, then the event
+    spooled."""
+    from jupyter_agents.agents.permissions import PendingRequest, RequestFolder
+    from jupyter_agents.agents.spool import digest, spool_path
+    from jupyter_agents.hook import _spool
+
+    open_lab(page, lab, reset=True)
+    panel = show_panel(page)
+    created = lab.server.request("POST", "/api/agents/sessions", {"kind": "claude"})
+    assert created[0] == 201, created
+    sid, name = created[1]["id"], created[1]["name"]
+    agent = lab.server.ws(name)
+    agent.wait_for("FAKE CLAUDE conversation")
+    panel.locator(".jp-AgentsPanel-filter").focus()  # working elsewhere
+    agent.stdin("/hold\r")  # a turn: the request comes from working
+    row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='working']").wait_for()
+    payload = {
+        "hook_event_name": "PermissionRequest",
+        "tool_name": "Bash",
+        "tool_input": {"command": "echo early"},
+    }
+    request = PendingRequest.from_payload(payload, sid, 60, "shown", time.time())
+    folder = RequestFolder(lab.state_dir)
+    folder.add(request)  # the hook's first step
+    try:
+        # a change of anything lists it (the session does not ask yet)
+        renamed = lab.server.request("PATCH", f"/api/agents/sessions/{sid}", {"title": "early"})
+        assert renamed[0] == 200, renamed
+        asks = page.locator(".Toastify__toast", has_text="early asks to use Bash: echo early")
+        asks.first.wait_for()
+        assert row(page, sid).get_attribute("data-attention") != "permission"
+
+        _spool(
+            str(spool_path(lab.state_dir, sid)),
+            {**digest(payload, time.time()), "request": request.id},
+        )
+        row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='permission']").wait_for()
+        # the watcher looked at the snapshot the row shows: what its notifications are
+        # now, the center lists
+        page.locator(".jp-Notification-Status").click()
+        items = page.locator(".jp-Notification-List-Item")
+        items.first.wait_for()
+        texts = items.all_inner_texts()
+        assert any("early asks to use Bash: echo early" in t for t in texts), texts
+        assert not any("asks for your permission" in t for t in texts), texts
+        # it still answers (opening the center put its toast away: the center has it)
+        offered = items.filter(has_text="early asks to use Bash: echo early")
+        offered.locator("button", has_text="Allow").click()
+        poll(lambda: folder.decision_of(request.id) == "allow", what="the allow to be written")
+        offered.wait_for(state="detached")  # answered: its notification goes
+        page.locator(".jp-Notification-Status").click()  # close the center
+    finally:
+        folder.remove(request.id)
+        agent.close()
+        lab.server.request("DELETE", f"/api/agents/sessions/{sid}")
+
+
 def test_panel_filter_and_keyboard(lab: Lab, page: Any) -> None:
     """The filter box narrows the list (name, kind, folder, conversation id); Up/Down
     move the selection, Enter opens, Delete asks before killing."""

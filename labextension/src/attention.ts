@@ -290,12 +290,14 @@ export class AttentionWatcher {
     this._first = false;
     this._announce(sessions, first);
     // a notification whose session no longer needs the user goes, as does one whose
-    // session's tab is on screen now (the tab says it)
+    // session's tab is on screen now (the tab says it); one offering a pending request
+    // stays until the request ends (its request may be listed before its session's
+    // attention says so: the hook writes the request, then spools the event)
     const needing = new Set(
       sessions.filter(s => needsYou(s) && !this._watched(s)).map(s => s.id)
     );
     for (const [id, notification] of Array.from(this._shown)) {
-      if (!needing.has(id)) {
+      if (!needing.has(id) && !this._offersPending(notification)) {
         Notification.dismiss(notification);
         this._shown.delete(id);
       }
@@ -431,14 +433,29 @@ export class AttentionWatcher {
     return false;
   }
 
+  /** Whether notification `id` offers a request that is still pending. */
+  private _offersPending(id: string): boolean {
+    const pending = new Set(this._options.model.requests.map(r => r.id));
+    return Array.from(this._asked).some(
+      ([request, by]) => by === id && pending.has(request)
+    );
+  }
+
   private _notify(session: ISession): void {
     const { trans, open } = this._options;
     const message = attentionSentence(session, trans);
     if (this._watched(session)) {
       return; // the person is looking at it: the tab and the row say it already
     }
-    if (this.notifications) {
-      const previous = this._shown.get(session.id);
+    const previous = this._shown.get(session.id);
+    if (
+      previous &&
+      this._offersPending(previous) &&
+      Notification.manager.has(previous)
+    ) {
+      // its notification offers a pending request: that says more (what it asks, and
+      // Allow and Deny) than the attention that followed it
+    } else if (this.notifications) {
       if (previous) {
         Notification.dismiss(previous);
       }
