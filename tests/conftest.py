@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -249,12 +250,50 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = 1
 
 
+#: the most of a server's log a failed test's report quotes (its end)
+SERVER_LOG_QUOTED = 12000
+#: where the module server's log stood as a test's call began
+_LOG_START = pytest.StashKey[tuple[Path, int]]()
+
+
+def _module_server_log(item: pytest.Item) -> Path | None:
+    """The log of the module's shared server a browser test uses (``lab``), if any."""
+    lab = getattr(item, "funcargs", {}).get("lab")
+    server = getattr(lab, "server", None)
+    path = getattr(server, "log_path", None)
+    return path if isinstance(path, Path) else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Note where the module server's log was when the test began: a failure quotes
+    what the server wrote while the test ran, not the module's earlier tests."""
+    path = _module_server_log(item)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            item.stash[_LOG_START] = (path, path.stat().st_size)
+    return (yield)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """A browser test that fails reports what the page had: its address, the element
     with the keyboard focus, the widget JupyterLab shows, the console's last lines
-    and every main-area tab (CI keeps only the printed report, not the screenshots)."""
+    and every main-area tab (CI keeps only the printed report, not the screenshots);
+    and what the module's server logged while it ran (its last
+    :data:`SERVER_LOG_QUOTED` characters)."""
     report = yield
+    if report.when == "call" and report.failed and _LOG_START in item.stash:
+        path, start = item.stash[_LOG_START]
+        try:
+            with path.open("rb") as log:
+                log.seek(start)
+                written = log.read().decode(errors="replace")
+        except OSError as error:
+            written = f"not readable: {error}"
+        if len(written) > SERVER_LOG_QUOTED:
+            written = "[...]\n" + written[-SERVER_LOG_QUOTED:]
+        report.sections.append(("server log", written or "(nothing written)"))
     page = getattr(item, "funcargs", {}).get("page")
     if report.when == "call" and report.failed and page is not None:
         lines = [f"url: {page.url}"]
