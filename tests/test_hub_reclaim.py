@@ -23,6 +23,8 @@ import test_hub
 from test_hub import Hub, running_hub, state_dir, typed
 from test_hub_culling import alive, new, wait_attention
 
+from jupyter_agents.pytest_plugin import poll
+
 ALICE, BOB = "ja-alice", "ja-bob"
 #: the idle limit (seconds with no output, input or viewer)
 IDLE = 6
@@ -91,7 +93,12 @@ def test_idle_shell_ends_working_agent_stays_deleted_user_ends(hub: Hub) -> None
     ended = record(ALICE, shell["id"])
     assert ended["status"] == "killed" and ended["reason"].startswith("reclaimed: idle "), ended
     assert not alive(shell["pid"])
-    time.sleep(2)  # two more rounds
+    # two more rounds (each lists the hub's users)
+    rounds = hub.log_path.read_text().count("/hub/api/users?offset=0")
+    poll(
+        lambda: hub.log_path.read_text().count("/hub/api/users?offset=0") >= rounds + 2,
+        what="two more reclaim rounds",
+    )
     kept = record(ALICE, agent["id"])
     assert (kept["status"], kept["attention"]) == ("running", "working") and alive(agent["pid"])
 
@@ -100,3 +107,8 @@ def test_idle_shell_ends_working_agent_stays_deleted_user_ends(hub: Hub) -> None
     assert f"reclaim: ended {ALICE}'s session {shell['id']} (shell" in log
     assert not any(agent["id"] in line for line in log.splitlines() if "reclaim: ended" in line)
     print(f"bob's sessions ended {took:.1f} s after the hub deleted him")
+
+    # the hub stops its service (SIGINT): it says so and ends, no traceback
+    hub.stop()
+    log = hub.log_path.read_text()
+    assert "reclaim: stopped" in log and "Traceback" not in log, log[-3000:]

@@ -40,6 +40,7 @@ import json
 import logging
 import os
 import pwd
+import signal
 import subprocess
 import sys
 import time
@@ -403,16 +404,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=logging.INFO, format="[%(levelname)1.1s %(asctime)s] %(message)s")
     reclaimer = Reclaimer(policy, args.end, args.users)
-    while True:
-        records = reclaimer.round()
-        if args.json:
-            for record in records:
-                print(json.dumps(record), flush=True)
-        elif args.every is None:
-            print(_table(records))
+    if args.every is not None:
+        # a service: the hub stops it with SIGINT, then SIGTERM; either ends it between
+        # (or in) rounds, quietly (a user's round in flight ends with it)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        while True:
+            records = reclaimer.round()
+            if args.json:
+                for record in records:
+                    print(json.dumps(record), flush=True)
+            elif args.every is None:
+                print(_table(records))
+            if args.every is None:
+                return 0
+            time.sleep(args.every)
+    except KeyboardInterrupt:
         if args.every is None:
-            return 0
-        time.sleep(args.every)
+            raise
+        log.info("reclaim: stopped")
+        return 0
 
 
 if __name__ == "__main__":
