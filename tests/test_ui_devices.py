@@ -9,7 +9,8 @@ Headless Chromium has no push service to subscribe with (`pushManager.subscribe`
 offline), so the device the server pushes to is one the test makes (keys it holds, an
 endpoint on 127.0.0.1: tests/test_notify.py's `Device`), and the payload it receives is
 handed to the page's worker. Chromium cannot click a notification's action either: the
-test posts the action's link as the worker does (no cookie, no token)."""
+test runs what the worker's ``notificationclick`` listener runs for Allow (``clicked``
+in push_static/sw.js), which posts the action's link (no cookie, no token)."""
 
 from __future__ import annotations
 
@@ -157,17 +158,22 @@ def test_the_bell_registers_the_worker_under_the_prefix_and_a_push_answers(
         assert note["actions"] == ["allow", "deny"]
         assert note["body"] == "claude · Bash: echo fake", note
         assert agent["name"] in note["title"], note
-        # its Allow action: what the worker posts (no cookie, no token), then it runs
-        token = note["data"]["tokens"]["allow"]
-        answered = page.evaluate(
-            """async (url) => {
-                 const r = await fetch(url, {method: 'POST', credentials: 'omit',
-                                             headers: {Accept: 'application/json'}});
-                 return {status: r.status, body: await r.json()};
+        # its Allow action, as the worker's notificationclick listener runs it (Chromium
+        # cannot click a notification): the worker posts the link the push carried
+        (worker,) = [w for w in page.context.service_workers if w.url == f"{scope}sw.js"]
+        worker.evaluate(
+            """async (request) => {
+                 const [n] = await self.registration.getNotifications(
+                   {tag: `jupyter-agents-${request}`});
+                 await clicked(n, 'allow');
                }""",
-            f"{scope}act/{token}",
+            payload["request"],
         )
-        assert answered["status"] == 200 and answered["body"]["decision"] == "allow", answered
+        said = poll(
+            lambda: [n for n in page.evaluate(NOTIFICATIONS, scope) or [] if not n["actions"]],
+            what="the worker's word on the answer",
+        )
+        assert [n["title"] for n in said] == [f"Allowed: Bash in {agent['name']}"], said
         client.wait_for("Allowed by PermissionRequest hook")
         client.wait_for("claude heard: /perm")
     finally:

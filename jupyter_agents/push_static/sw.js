@@ -58,16 +58,21 @@ async function answer(notification, token) {
   });
 }
 
-self.addEventListener("notificationclick", (event) => {
-  const notification = event.notification;
+// What a click on a notification does: an action (Allow, Deny) posts its answer link and
+// says how that went; a tap elsewhere opens the confirmation page. A promise that
+// settles when done (the listener's waitUntil).
+async function clicked(notification, action) {
   const data = notification.data || {};
   notification.close();
-  const token = event.action && data.tokens ? data.tokens[event.action] : undefined;
+  const token = action && data.tokens ? data.tokens[action] : undefined;
   if (token) {
-    event.waitUntil(answer(notification, token));
-    return;
+    return answer(notification, token);
   }
   if (data.url) {
-    event.waitUntil(self.clients.openWindow(new URL(data.url, self.registration.scope).href));
+    await self.clients.openWindow(new URL(data.url, self.registration.scope).href);
   }
+}
+
+self.addEventListener("notificationclick", (event) => {
+  event.waitUntil(clicked(event.notification, event.action));
 });
