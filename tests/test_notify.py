@@ -758,3 +758,83 @@ def test_links_and_the_worker_live_under_a_hub_like_base_url(
         assert anonymous(server, "GET", "/agents/sw.js", "*/*")[0] == 404  # only its own
     finally:
         client.close()
+
+
+def test_a_request_held_by_quiet_hours_is_notified_when_they_end_if_it_still_waits(
+    tmp_path: Path, fake_service: FakeService
+) -> None:
+    """The notifier (its real desk, store, request folder and ntfy channel; only the
+    local clock is the test's): two requests asked in quiet hours are held back; one is
+    answered meanwhile; when the hours end, the one still waiting is sent, the other not."""
+    import asyncio
+    import logging
+
+    from tornado.httpclient import AsyncHTTPClient
+
+    from jupyter_agents.agents.permissions import PendingRequest, RequestFolder
+    from jupyter_agents.core.events import SessionEvent
+    from jupyter_agents.core.records import Session
+    from jupyter_agents.core.store import SessionStore
+    from jupyter_agents.notify.notifier import Links, Notifier, Policy, Presence
+    from jupyter_agents.notify.ntfy import NtfyChannel
+    from jupyter_agents.notify.tokens import AnswerTokens
+    from jupyter_agents.sessions.requests import PermissionDesk
+
+    store = SessionStore(tmp_path / "sessions.db")
+    store.add(Session(id="s1", name="1", status="running", backend="tmux", kind="claude"))
+    folder = RequestFolder(tmp_path)
+    asks = [
+        PendingRequest.from_payload(
+            {"tool_name": "Bash", "tool_input": {"command": command}},
+            "s1",
+            600,
+            "shown",
+            time.time(),
+        )
+        for command in ("make test", "make deploy")
+    ]
+    for request in asks:
+        folder.add(request)
+    desk = PermissionDesk(store, folder, lambda session_id: None)
+    minute = 2 * 60  # quiet from 01:00 to 07:00
+    ntfy = NtfyChannel(
+        fake_service.url, "agents", "", lambda: "http://127.0.0.1/agents/", AsyncHTTPClient()
+    )
+
+    async def scenario() -> list[str]:
+        notifier = Notifier(
+            desk,
+            AnswerTokens(desk),
+            [ntfy],
+            Policy("always", (60, 7 * 60)),
+            Presence(4.0),
+            Links("", "http://127.0.0.1/"),
+            logging.getLogger("test_notify"),
+            local_minute=lambda: minute,
+        )
+        notifier.start()
+        try:
+            notifier.offer(SessionEvent("request", store.get("s1")))
+
+            async def until(check: Any, what: str) -> None:
+                for _ in range(200):
+                    if check():
+                        return
+                    await asyncio.sleep(0.05)
+                raise AssertionError(f"timed out waiting for {what}: {notifier.counts}")
+
+            await until(lambda: notifier.counts["held"] == 2, "both held back")
+            assert fake_service.received == []
+            folder.remove(asks[1].id)  # answered meanwhile (its hook removes it)
+            nonlocal minute
+            minute = 7 * 60  # the quiet hours end
+            await until(lambda: notifier.counts["sent"] == 1, "the one still waiting, sent")
+            return [json.loads(r["body"])["message"] for r in fake_service.received]
+        finally:
+            await notifier.stop()
+
+    try:
+        sent = asyncio.run(scenario())
+    finally:
+        store.close()
+    assert len(sent) == 1 and "make test" in sent[0], sent

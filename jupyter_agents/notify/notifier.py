@@ -11,10 +11,11 @@ has not seen: asks the :class:`Policy` (quiet hours; a visible Lab tab of the ow
 :class:`~.notice.Notice` to every channel at once, in a task of its own (at most
 :data:`IN_FLIGHT`), each delivery bounded by the channel's own timeout and this one's
 (:attr:`Notifier.timeout`); a failure is a log line. A
-request held back because a tab was visible is notified once none is: when a tab says
-it is hidden (:meth:`Notifier.presence_changed`), or when the last visible tab's
-presence expires (the worker looks every quarter of its TTL). One held back by quiet
-hours is not notified later.
+request held back (a tab was visible, or quiet hours) is notified once the policy lets
+it through while it is still pending: when a tab says it is hidden
+(:meth:`Notifier.presence_changed`), when the last visible tab's presence expires, or
+when the quiet hours end (the worker looks every quarter of the presence TTL, at least
+once a second). One answered or ended meanwhile is not.
 
 The channels are the owner's only: the Web Push subscriptions the owner registered
 (owner-only routes) and the ntfy topic the configuration names. A share's watcher has
@@ -215,7 +216,8 @@ class Notifier:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._worker: asyncio.Task[None] | None = None
         self._seen: dict[str, None] = {}
-        #: requests held back while a tab was visible: request id -> session id
+        #: requests held back by the policy (a visible tab, quiet hours), to be looked
+        #: at again once it lets them through: request id -> session id
         self._held: dict[str, str] = {}
         self._deliveries: set[asyncio.Future[Any]] = set()
         #: counts: ``queued``, ``dropped`` (queue full), ``held`` (policy), and per
@@ -272,21 +274,25 @@ class Notifier:
             try:
                 if session_id is not None:
                     await self._look_at(session_id)
-                elif self._held and not self.presence.visible():
+                elif self._held and self._lets_through():
                     for held in sorted(set(self._held.values())):
                         await self._look_at(held)
             except Exception:
                 self.log.exception("jupyter_agents: notifying of session %s failed", session_id)
 
     def _wake_every(self) -> float:
-        """How often the worker looks whether the tabs that held requests back went
-        quiet (a tab that closes or sleeps says nothing: its presence just expires)."""
+        """How often the worker looks whether what held requests back is over (a tab
+        that closes or sleeps says nothing: its presence just expires; quiet hours end)."""
         return max(1.0, self.presence.ttl / 4)
 
+    def _lets_through(self) -> bool:
+        """Whether the policy would notify now."""
+        return self.policy.held_back(self.presence.visible() > 0, self._local_minute()) is None
+
     def presence_changed(self) -> None:
-        """A tab said it is hidden: the requests held back for visible tabs are looked at
-        again once none is visible. On the IO loop."""
-        if self._held and not self.presence.visible():
+        """A tab said it is hidden: the requests held back are looked at again if the
+        policy lets them through now. On the IO loop."""
+        if self._held and self._lets_through():
             for session_id in sorted(set(self._held.values())):
                 self._put(session_id)
 
@@ -311,7 +317,7 @@ class Notifier:
         ready = [c for c in self.channels if c.refused() is None]
         again = request["id"] in self._held
         self._held.pop(request["id"], None)
-        if held == VISIBLE and ready:  # notified once no tab is visible any more
+        if held is not None and ready:  # notified once the policy lets it through
             self._held[request["id"]] = request["session_id"]
             while len(self._held) > SEEN:
                 del self._held[next(iter(self._held))]
