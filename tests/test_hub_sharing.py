@@ -410,6 +410,13 @@ def test_bob_watches_alice_through_the_hub(hub: Hub) -> None:
         ("DELETE", f"/api/agents/shares/{grant['id']}"),
         ("GET", "/api/agents/kinds"),
         ("POST", "/api/agents/reconcile"),
+        # alice's notifications: no device, presence or set-up of theirs (issue 57)
+        ("GET", "/api/agents/push/key"),
+        ("GET", "/api/agents/push/subscriptions"),
+        ("POST", "/api/agents/push/subscriptions"),
+        ("POST", "/api/agents/presence"),
+        ("GET", "/api/agents/notify"),
+        ("GET", "/api/agents/requests"),
         ("GET", "/api/terminals"),
         ("POST", "/api/terminals"),
         ("GET", f"/api/terminals/{shell['name']}"),
