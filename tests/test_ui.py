@@ -781,6 +781,21 @@ def test_reopened_tab_restored_in_place_offers_a_fresh_shell(lab: Lab, page: Any
 
 
 def test_orphan_shows_and_adopt_opens_it(lab: Lab, page: Any) -> None:
+    # the page first, its reopened tabs connected: the session made by hand below then
+    # meets neither the tmux server that the test before left exiting (its last session
+    # deleted: "server exited unexpectedly") nor a control client of the server starting
+    # for those tabs (tmux 3.3a crashes on a session made while one identifies itself,
+    # and the session made by hand goes with it)
+    open_lab(page, lab)
+    panel = show_panel(page)
+    poll(
+        lambda: page.evaluate(
+            "() => [...window.jupyterapp.shell.widgets('main')]"
+            ".filter(w => w.content && w.content.session)"
+            ".every(w => w.content.session.connectionStatus === 'connected')"
+        ),
+        what="the reopened terminal tabs connected",
+    )
     sock = str(lab.state_dir / "tmux" / "socket")
     subprocess.run(
         [
@@ -799,8 +814,6 @@ def test_orphan_shows_and_adopt_opens_it(lab: Lab, page: Any) -> None:
         ],
         check=True,
     )
-    open_lab(page, lab)
-    panel = show_panel(page)
     panel.locator("button[data-action='refresh']").click()  # reconcile now
     wait_status(page, "handmade", "orphaned")
     assert int(page.locator(".jp-AgentsStatus-orphaned").get_attribute("data-count")) >= 1

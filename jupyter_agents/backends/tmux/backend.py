@@ -10,6 +10,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import weakref
 from collections.abc import Mapping
@@ -27,7 +28,7 @@ from jupyter_agents.backends.base import (
     StreamListener,
     check_session_id,
 )
-from jupyter_agents.backends.tmux.control import TmuxControl
+from jupyter_agents.backends.tmux.control import HANDSHAKE_GATE, TmuxControl
 from jupyter_agents.backends.tmux.formats import (
     CONFIG,
     MAX_SOCKET_PATH,
@@ -138,6 +139,12 @@ class TmuxBackend(Backend):
         )
         #: the older history of replays, sent again while a session prints nothing
         self.history = HistoryCache()
+        #: held while one of this process's control clients identifies itself to tmux,
+        #: and around each command that makes or ends sessions: tmux 3.3a to 3.6 sends a
+        #: client still identifying itself the news of a session made or closed, and
+        #: crashes on it (control_write on a NULL control state; fixed in tmux 3.7),
+        #: taking every session with it (:class:`~.control.TmuxControl`)
+        self.handshake_gate = threading.Lock()
 
     @property
     def tmux(self) -> TmuxCommand:
@@ -146,25 +153,38 @@ class TmuxBackend(Backend):
 
     # -- control plane ---------------------------------------------------------------
 
+    #: commands that make or end sessions: tmux notifies every control client of them
+    SESSION_CHANGING = frozenset({"new-session", "kill-session", "kill-server"})
+
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """tmux running ``args`` against our server; :class:`BackendUnavailable` if it
         cannot run, fails (with ``check``), or the socket is not ours: then nothing is
-        sent to whoever listens there."""
+        sent to whoever listens there. A command that makes or ends sessions waits
+        while a control client of ours identifies itself (:attr:`handshake_gate`)."""
         tmux = self.tmux
         why = socket_not_ours(tmux.socket)
         if why is not None:
             self.log.warning("jupyter_agents: not connecting to tmux: %s", why)
             raise BackendUnavailable(f"refusing the tmux socket: {why}")
+        # bounded: a gate left shut (a client cancelled as it took it) must not stop
+        # every spawn for good
+        gated = args[0] in self.SESSION_CHANGING and self.handshake_gate.acquire(
+            timeout=HANDSHAKE_GATE
+        )
         try:
-            proc = subprocess.run(
-                tmux.argv(*args),
-                env=tmux.env,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=30,
-                check=False,
-            )
+            try:
+                proc = subprocess.run(
+                    tmux.argv(*args),
+                    env=tmux.env,
+                    capture_output=True,
+                    text=True,
+                    errors="replace",
+                    timeout=30,
+                    check=False,
+                )
+            finally:
+                if gated:
+                    self.handshake_gate.release()
         except (OSError, subprocess.TimeoutExpired) as e:
             raise BackendUnavailable(f"cannot run tmux ({self.tmux_command}): {e}") from e
         if check and proc.returncode:
@@ -372,7 +392,9 @@ class TmuxBackend(Backend):
         loop = asyncio.get_running_loop()
         control = self._controls.get(loop)
         if control is None or control.closed:
-            control = self._controls[loop] = TmuxControl(self.tmux, self.log)
+            control = self._controls[loop] = TmuxControl(
+                self.tmux, self.log, gate=self.handshake_gate
+            )
         return control
 
     async def detach_streams(self, timeout: float = 2.0) -> None:

@@ -33,6 +33,7 @@ import itertools
 import logging
 import re
 import subprocess
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -54,6 +55,9 @@ from jupyter_agents.core.paths import socket_not_ours
 Reply = Callable[[bool, list[bytes]], None]
 #: seconds a client with no member left stays attached, for the next stream
 LINGER = 5.0
+#: the longest a starting client keeps the handshake gate (a tmux that never answers
+#: must not hold up spawns for good)
+HANDSHAKE_GATE = 5.0
 
 
 def ignore_reply(ok: bool, lines: list[bytes]) -> None:
@@ -94,10 +98,16 @@ class TmuxControl:
         tmux: TmuxCommand,
         log: logging.Logger | logging.LoggerAdapter[Any],
         session_id: str | None = None,
+        gate: threading.Lock | None = None,
     ) -> None:
         """A client attached to ``session_id`` for good, or (None) to whatever session
-        tmux picks, switched by cuts."""
+        tmux picks, switched by cuts. ``gate`` (the backend's
+        :attr:`~.TmuxBackend.handshake_gate`) is held from the client's start until it
+        is attached: tmux 3.3a to 3.6 crashes, ending every session, when a session is
+        made or ends while a control client is still identifying itself."""
         self._tmux = tmux
+        self._gate = gate
+        self._gated = False
         self._log = log
         self._session_id = session_id
         self._members: set[Member] = set()
@@ -265,6 +275,7 @@ class TmuxControl:
         if why is not None:  # whoever listens there gets nothing from us
             self._log.warning("jupyter_agents: not connecting to tmux: %s", why)
             return False
+        await self._close_gate()
         try:
             proc = self._proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -275,6 +286,7 @@ class TmuxControl:
                 start_new_session=True,
             )
         except OSError:
+            self._open_gate()
             return False
         assert proc.stdin is not None and proc.stdout is not None
         attached = False
@@ -283,6 +295,7 @@ class TmuxControl:
         except (OSError, ConnectionError, ValueError) as e:
             self._log.warning("jupyter_agents: tmux control client of %s: %r", self._target(), e)
         finally:
+            self._open_gate()
             self._ready = False
             if not proc.stdin.is_closing():
                 proc.stdin.close()
@@ -334,8 +347,35 @@ class TmuxControl:
         for _, reply, _ in pending:
             reply(False, [])
 
+    async def _close_gate(self) -> None:
+        """Take the handshake gate (off the loop: a spawn may hold it for one tmux
+        command), waiting at most :data:`HANDSHAKE_GATE` seconds. Cancelled while
+        waiting, the gate is opened again as soon as the wait took it."""
+        gate = self._gate
+        if gate is None:
+            return
+        taking = asyncio.ensure_future(asyncio.to_thread(gate.acquire, True, HANDSHAKE_GATE))
+        try:
+            self._gated = await asyncio.shield(taking)
+        except asyncio.CancelledError:
+
+            def give_back(done: asyncio.Future[bool]) -> None:
+                if not done.cancelled() and done.exception() is None and done.result():
+                    gate.release()
+
+            taking.add_done_callback(give_back)
+            raise
+
+    def _open_gate(self) -> None:
+        """The client is attached (tmux has its control state) or gone: sessions may be
+        made and ended again."""
+        if self._gated and self._gate is not None:
+            self._gated = False
+            self._gate.release()
+
     def _on_attached(self) -> None:
         """Attached: the queue goes out."""
+        self._open_gate()
         assert self._proc is not None and self._proc.stdin is not None
         queued, self._outbox = self._outbox, []
         self._ready = True

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Coroutine
 from collections.abc import Set as AbstractSet
 from pathlib import Path
@@ -68,6 +69,9 @@ class StreamHost(Protocol):
     history: HistoryCache
     #: the backend's folder of tmux files (sockets, config, cut files)
     tmux_dir: Path
+    #: held while a control client identifies itself (tmux 3.3a crashes on a session
+    #: made or ended meanwhile)
+    handshake_gate: threading.Lock
 
     @property
     def replay_color_lines(self) -> int: ...
@@ -340,7 +344,12 @@ class TmuxStream(ListenedStream):
         if self._unsubscribe_tail is not None:
             self._unsubscribe_tail()
             self._unsubscribe_tail = None
-        self._live = TmuxControl(self._backend.tmux, self._backend.log, self._session_id)
+        self._live = TmuxControl(
+            self._backend.tmux,
+            self._backend.log,
+            self._session_id,
+            gate=self._backend.handshake_gate,
+        )
         self._live.join(self)
         self._live.on_panes.add(pane)
         self._live.route(pane, self)
