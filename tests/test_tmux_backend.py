@@ -437,3 +437,113 @@ def test_a_stream_closed_before_its_pane_is_found_leaves_the_control_client_work
     errors, screen = asyncio.run(scenario())
     assert errors == [], errors
     assert "NEXT-48" in screen
+
+
+def test_a_stream_that_joins_while_the_control_client_fails_to_attach_gets_its_screen(backend):
+    """The shared control client tries to attach to a tmux server that is gone (the
+    last session of the old one just ended: a stream of it asked for its status), and
+    a viewer of a session of the server started meanwhile joins before that try has
+    failed. The try's failure was everyone's: the new stream was told the control
+    client was lost and that its session was not found, and never got its screen (a
+    tab that stays blank, or is dropped to reconnect). A command sent during a failed
+    try is tried on a new client (at most ``ATTACH_TRIES`` times). The order is forced:
+    the failed try is held until the new stream has joined."""
+
+    class Listener:
+        def __init__(self) -> None:
+            self.ended: list[int | None] = []
+            self.output: list[str] = []
+
+        def on_output(self, data: str) -> None:
+            self.output.append(data)
+
+        def on_output_lost(self) -> None:
+            pass
+
+        def on_exit(self, exit_code: int | None) -> None:
+            self.ended.append(exit_code)
+
+    async def scenario() -> tuple[str, list[int | None]]:
+        loop = asyncio.get_running_loop()
+        control = backend.control()
+        real_attach = control._attach
+        failed, joined = asyncio.Event(), asyncio.Event()
+
+        async def attach() -> bool:
+            attached = await real_attach()
+            if not attached and not failed.is_set():
+                failed.set()  # no server: this try failed; the new stream joins now
+                await joined.wait()
+            return attached
+
+        control._attach = attach  # type: ignore[method-assign]
+        control.command("display-message -p old")  # an old stream's question: no server
+        await asyncio.wait_for(failed.wait(), 20)
+        await asyncio.to_thread(
+            backend.spawn,
+            SpawnRequest("new", ["sh", "-c", "echo NEW-$((6*9)); exec sleep 60"], "/", {}),
+        )
+        listener = Listener()
+        screen: asyncio.Future[str] = loop.create_future()
+        stream = backend.attach("new", listener)
+        stream.snapshot(lambda text: screen.done() or screen.set_result(text))
+        await asyncio.sleep(0)
+        joined.set()
+        try:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(screen), 10)
+            for _ in range(100):  # what it printed: in its screen, or right after it
+                shown = (screen.result() if screen.done() else "") + "".join(listener.output)
+                if "NEW-54" in shown or not screen.done():
+                    break
+                await asyncio.sleep(0.1)
+            return shown, listener.ended
+        finally:
+            stream.close()
+            await backend.detach_streams()
+
+    screen, ended = asyncio.run(scenario())
+    assert ended == [], ended  # its session runs: no end to report
+    assert "NEW-54" in screen, screen
+
+
+def test_a_snapshot_that_raises_is_logged_and_its_stream_reported_lost(
+    backend, monkeypatch, caplog
+):
+    """Any error while a first snapshot is taken (here inotify refusing a watch: the
+    user's 128 inotify instances in use, say) ended its task, said nothing until the
+    task was collected, and left the viewer with no screen and no output for good: a
+    blank tab. It is logged, and the stream reported lost (its viewers reconnect)."""
+    from jupyter_agents.backends.tmux import tail
+
+    backend.spawn(SpawnRequest("s", ["sh", "-c", "echo S-$((6*7)); exec sleep 60"], "/", {}))
+
+    def refuse(path: Path, callback: Callable[[set[str]], None]) -> Callable[[], None]:
+        raise OSError(24, "inotify_init1 failed")
+
+    monkeypatch.setattr(tail, "subscribe", refuse)
+    ended: list[int | None] = []
+
+    class Listener:
+        def on_output(self, data: str) -> None:
+            pass
+
+        def on_output_lost(self) -> None:
+            pass
+
+        def on_exit(self, exit_code: int | None) -> None:
+            ended.append(exit_code)
+
+    async def scenario() -> None:
+        stream = backend.attach("s", Listener())
+        stream.snapshot(lambda _: None)
+        for _ in range(100):
+            if ended:
+                break
+            await asyncio.sleep(0.05)
+        stream.close()
+        await backend.detach_streams()
+
+    asyncio.run(scenario())
+    assert ended == [None]
+    assert "the stream of tmux session s failed" in caplog.text

@@ -58,6 +58,9 @@ LINGER = 5.0
 #: the longest a starting client keeps the handshake gate (a tmux that never answers
 #: must not hold up spawns for good)
 HANDSHAKE_GATE = 5.0
+#: how many clients in a row may fail to attach while commands keep coming for them
+#: before the members are told that none can (:meth:`TmuxControl._run`)
+ATTACH_TRIES = 3
 
 
 def ignore_reply(ok: bool, lines: list[bytes]) -> None:
@@ -250,17 +253,27 @@ class TmuxControl:
         session) panes whose ``%output`` is wanted; tell members if none can be
         started."""
         try:
+            failed = 0
             while not self.closed and (
                 self._outbox or self._pending or (self._session_id and self._routes)
             ):
+                # lines numbered past ``since`` were asked for during this try
+                since = next(self._lines)
                 attached = await self._attach()
-                if not attached:
-                    self._log.warning(
-                        "jupyter_agents: no tmux control client could attach to %s", self._target()
-                    )
-                    for member in list(self._members):
-                        member.on_control_lost()
-                    break
+                if attached:
+                    failed = 0
+                    continue
+                failed += 1
+                if failed < ATTACH_TRIES and any(n > since for n, _ in self._outbox):
+                    # asked for while the client was failing to attach (a viewer of a
+                    # session of a tmux server started meanwhile): a try of their own
+                    continue
+                self._log.warning(
+                    "jupyter_agents: no tmux control client could attach to %s", self._target()
+                )
+                for member in list(self._members):
+                    member.on_control_lost()
+                break
         finally:
             self._task = None
             self._fail_pending()

@@ -245,6 +245,15 @@ class TmuxStream(ListenedStream):
                     self._spawn(self._cut_snapshot(callback, rows, tries - 1))
                     return
                 outcome = outcome.otherwise
+                if outcome is None and not self._exit_reported:
+                    # no answer, every time: say so, and let the viewers reconnect,
+                    # rather than leave them with no screen and no output
+                    self._backend.log.warning(
+                        "jupyter_agents: no replay of tmux session %s could be taken",
+                        self._session_id,
+                    )
+                    self._report_exit(None)
+                    return
             if isinstance(outcome, Changed):
                 self._spawn(self._cut_snapshot(callback, rows, tries))
                 return
@@ -440,3 +449,18 @@ class TmuxStream(ListenedStream):
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._failed)
+
+    def _failed(self, task: asyncio.Future[None]) -> None:
+        """A snapshot or end that raised: logged (it would be said only when the task is
+        collected, if ever), and the stream reported lost, so that its viewers, which
+        get output only once their replay came, reconnect instead of staying blank."""
+        if task.cancelled() or task.exception() is None:
+            return
+        self._backend.log.error(
+            "jupyter_agents: the stream of tmux session %s failed",
+            self._session_id,
+            exc_info=task.exception(),
+        )
+        if not self._closed:
+            self._report_exit(None)
