@@ -42,6 +42,23 @@ def backend(tmp_path):
     b.kill_server()
 
 
+class Listener:
+    """A stream's listener that keeps what it is told: its output and its ends."""
+
+    def __init__(self) -> None:
+        self.ended: list[int | None] = []
+        self.output: list[str] = []
+
+    def on_output(self, data: str) -> None:
+        self.output.append(data)
+
+    def on_output_lost(self) -> None:
+        pass
+
+    def on_exit(self, exit_code: int | None) -> None:
+        self.ended.append(exit_code)
+
+
 def test_escaping_helpers():
     assert tmux_arg("x;") == "x\\;"
     assert tmux_arg("x\\;") == "x\\\\;"
@@ -406,16 +423,6 @@ def test_a_stream_closed_before_its_pane_is_found_leaves_the_control_client_work
     backend.spawn(SpawnRequest("gone", ["sh", "-c", "echo GONE-$((6*7)); exec sleep 60"], "/", {}))
     backend.spawn(SpawnRequest("next", ["sh", "-c", "echo NEXT-$((6*8)); exec sleep 60"], "/", {}))
 
-    class Listener:
-        def on_output(self, data: str) -> None:
-            pass
-
-        def on_output_lost(self) -> None:
-            pass
-
-        def on_exit(self, exit_code: int | None) -> None:
-            pass
-
     async def scenario() -> tuple[list[object], str]:
         loop = asyncio.get_running_loop()
         errors: list[object] = []
@@ -448,20 +455,6 @@ def test_a_stream_that_joins_while_the_control_client_fails_to_attach_gets_its_s
     tab that stays blank, or is dropped to reconnect). A command sent during a failed
     try is tried on a new client (at most ``ATTACH_TRIES`` times). The order is forced:
     the failed try is held until the new stream has joined."""
-
-    class Listener:
-        def __init__(self) -> None:
-            self.ended: list[int | None] = []
-            self.output: list[str] = []
-
-        def on_output(self, data: str) -> None:
-            self.output.append(data)
-
-        def on_output_lost(self) -> None:
-            pass
-
-        def on_exit(self, exit_code: int | None) -> None:
-            self.ended.append(exit_code)
 
     async def scenario() -> tuple[str, list[int | None]]:
         loop = asyncio.get_running_loop()
@@ -522,20 +515,11 @@ def test_a_snapshot_that_raises_is_logged_and_its_stream_reported_lost(
         raise OSError(24, "inotify_init1 failed")
 
     monkeypatch.setattr(tail, "subscribe", refuse)
-    ended: list[int | None] = []
-
-    class Listener:
-        def on_output(self, data: str) -> None:
-            pass
-
-        def on_output_lost(self) -> None:
-            pass
-
-        def on_exit(self, exit_code: int | None) -> None:
-            ended.append(exit_code)
+    listener = Listener()
+    ended = listener.ended
 
     async def scenario() -> None:
-        stream = backend.attach("s", Listener())
+        stream = backend.attach("s", listener)
         stream.snapshot(lambda _: None)
         for _ in range(100):
             if ended:

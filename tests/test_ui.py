@@ -991,6 +991,20 @@ def test_agent_waiting_shows_badge_count_notification_and_tab_marker(lab: Lab, p
     assert lab.server.request("DELETE", f"/api/agents/sessions/{sid}")[0] == 204
 
 
+def claude_while_working_elsewhere(page: Any, lab: Lab) -> tuple[str, Any]:
+    """Lab opened afresh with its panel shown, a fake Claude started (its banner seen)
+    and the focus in the panel's filter, as a person working elsewhere: the session's
+    id and its terminal's websocket client."""
+    open_lab(page, lab, reset=True)
+    panel = show_panel(page)
+    created = lab.server.request("POST", "/api/agents/sessions", {"kind": "claude"})
+    assert created[0] == 201, created
+    agent = lab.server.ws(created[1]["name"])
+    agent.wait_for("FAKE CLAUDE conversation")
+    panel.locator(".jp-AgentsPanel-filter").focus()
+    return created[1]["id"], agent
+
+
 def test_permission_request_answered_from_the_panel_the_notification_and_a_phone(
     lab: Lab, page: Any
 ) -> None:
@@ -998,14 +1012,7 @@ def test_permission_request_answered_from_the_panel_the_notification_and_a_phone
     the command with Allow, the CLI's own choice and Deny; the notification offers
     Allow, Deny and Open. Allow in the row, Deny (with a message) in the notification
     and Allow on the phone page each reach the fake Claude with no key typed."""
-    open_lab(page, lab, reset=True)
-    panel = show_panel(page)
-    created = lab.server.request("POST", "/api/agents/sessions", {"kind": "claude"})
-    assert created[0] == 201, created
-    sid, name = created[1]["id"], created[1]["name"]
-    agent = lab.server.ws(name)
-    agent.wait_for("FAKE CLAUDE conversation")
-    panel.locator(".jp-AgentsPanel-filter").focus()  # working elsewhere
+    sid, agent = claude_while_working_elsewhere(page, lab)
 
     # 1. the row: what it asks, and Allow
     toast = page.locator(".Toastify__toast", has_text="asks to use Bash: echo fake")
@@ -1078,14 +1085,7 @@ def test_a_request_listed_before_its_attention_keeps_its_notification(lab: Lab, 
     from jupyter_agents.agents.spool import digest, spool_path
     from jupyter_agents.hook import _spool
 
-    open_lab(page, lab, reset=True)
-    panel = show_panel(page)
-    created = lab.server.request("POST", "/api/agents/sessions", {"kind": "claude"})
-    assert created[0] == 201, created
-    sid, name = created[1]["id"], created[1]["name"]
-    agent = lab.server.ws(name)
-    agent.wait_for("FAKE CLAUDE conversation")
-    panel.locator(".jp-AgentsPanel-filter").focus()  # working elsewhere
+    sid, agent = claude_while_working_elsewhere(page, lab)
     agent.stdin("/hold\r")  # a turn: the request comes from working
     row(page, sid).locator(".jp-AgentsPanel-badge[data-attention='working']").wait_for()
     payload = {
