@@ -301,6 +301,9 @@ class TmuxControl:
         except OSError:
             self._open_gate()
             return False
+        except BaseException:  # cancelled as it started: the gate opens all the same
+            self._open_gate()
+            raise
         assert proc.stdin is not None and proc.stdout is not None
         attached = False
         try:
