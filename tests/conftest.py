@@ -4,6 +4,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,14 @@ pytest_plugins = ["jupyter_agents.pytest_plugin", "pytest_jupyter.jupyter_server
 # bash, $SHELL=/bin/bash, failed that way). tests/test_cli_attach.py drops $SHELL on
 # purpose, with a HOME of its own, to test the fallback to the login shell.
 os.environ["SHELL"] = "/bin/sh"
+
+# A run started in the background of a script (`pytest &`, nohup, CI) ignores SIGINT,
+# and so does every process it starts: JupyterHub stops a single-user server or a
+# service with SIGINT and waits 10 s before its SIGTERM, so each hub test's stop took
+# 30 s there and 0.3 s from a terminal. Every process the tests start gets SIGINT's
+# default, as from a terminal (a handler, unlike SIG_IGN, is not inherited).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 FAKE_AGENT = Path(__file__).parent / "fakes" / "fake_agent.py"
 
