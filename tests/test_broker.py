@@ -109,6 +109,46 @@ def test_exit_codes_exact_env_and_dead_sessions_held(broker, tmp_path):
     assert broker.transcript_path("env1").exists()  # transcripts stay
 
 
+def test_a_broker_started_in_the_background_gives_its_sessions_the_default_signals(
+    agents_state_dir,
+):
+    """A server started in the background (``nohup jupyter lab &``, a service) ignores
+    SIGHUP, SIGINT and SIGQUIT, and its broker inherits what it does not handle itself;
+    a shell cannot undo an ignored signal, so Ctrl-\\ would not end a command. Each
+    session starts with every signal at its default (as tmux's panes do)."""
+    from jupyter_agents.backends.broker.protocol import read_frame_sync
+
+    ignored = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)
+    before = [signal.signal(sig, signal.SIG_IGN) for sig in ignored]
+    try:
+        broker = BrokerBackend(agents_state_dir)
+        broker.start()  # (its teardown stops it)
+    finally:
+        for sig, handler in zip(ignored, before, strict=True):
+            signal.signal(sig, handler)
+    status = Path(f"/proc/{broker_pid(agents_state_dir)}/status").read_text()
+    mask = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("SigIgn:")), 16)
+    assert mask & (1 << (signal.SIGQUIT - 1)), "the broker was to inherit an ignored SIGQUIT"
+    broker.spawn(SpawnRequest("sh", ["/bin/sh"], "/", {}))
+    transcript = Transcript("sh", broker.transcript_path("sh"))
+    with socket.socket(socket.AF_UNIX) as client:
+        client.connect(str(broker.socket_path))
+        client.sendall(encode({"op": "attach", "sid": "sh"}))
+        assert read_frame_sync(client)[0]["op"] == "ok"
+        for key, code in ((b"\x03", 130), (b"\x1c", 131)):  # Ctrl-C, Ctrl-\
+            said = transcript.tail(100_000).count(b"sleep 300")
+            client.sendall(encode({"op": "write", "sid": "sh"}, b"sleep 300\r"))
+            wait_until(
+                lambda said=said: transcript.tail(100_000).count(b"sleep 300") > said,
+                10,
+                "the command echoed",
+            )
+            # (typed while the sleep runs: the shell reads it once the sleep has ended)
+            client.sendall(encode({"op": "write", "sid": "sh"}, key + b"echo ended-$?\r"))
+            ended = f"ended-{code}".encode()
+            wait_until(lambda ended=ended: ended in transcript.tail(100_000), 10, str(ended))
+
+
 def test_socket_is_private_and_other_users_are_refused(broker):
     sock_path = str(broker.socket_path)
     assert oct(broker.broker_dir.stat().st_mode & 0o777) == "0o700"

@@ -124,12 +124,23 @@ if sys.platform == "win32":
                     self._proc.terminate(force=True)
 
 else:
+    #: the signals a session's program starts with at their default, whatever the
+    #: broker inherited or set: Python ignores SIGPIPE and SIGXFSZ (``yes | head`` must
+    #: end), and a server started in the background (``nohup jupyter lab &``) ignores
+    #: SIGHUP, SIGINT and SIGQUIT; a shell cannot undo an ignored signal (Ctrl-\ would
+    #: not end a command). tmux gives its panes the same defaults.
+    DEFAULT_SIGNALS = (
+        "SIGHUP", "SIGINT", "SIGQUIT", "SIGPIPE", "SIGXFSZ", "SIGTERM", "SIGALRM",
+        "SIGUSR1", "SIGUSR2", "SIGCHLD", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGWINCH",
+    )  # fmt: skip
 
     def _default_signals() -> None:
-        """In the child: undo Python's ignored SIGPIPE/SIGXFSZ (``yes | head`` must end)."""
-        for name in ("SIGPIPE", "SIGXFSZ"):
+        """In the child: every signal of :data:`DEFAULT_SIGNALS` at its default, none
+        blocked."""
+        for name in DEFAULT_SIGNALS:
             if hasattr(signal, name):
                 signal.signal(getattr(signal, name), signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
     class _PosixPty:
         def __init__(
