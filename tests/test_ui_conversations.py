@@ -425,6 +425,10 @@ def test_turns_answer_search_jump_to_the_replay_and_survive_a_restart(lab: Lab, 
         f.write(json.dumps(record) + "\n")
     change = view.locator(".jp-AgentsTurns-row[data-type='tool_call']", has_text="a.py").last
     change.locator("summary").press("Enter")  # by keyboard (a notification may cover it)
+    # (a closed fold's lines read as '': the ledger's row of 12-07 says which it was)
+    assert change.locator("details").evaluate("d => d.open"), page.evaluate(
+        "() => [document.activeElement?.outerHTML.slice(0, 200), document.hasFocus()]"
+    )
     diff = change.locator(".jp-AgentsTurns-diff")
     assert diff.locator(".jp-mod-removed").all_inner_texts() == ["- x = 1\n", "- y = 2\n"]
     assert diff.locator(".jp-mod-added").all_inner_texts() == ["+ x = 3\n"]
