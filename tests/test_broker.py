@@ -129,22 +129,32 @@ def test_a_broker_started_in_the_background_gives_its_sessions_the_default_signa
     status = Path(f"/proc/{broker_pid(agents_state_dir)}/status").read_text()
     mask = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("SigIgn:")), 16)
     assert mask & (1 << (signal.SIGQUIT - 1)), "the broker was to inherit an ignored SIGQUIT"
-    broker.spawn(SpawnRequest("sh", ["/bin/sh"], "/", {}))
+    shell = broker.spawn(SpawnRequest("sh", ["/bin/sh"], "/", {}))
     transcript = Transcript("sh", broker.transcript_path("sh"))
+
+    def sleeping() -> bool:
+        """Whether the shell's `sleep` runs in the foreground (a key then reaches it,
+        not the shell, which ignores both)."""
+        for child in psutil.Process(shell.pid).children():
+            try:
+                stat = Path(f"/proc/{child.pid}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()  # state ppid pgrp session tty tpgid
+            if "sleep" in stat[: stat.rindex(")")] and fields[2] == fields[5]:
+                return True
+        return False
+
     with socket.socket(socket.AF_UNIX) as client:
         client.connect(str(broker.socket_path))
         client.sendall(encode({"op": "attach", "sid": "sh"}))
         assert read_frame_sync(client)[0]["op"] == "ok"
         for key, code in ((b"\x03", 130), (b"\x1c", 131)):  # Ctrl-C, Ctrl-\
-            said = transcript.tail(100_000).count(b"sleep 300")
             client.sendall(encode({"op": "write", "sid": "sh"}, b"sleep 300\r"))
-            wait_until(
-                lambda said=said: transcript.tail(100_000).count(b"sleep 300") > said,
-                10,
-                "the command echoed",
-            )
-            # (typed while the sleep runs: the shell reads it once the sleep has ended)
-            client.sendall(encode({"op": "write", "sid": "sh"}, key + b"echo ended-$?\r"))
+            wait_until(sleeping, 10, "the sleep in the foreground")
+            client.sendall(encode({"op": "write", "sid": "sh"}, key))
+            wait_until(lambda: not sleeping(), 10, f"{key!r} to end the sleep")
+            client.sendall(encode({"op": "write", "sid": "sh"}, b"echo ended-$?\r"))
             ended = f"ended-{code}".encode()
             wait_until(lambda ended=ended: ended in transcript.tail(100_000), 10, str(ended))
 
