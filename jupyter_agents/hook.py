@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sys
 import time
 
@@ -78,19 +77,9 @@ def main(argv: list[str]) -> int:
 
 def _spool(spool: str, record: dict[str, object]) -> None:
     """Append ``record`` to the spool and wake the server if one listens."""
-    from jupyter_agents.agents.spool import WAKE_SOCKET
+    from jupyter_agents.agents.spool import append
 
-    line = json.dumps(record) + "\n"
-    try:
-        fd = os.open(spool, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as wake:
-            wake.sendto(b"1", os.path.join(os.path.dirname(spool), WAKE_SOCKET))
-    except OSError:
-        pass  # no server listening (or no spool dir): the next start reads the spool
+    append(spool, record)
 
 
 def _ask(

@@ -1,7 +1,8 @@
-"""The ACP proxy (issue 58): a real ACP agent (a fake one on the SDK, stdio JSON-RPC as
-the real ones speak it) held by a proxy that outlives its client; the client here is
-the server's own end of it (:mod:`jupyter_agents.acp.client`), killed and replaced the
-way a restarted Jupyter server replaces it."""
+"""The ACP proxy (issue 58): a real ACP agent (a fake one on the SDK, speaking stdio
+JSON-RPC as the real ones do) held by a proxy that outlives its client. The client here
+is the server's own end of it (:mod:`jupyter_agents.acp.client`), dropped and replaced
+the way a killed and restarted Jupyter server drops and replaces it; the permission
+request is answered where a server answers one (the state dir's pending requests)."""
 
 from __future__ import annotations
 
@@ -11,32 +12,41 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from jupyter_agents.acp.client import Ledger, ProxyLink, refusal
+from jupyter_agents.acp.client import Ledger, ProxyLink
 from jupyter_agents.acp.journal import Journal
+from jupyter_agents.agents.permissions import Answer, RequestFolder
+from jupyter_agents.agents.spool import read_spool, spool_path
 from jupyter_agents.pytest_plugin import poll
 
 FAKE_ACP = Path(__file__).parent / "fakes" / "fake_acp_agent.py"
+SESSION = "1a2b3c4d5e6f7a8b9c0"
 
 pytest.importorskip("acp", reason="the ACP SDK is a test dependency (pip install -e .[test])")
 
 
 class Proxied:
-    """A proxy (``python -m jupyter_agents.acp.proxy``) running the fake ACP agent, its
-    journal in ``folder``, what the agent logs in ``log``."""
+    """A proxy (``python -m jupyter_agents.acp.proxy``) running the fake ACP agent for
+    session :data:`SESSION` of the state dir ``state``; what the agent logs in ``log``."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.folder = tmp_path / "acp"
+        self.state = tmp_path / "state"
+        (self.state / "spool").mkdir(parents=True)
+        self.folder = self.state / "acp" / SESSION
         self.socket = tmp_path / "acp.sock"
         self.log = tmp_path / "fake-acp.jsonl"
+        self.cwd = tmp_path / "work"
+        self.cwd.mkdir()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyter_agents.acp.proxy", "--folder", str(self.folder),
-             "--socket", str(self.socket), "--", sys.executable, str(FAKE_ACP)],
+             "--socket", str(self.socket), "--cwd", str(self.cwd), "--state-dir",
+             str(self.state), "--session", SESSION, "--", sys.executable, str(FAKE_ACP)],
             env={**os.environ, "FAKE_ACP_LOG": str(self.log)},
         )  # fmt: skip
         poll(lambda: self.socket.exists(), timeout=20, what="the proxy's socket")
@@ -46,6 +56,10 @@ class Proxied:
             return []
         lines = [json.loads(line) for line in self.log.read_text().splitlines()]
         return [r for r in lines if r.get("event") == event]
+
+    def spooled(self) -> list[str]:
+        records, _ = read_spool(spool_path(self.state, SESSION), 0)
+        return [r["event"] for r in records]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -75,11 +89,6 @@ class Server:
     def on_record(self, record: dict[str, Any]) -> None:
         if self.ledger.feed(record):
             self.records.append(record)
-            message = record.get("msg")
-            if record.get("from") == "agent" and isinstance(message, dict):
-                answer = refusal(message)
-                if answer is not None and self.link is not None:
-                    self.link.send(answer)
 
     async def open(self, after: int = 0) -> None:
         self.link = ProxyLink(self.socket, self.on_record)
@@ -92,22 +101,29 @@ class Server:
         self.link.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         return request_id
 
+    def prompt(self, acp_id: str, text: str) -> str:
+        content = [{"type": "text", "text": text}]
+        return self.request("session/prompt", {"sessionId": acp_id, "prompt": content})
+
     def answered(self, request_id: str) -> dict[str, Any] | None:
         for record in self.records:
             message = record.get("msg") or {}
-            if (
-                record["from"] == "agent"
-                and message.get("id") == request_id
-                and "method" not in message
-            ):
-                return message
+            mine = record["from"] == "agent" and message.get("id") == request_id
+            if mine and "method" not in message:
+                return dict(message)
         return None
 
-    def updates(self) -> list[dict[str, Any]]:
+    def ready(self) -> dict[str, Any] | None:
+        found = [r for r in self.records if r.get("event") == "ready"]
+        return found[0] if found else None
+
+    def texts(self) -> list[str]:
         return [
-            r["msg"]["params"]["update"]
+            r["msg"]["params"]["update"]["content"]["text"]
             for r in self.records
-            if r["from"] == "agent" and r.get("msg", {}).get("method") == "session/update"
+            if r["from"] == "agent"
+            and (r.get("msg") or {}).get("method") == "session/update"
+            and r["msg"]["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
         ]
 
 
@@ -120,95 +136,100 @@ async def until(check: Any, timeout: float = 20, what: str = "") -> Any:
     return found
 
 
-async def started(server: Server, cwd: Path) -> str:
-    """initialize and session/new through ``server``; the ACP session id."""
-    init = server.request(
-        "initialize",
-        {
-            "protocolVersion": 1,
-            "clientCapabilities": {
-                "fs": {"readTextFile": False, "writeTextFile": False},
-                "terminal": False,
-            },
-        },
-    )
-    await until(lambda: server.answered(init), what="initialize")
-    new = server.request("session/new", {"cwd": str(cwd), "mcpServers": []})
-    reply = await until(lambda: server.answered(new), what="session/new")
-    return str(reply["result"]["sessionId"])
-
-
-def test_a_client_killed_mid_permission_and_mid_stream_loses_nothing(proxied, tmp_path):
-    """Acceptance 2 at the proxy: the server's end dies while the agent streams a prompt
-    and then asks permission; a new one attached from seq 0 has the request pending
-    with its id, its answer reaches the same agent process, and the stream goes on with
-    every record once, none missed."""
-
-    links: list[Server] = []
-
-    async def run() -> None:
-        first = Server(proxied.socket, "first")
-        links.append(first)
-        await first.open()
-        acp_id = await started(first, tmp_path)
-        prompt = first.request(
-            "session/prompt",
-            {"sessionId": acp_id, "prompt": [{"type": "text", "text": "stream 20"}]},
-        )
-        await until(lambda: len(first.updates()) >= 3, what="the stream started")
-        await first.link.close()  # the server is killed mid-stream
-        # the agent goes on meanwhile: the rest of the stream, then the permission request
-        await until(lambda: proxied.logged("start"), what="the agent's start")
-        journal = Journal(proxied.folder)
-        await until(
-            lambda: any(b"session/request_permission" in line for line in journal.after(0)),
-            what="the permission request, asked while no client was there",
-        )
-
-        second = Server(proxied.socket, "second")
-        links.append(second)
-        await second.open(after=0)
-        await until(lambda: second.ledger.asked, what="the pending request")
-        (asked,) = second.ledger.asked.values()
-        first_asked = [
-            r
-            for r in first.records
-            if (r.get("msg") or {}).get("method") == "session/request_permission"
-        ]
-        assert first_asked == []  # asked after the first went
-        assert prompt in {json.loads(k) for k in second.ledger.waiting}  # still in flight
-        allow = {"outcome": {"outcome": "selected", "optionId": "allow"}}
-        second.link.send({"jsonrpc": "2.0", "id": asked["id"], "result": allow})
-        done = await until(
-            lambda: second.answered(prompt), what="the first server's prompt answered"
-        )
-        assert done["result"]["stopReason"] == "end_turn"
-        (answer,) = proxied.logged("permission")
-        (start,) = proxied.logged("start")
-        assert answer["pid"] == start["pid"] == asked_pid(second)
-        assert answer["outcome"] == {"outcome": "selected", "optionId": "allow"}
-        seqs = [r["seq"] for r in second.records]
-        assert seqs == list(range(1, len(seqs) + 1))  # each once, none missed
-        parts = [
-            u["content"]["text"]
-            for u in second.updates()
-            if u["sessionUpdate"] == "agent_message_chunk"
-        ]
-        assert parts[:20] == [f"part-{i} " for i in range(20)]
-        assert parts[20:] == ["fake acp heard: stream 20", "done: stream 20"]
-        assert not second.ledger.asked and not second.ledger.waiting
-
-    def asked_pid(server: Server) -> int:
-        assert server.ledger.agent_pid is not None
-        assert psutil.Process(server.ledger.agent_pid).is_running()
-        return server.ledger.agent_pid
+def run_with(servers: list[Server], body: Any) -> None:
+    """Run ``body()`` in a loop; every link of ``servers`` is closed after."""
 
     async def main() -> None:
         try:
-            await run()
+            await body()
         finally:
-            for server in links:
+            for server in servers:
                 if server.link is not None:
                     await server.link.close()
 
     asyncio.run(main())
+
+
+def test_a_client_dropped_mid_stream_and_mid_permission_loses_nothing(proxied):
+    """Acceptance 2 at the proxy: the server's end goes while the agent streams a
+    prompt; the agent asks permission while no client is there, and that request is a
+    pending request of the session at once; a new client attached from seq 0 sees the
+    first one's prompt still in flight; the answer reaches the same agent process, the
+    stream goes on, and the new client has every record once, none missed."""
+    servers: list[Server] = []
+
+    async def body() -> None:
+        first = Server(proxied.socket, "first")
+        servers.append(first)
+        await first.open()
+        ready = await until(first.ready, what="the proxy's ACP session")
+        assert ready["how"] == "new"
+        acp_id = ready["sessionId"]
+        prompt = first.prompt(acp_id, "stream 20")
+        await until(lambda: len(first.texts()) >= 3, what="the stream started")
+        assert first.link is not None
+        await first.link.close()  # the server is killed mid-stream
+
+        folder = RequestFolder(proxied.state)
+        (request,) = await until(lambda: folder.pending([SESSION]), what="the pending request")
+        assert request.tool == "echo fake" and request.summary["command"] == "echo fake"
+        assert request.conversation == acp_id
+
+        second = Server(proxied.socket, "second")
+        servers.append(second)
+        await second.open(after=0)
+        await until(lambda: second.ledger.seq >= Journal(proxied.folder).seq, what="the replay")
+        assert json.dumps(prompt) in second.ledger.waiting  # still in flight
+        folder.answer(request.id, Answer("allow", time.time(), by="test"))
+        done = await until(lambda: second.answered(prompt), what="the first client's prompt")
+        assert done["result"]["stopReason"] == "end_turn"
+
+        (start,) = proxied.logged("start")
+        (answer,) = proxied.logged("permission")
+        assert answer["pid"] == start["pid"] == second.ledger.agent_pid
+        assert psutil.pid_exists(start["pid"])
+        assert answer["outcome"] == {"outcome": "selected", "optionId": "allow"}
+        seqs = [r["seq"] for r in second.records]
+        assert seqs == list(range(1, len(seqs) + 1))  # each once, none missed
+        assert second.texts() == [
+            *[f"part-{i} " for i in range(20)],
+            "fake acp heard: stream 20",
+            "done: stream 20",
+        ]
+        assert not second.ledger.waiting and folder.pending([SESSION]) == []
+        assert proxied.spooled() == [
+            "SessionStart",
+            "UserPromptSubmit",
+            "PermissionRequest",
+            "PermissionEnded",
+            "Stop",
+        ]
+
+    run_with(servers, body)
+
+
+def test_the_agents_file_and_command_requests_are_refused(proxied, tmp_path):
+    """Acceptance 4: an agent's ``fs/write_text_file`` and ``terminal/create`` get an
+    error saying they are turned off, nothing is written, and the turn goes on; the
+    ``initialize`` offered no client tools."""
+    servers: list[Server] = []
+    target = tmp_path / "work" / "written.txt"
+
+    async def body() -> None:
+        server = Server(proxied.socket, "s")
+        servers.append(server)
+        await server.open()
+        acp_id = (await until(server.ready, what="ready"))["sessionId"]
+        for text in (f"/write {target}", "/run"):
+            prompt = server.prompt(acp_id, text)
+            await until(lambda prompt=prompt: server.answered(prompt), what=text)
+        (init,) = proxied.logged("initialize")
+        offered = {k: init["client"][k] for k in ("fs", "terminal")}
+        assert offered == {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
+        (write,) = proxied.logged("write")
+        (run,) = proxied.logged("run")
+        assert write["error"] == run["error"] == -32601, (write, run)
+        assert "turned off" in write["message"] and "turned off" in run["message"]
+        assert not target.exists()
+
+    run_with(servers, body)

@@ -2,12 +2,14 @@
 reads the journal's records from a ``seq`` on, and :class:`Ledger`, what those records
 leave open.
 
-The server is the agent's ACP client, but it may be restarted at any moment while the
-agent runs on: nothing of a conversation's state is held only in its memory. A server
-that comes back attaches from ``seq`` 0 (the journal is bounded), folds every record
-into a new :class:`Ledger` and so knows, with their JSON-RPC ids, the permission
-requests still unanswered and the prompt still in flight, with no ``session/load``: the
-agent never stopped.
+The server sends the prompts (and cancels them) and shows what the agent does; what
+must not wait for a server (the set-up, permission requests, refusing client tools) the
+proxy does itself (:mod:`jupyter_agents.acp.clientside`). The server may be restarted
+at any moment while the agent runs on, so nothing of a conversation's state is held
+only in its memory: a server that comes back attaches from ``seq`` 0 (the journal is
+bounded), folds every record into a new :class:`Ledger` and so knows, with its
+JSON-RPC id, the prompt still in flight, with no ``session/load``: the agent never
+stopped.
 """
 
 from __future__ import annotations
@@ -25,22 +27,6 @@ from jupyter_agents.backends.broker.protocol import peer_not_ours
 from jupyter_agents.core.paths import socket_not_ours
 
 Record = dict[str, Any]
-
-#: the client methods an agent may call that a client carries out on its machine: files
-#: read and written, commands run. Refused unless allowed (``AgentsApp.acp_client_tools``):
-#: a client that runs commands for an agent is a hole beside the agent's own, checked
-#: tools, and the agent has those in its cwd
-CLIENT_TOOLS = (
-    "fs/read_text_file",
-    "fs/write_text_file",
-    "terminal/create",
-    "terminal/output",
-    "terminal/release",
-    "terminal/wait_for_exit",
-    "terminal/kill",
-)
-#: JSON-RPC's "method not found", what a refused client method is answered with
-METHOD_NOT_FOUND = -32601
 
 
 class NotOurs(OSError):
@@ -158,20 +144,3 @@ class ProxyLink:
         finally:
             if not self.closed.done():
                 self.closed.set_result(None)
-
-
-def refusal(message: Record) -> Record | None:
-    """The answer to an agent's request for one of :data:`CLIENT_TOOLS` (an error
-    saying why), or None for any other message."""
-    method = message.get("method")
-    if method not in CLIENT_TOOLS or "id" not in message:
-        return None
-    return {
-        "jsonrpc": "2.0",
-        "id": message["id"],
-        "error": {
-            "code": METHOD_NOT_FOUND,
-            "message": f"{method} is turned off in jupyter-agents (AgentsApp.acp_client_tools): "
-            "use your own tools in your working directory",
-        },
-    }

@@ -37,7 +37,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from jupyter_agents.acp.journal import MAX_LINE, MAX_TEXT, Journal, check_folder, is_object
+from jupyter_agents.acp.clientside import ASK_WAIT, ClientSide
+from jupyter_agents.acp.journal import MAX_LINE, MAX_TEXT, Journal, check_folder
 from jupyter_agents.backends.broker.protocol import peer_not_ours
 
 #: seconds the agent has to end after SIGTERM before SIGKILL
@@ -47,6 +48,8 @@ CHUNK = 1 << 16
 #: bytes queued for a client before it is hung up on (it reattaches and reads the
 #: journal instead: nothing is lost)
 CLIENT_BUFFER = 8 << 20
+#: seconds between looks for the answers of pending permission requests
+POLL = 0.1
 
 
 class Lines:
@@ -90,13 +93,33 @@ class Lines:
 class Proxy:
     """One agent's proxy (see the module's docstring)."""
 
-    def __init__(self, folder: Path, argv: Sequence[str], socket_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        argv: Sequence[str],
+        socket_path: Path | None = None,
+        cwd: str | None = None,
+        state_dir: Path | None = None,
+        session_id: str | None = None,
+        resume: str | None = None,
+        ask_wait: float = ASK_WAIT,
+    ) -> None:
         self.folder = check_folder(folder)
         self.argv = list(argv)
         self.socket_path = socket_path or self.folder / "socket"
         self.journal = Journal(self.folder)
+        self.clientside = ClientSide(
+            self._send_to_agent,
+            cwd or os.getcwd(),
+            state_dir=state_dir,
+            session_id=session_id,
+            resume=resume,
+            ask_wait=ask_wait,
+            on_ready=lambda ready: self._send(self.journal.append("proxy", event="ready", **ready)),
+        )
         self._client: asyncio.StreamWriter | None = None
         self._agent: asyncio.subprocess.Process | None = None
+        self._polling: asyncio.Task[None] | None = None
 
     async def run(self) -> int:
         """Start the agent, serve clients until it exits; its exit code (128 + the
@@ -116,6 +139,7 @@ class Proxy:
             server.close()
             return 127
         self.journal.append("proxy", event="started", pid=self._agent.pid, argv=self.argv)
+        self.clientside.start()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, self._end_agent)
@@ -126,6 +150,9 @@ class Proxy:
                 self._from_agent(line)
         code = await self._agent.wait()
         code = 128 - code if code < 0 else code
+        self.clientside.close()
+        if self._polling is not None:
+            self._polling.cancel()
         self._send(self.journal.append("proxy", event="exited", code=code))
         server.close()
         if self._client is not None:
@@ -135,13 +162,34 @@ class Proxy:
 
     def _from_agent(self, line: bytes | int) -> None:
         if isinstance(line, int):
-            record = self.journal.append("proxy", event="dropped", side="agent", bytes=line)
-        elif is_object(line):
-            record = self.journal.append_message("agent", line)
-        else:
+            self._send(self.journal.append("proxy", event="dropped", side="agent", bytes=line))
+            return
+        message = _object(line)
+        if message is None:
             text = line.decode(errors="replace").rstrip("\n")[:MAX_TEXT]
-            record = self.journal.append("agent", text=text)
-        self._send(record)
+            self._send(self.journal.append("agent", text=text))
+            return
+        self._send(self.journal.append_message("agent", line))
+        self.clientside.on_agent(message)
+        if self.clientside.poll() and self._polling is None:
+            self._polling = asyncio.get_running_loop().create_task(self._poll())
+
+    async def _poll(self) -> None:
+        """Look for the answers of pending requests while any waits."""
+        try:
+            while self.clientside.poll():
+                await asyncio.sleep(POLL)
+        finally:
+            self._polling = None
+
+    def _send_to_agent(self, message: dict[str, object]) -> None:
+        """What the proxy's client part sends the agent: journaled as the client's."""
+        line = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+        self._send(self.journal.append_message("client", line))
+        agent = self._agent
+        if agent is not None and agent.stdin is not None and agent.returncode is None:
+            with contextlib.suppress(ConnectionError):
+                agent.stdin.write(line)
 
     def _send(self, record: bytes) -> None:
         client = self._client
@@ -162,15 +210,18 @@ class Proxy:
         try:
             while data := await reader.read(CHUNK):
                 for line in lines.feed(data):
-                    if isinstance(line, int) or not is_object(line):
+                    message = None if isinstance(line, int) else _object(line)
+                    if message is None:
                         return
                     if not attached:
-                        after = json.loads(line).get("after")
+                        after = message.get("after")
                         if not isinstance(after, int) or isinstance(after, bool) or after < 0:
                             return
                         self._attach(writer, after)
                         attached = True
                     elif writer is self._client:
+                        assert isinstance(line, bytes)
+                        self.clientside.on_client(message)
                         await self._to_agent(line)
                     else:
                         return  # replaced by a newer client
@@ -216,6 +267,15 @@ class Proxy:
         asyncio.get_running_loop().call_later(GRACE, kill)
 
 
+def _object(line: bytes) -> dict[str, object] | None:
+    """``line`` parsed if it is one JSON object (a JSON-RPC message is), else None."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jupyter_agents.acp.proxy",
@@ -223,12 +283,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--folder", required=True, type=Path, help="the journal's folder")
     parser.add_argument("--socket", type=Path, help="where to listen (default: FOLDER/socket)")
+    parser.add_argument("--cwd", help="the ACP session's working directory (default: ours)")
+    parser.add_argument("--state-dir", type=Path, help="where pending requests and spool are")
+    parser.add_argument("--session", help="the jupyter-agents session id (with --state-dir)")
+    parser.add_argument("--resume", help="the conversation (ACP session) id to go on with")
+    parser.add_argument("--ask-wait", type=float, default=ASK_WAIT, help="seconds a "
+                        "permission request waits for a person before it is cancelled")  # fmt: skip
     parser.add_argument("agent", nargs=argparse.REMAINDER, help="-- the agent's argv")
     args = parser.parse_args(argv)
     agent = args.agent[1:] if args.agent[:1] == ["--"] else args.agent
     if not agent:
         parser.error("the agent's argv is missing (after --)")
-    return asyncio.run(Proxy(args.folder, agent, args.socket).run())
+    proxy = Proxy(
+        args.folder,
+        agent,
+        args.socket,
+        cwd=args.cwd,
+        state_dir=args.state_dir,
+        session_id=args.session,
+        resume=args.resume,
+        ask_wait=args.ask_wait,
+    )
+    return asyncio.run(proxy.run())
 
 
 if __name__ == "__main__":

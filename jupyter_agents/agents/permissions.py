@@ -145,6 +145,8 @@ def describe_suggestion(suggestion: Mapping[str, Any]) -> str:
     ...     "destination": "session"})
     'Accept edits for this session'
     """
+    if suggestion.get("type") == "acpOption":  # an ACP agent's own "allow always" option
+        return str(suggestion.get("name") or "Allow always")[:200]
     where = {
         "session": "for this session",
         "localSettings": "from now on in this project (just you)",

@@ -11,6 +11,8 @@ input.
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -68,3 +70,20 @@ def read_spool(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
         if isinstance(record, dict) and isinstance(record.get("t"), (int, float)):
             records.append(record)
     return records, offset + end
+
+
+def append(spool: str | os.PathLike[str], record: Mapping[str, Any]) -> None:
+    """Append ``record`` to the spool file ``spool`` (0600, made if new) and wake the
+    server if one listens; nothing is raised (no server listening, or no spool dir: the
+    next start reads the spool)."""
+    line = json.dumps(record) + "\n"
+    try:
+        fd = os.open(spool, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as wake:
+            wake.sendto(b"1", os.path.join(os.path.dirname(spool), WAKE_SOCKET))
+    except OSError:
+        pass
