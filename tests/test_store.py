@@ -50,6 +50,7 @@ def test_round_trip_and_model(tmp_path):
         "title",
         "title_source",
         "worktree",
+        "mode",
     }
     assert "env" not in model and "pid_created" not in model
     assert (model["title"], model["title_source"]) == (None, None)

@@ -46,7 +46,8 @@ class Ledger:
       request), by id, in the order asked;
     - :attr:`waiting`: the client's requests the agent has not answered (the prompt in
       flight), by id;
-    - :attr:`exit_code`: the agent's, once the proxy saw it exit.
+    - :attr:`exit_code`: the agent's, once the proxy saw it exit;
+    - :attr:`ready`: how its ACP session began.
     """
 
     def __init__(self) -> None:
@@ -55,6 +56,9 @@ class Ledger:
         self.waiting: dict[str, Record] = {}
         self.exit_code: int | None = None
         self.agent_pid: int | None = None
+        #: the proxy's ``ready`` record: the ACP session (``sessionId``) and how it
+        #: began (``how``: ``new``, ``resumed``, ``loaded``, ``failed``; ``why``)
+        self.ready: Record | None = None
 
     def feed(self, record: Record) -> bool:
         """Fold ``record`` in; False if it was seen before (its ``seq`` is not new)."""
@@ -66,6 +70,8 @@ class Ledger:
         if side == "proxy":
             if record.get("event") == "started":
                 self.agent_pid = record.get("pid")
+            elif record.get("event") == "ready":
+                self.ready = record
             elif record.get("event") == "exited":
                 self.exit_code = record.get("code")
             return True
@@ -85,7 +91,7 @@ class ProxyLink:
     writes it; :meth:`send` passes a JSON-RPC message to the agent. :attr:`closed` is
     done once the proxy hung up (the agent exited, or another client attached)."""
 
-    def __init__(self, socket_path: Path, on_record: Callable[[Record], None]) -> None:
+    def __init__(self, socket_path: Path, on_record: Callable[[Record], object]) -> None:
         self.socket_path = socket_path
         self.on_record = on_record
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -40,6 +40,7 @@ from pathlib import Path
 from jupyter_agents.acp.clientside import ASK_WAIT, ClientSide
 from jupyter_agents.acp.journal import MAX_LINE, MAX_TEXT, Journal, check_folder
 from jupyter_agents.backends.broker.protocol import peer_not_ours
+from jupyter_agents.core.paths import ensure_private_dir
 
 #: seconds the agent has to end after SIGTERM before SIGKILL
 GRACE = 5.0
@@ -124,6 +125,7 @@ class Proxy:
     async def run(self) -> int:
         """Start the agent, serve clients until it exits; its exit code (128 + the
         signal's number for one killed by a signal)."""
+        ensure_private_dir(self.socket_path.parent)
         self.socket_path.unlink(missing_ok=True)
         server = await asyncio.start_unix_server(self._serve, path=str(self.socket_path))
         os.chmod(self.socket_path, 0o600)

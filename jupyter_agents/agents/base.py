@@ -329,6 +329,20 @@ class AgentKind(ABC):
     #: how a person installs this kind's CLI (shown when it is not found)
     install: str | None = None
 
+    #: the arguments that make its CLI speak the Agent Client Protocol on stdio (issue
+    #: 58; None: it does not, and its sessions are terminals only)
+    acp_args: tuple[str, ...] | None = None
+
+    def acp_launch(self, args: list[str]) -> list[str]:
+        """The argv of its ACP agent with ``args`` (checked): its command with
+        :attr:`acp_args`. :class:`InvalidRequest` for a kind with no ACP mode."""
+        if self.acp_args is None:
+            raise InvalidRequest(
+                f"{self.label or self.name} sessions have no ACP mode; use mode "
+                "'terminal' (the default)"
+            )
+        return [*self.command, *self.acp_args, *args]
+
     def unavailable(self, path: str | None) -> str | None:
         """Why no session of this kind can start with ``path`` as ``$PATH`` (its
         program is not there, or not executable), in a sentence naming the program and
@@ -357,6 +371,7 @@ class AgentKind(ABC):
         }
         if self.badge is not None:
             described["badge"] = {"letter": self.badge[0], "color": self.badge[1]}
+        described["modes"] = ["terminal"] + (["acp"] if self.acp_args is not None else [])
         return described if why is None else {**described, "unavailable": why}
 
 

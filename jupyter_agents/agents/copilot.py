@@ -376,6 +376,8 @@ class CopilotKind(AssignedIdKind):
     label = "GitHub Copilot CLI"
     badge = ("G", "#8957e5")
     install = "npm install -g @github/copilot"
+    #: its ACP mode (DESIGN section 18)
+    acp_args = ("--acp", "--stdio")
     reports = "hooks"
     keeps_conversations = True
     message_types = frozenset({"user.message", "assistant.message"})

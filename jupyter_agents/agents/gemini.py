@@ -466,6 +466,8 @@ class GeminiKind(AssignedIdKind):
     label = "Gemini CLI"
     badge = ("G", "#4285f4")
     install = "npm install -g @google/gemini-cli"
+    #: its ACP mode (DESIGN section 18)
+    acp_args = ("--acp",)
     reports = "hooks"
     keeps_conversations = True
     message_types = frozenset({"user", "gemini"})

@@ -44,7 +44,9 @@ def make_kinds(
     """The kinds a server offers: the built-ins, with ``config`` applied.
 
     ``config`` maps a kind name to ``{"command": [...], "resume": [...], "id": ...,
-    "attention": "none" | "silence", "silence": seconds}``.
+    "attention": "none" | "silence", "silence": seconds, "acp": [...]}``; ``acp``: the
+    arguments that make ``command`` speak the Agent Client Protocol on stdio (its
+    sessions may then be ``acp`` ones; ``[]``: the command speaks it as is).
     ``permission_wait``: how long a kind whose CLI shows no dialog while a permission
     request waits elsewhere (Codex, Copilot, Qwen) waits for an answer (its ``ask_wait``).
     For a built-in kind (:data:`BUILTIN`) only ``command`` may be given (where the CLI is);
@@ -62,10 +64,15 @@ def make_kinds(
             "id",
             "attention",
             "silence",
+            "acp",
         }:
             raise ValueError(
-                f"agent kind {name!r}: expected a dict with command, resume, id, attention, silence"
+                f"agent kind {name!r}: expected a dict with command, resume, id, attention, "
+                "silence, acp"
             )
+        acp = spec.get("acp")
+        if acp is not None and not (isinstance(acp, list) and all(isinstance(a, str) for a in acp)):
+            raise ValueError(f"agent kind {name!r}: acp must be a list of strings")
         command = spec.get("command")
         if not isinstance(command, list):
             raise ValueError(f"agent kind {name!r}: command must be a list of strings")
@@ -85,6 +92,8 @@ def make_kinds(
                 str(spec.get("attention", "none")),
                 spec.get("silence", 5.0),
             )
+            if acp is not None:
+                kinds[name].acp_args = tuple(acp)
     for kind in kinds.values():
         if kind.ask_wait is not None:
             kind.ask_wait = permission_wait

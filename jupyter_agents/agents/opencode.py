@@ -273,6 +273,8 @@ class OpenCodeKind(AgentKind):
     label = "OpenCode"
     badge = ("O", "#4b4646")
     install = "npm install -g opencode-ai"
+    #: its ACP mode (DESIGN section 18)
+    acp_args = ("acp",)
     reports = "hooks"
     keeps_conversations = True
     reports_usage = True

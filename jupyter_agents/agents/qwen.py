@@ -411,6 +411,8 @@ class QwenKind(AssignedIdKind):
     label = "Qwen Code"
     badge = ("Q", "#615ced")
     install = "npm install -g @qwen-code/qwen-code (needs Node.js 22 or newer)"
+    #: its ACP mode (DESIGN section 18)
+    acp_args = ("--acp",)
     follows_conversation = True
     reports = "hooks"
     keeps_conversations = True

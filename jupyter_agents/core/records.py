@@ -66,6 +66,10 @@ class Session:
     #: the git worktree it works in (:class:`~jupyter_agents.sessions.worktrees.Worktree`
     #: as a record), None for a session started in a folder as it is
     worktree: dict[str, Any] | None = None
+    #: how a person works with it: ``terminal`` (its program's own screen) or ``acp``
+    #: (an ACP agent held by :mod:`jupyter_agents.acp.proxy`: prompts and turns over
+    #: the Agent Client Protocol; the terminal shows the proxy and the agent's stderr)
+    mode: str = "terminal"
 
     def to_model(self) -> dict[str, Any]:
         """The session model of the REST API (everything but process identity and env):

@@ -215,6 +215,10 @@ MIGRATIONS: tuple[str, ...] = (
         created     TEXT NOT NULL
     );
     """,
+    # terminal or ACP (issue 58)
+    """
+    ALTER TABLE sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'terminal';
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

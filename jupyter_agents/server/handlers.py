@@ -22,10 +22,11 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 
 from jupyter_agents.core import clock
-from jupyter_agents.core.errors import AgentsError, InvalidRequest, http_error
+from jupyter_agents.core.errors import AgentsError, Conflict, InvalidRequest, http_error
 from jupyter_agents.notify.notifier import Notifier
 from jupyter_agents.notify.tokens import AnswerTokens
 from jupyter_agents.server import params
+from jupyter_agents.server.acp import MAX_PROMPT, AcpLinks
 from jupyter_agents.server.act import ActHandler
 from jupyter_agents.server.notifications import (
     NotifyHandler,
@@ -146,8 +147,9 @@ class TerminalHandler(ApiHandler):
 class SessionsHandler(ApiHandler):
     """``GET /api/agents/sessions``: every record, any status, oldest first, as the
     store holds it (it writes nothing). ``POST`` ``{kind, cwd?, name?, args?,
-    worktree?}``: start a session (201); ``worktree`` true (or a branch name): in a new
-    git worktree of ``cwd``'s repository (409 saying why when it cannot be made)."""
+    worktree?, mode?}``: start a session (201); ``worktree`` true (or a branch name): in
+    a new git worktree of ``cwd``'s repository (409 saying why when it cannot be made);
+    ``mode`` ``acp``: the kind's ACP agent behind a proxy (400 for a kind without)."""
 
     @web.authenticated
     @authorized
@@ -158,8 +160,8 @@ class SessionsHandler(ApiHandler):
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        data = self.body({"kind", "cwd", "name", "args", "worktree"})
-        self.parsed(params.fields, data, {"cwd": str, "worktree": (bool, str)})
+        data = self.body({"kind", "cwd", "name", "args", "worktree", "mode"})
+        self.parsed(params.fields, data, {"cwd": str, "worktree": (bool, str), "mode": str})
         session, _ = await self.call(
             self.service.create,
             name=data.get("name"),
@@ -168,6 +170,7 @@ class SessionsHandler(ApiHandler):
             args=data.get("args"),
             strict=True,
             worktree=data.get("worktree"),
+            mode=data.get("mode") or "terminal",
         )
         self.set_header("Location", url_path_join(self.base_url, "api/agents/sessions", session.id))
         self.reply(session.to_model(), 201)
@@ -591,6 +594,60 @@ class RequestTokensHandler(ApiHandler):
         self.reply({"request": request, "tokens": tokens, "urls": urls}, 201)
 
 
+class PromptHandler(ApiHandler):
+    """``POST /api/agents/sessions/<id>/prompt`` ``{text}``: send an ACP session's agent
+    a prompt (:mod:`jupyter_agents.server.acp`): 202 ``{prompt}``, its JSON-RPC id;
+    409 for a terminal session, one not running or not ready; 400 for no text or too
+    much (:data:`~jupyter_agents.server.acp.MAX_PROMPT`)."""
+
+    def initialize(  # type: ignore[override]
+        self, service: SessionService, manager: TerminalManager, links: AcpLinks
+    ) -> None:
+        super().initialize(service, manager)
+        self.links = links
+
+    @web.authenticated
+    @authorized
+    async def post(self, session_id: str) -> None:
+        data = self.body({"text"})
+        text = data.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise http_error(InvalidRequest("text must be a non-empty string"))
+        if len(text.encode()) > MAX_PROMPT:
+            raise http_error(InvalidRequest(f"text is over {MAX_PROMPT} bytes"))
+        session = await self.call(self.service.get, session_id)
+        try:
+            prompt = await self.links.send(
+                session, "session/prompt", {"prompt": [{"type": "text", "text": text}]}, True
+            )
+        except Conflict as e:
+            raise http_error(e) from e
+        self.reply({"prompt": prompt}, 202)
+
+
+class CancelHandler(ApiHandler):
+    """``POST /api/agents/sessions/<id>/cancel``: cancel an ACP session's turn (204);
+    409 as for a prompt."""
+
+    def initialize(  # type: ignore[override]
+        self, service: SessionService, manager: TerminalManager, links: AcpLinks
+    ) -> None:
+        super().initialize(service, manager)
+        self.links = links
+
+    @web.authenticated
+    @authorized
+    async def post(self, session_id: str) -> None:
+        self.body(set())
+        session = await self.call(self.service.get, session_id)
+        try:
+            await self.links.send(session, "session/cancel", {}, False)
+        except Conflict as e:
+            raise http_error(e) from e
+        self.set_status(204)
+        self.finish()
+
+
 def handlers(
     service: SessionService,
     manager: TerminalManager,
@@ -604,6 +661,7 @@ def handlers(
     (:mod:`jupyter_agents.server.act`) and notifications'
     (:mod:`jupyter_agents.server.notifications`)."""
     rest = {"service": service, "manager": manager}
+    acp = {**rest, "links": AcpLinks(service)}
     push = None if notifier is None else notifier.channel("webpush")
     notify = {"notifier": notifier, "push": push}
     viewer = {"service": service, "shares": shares}
@@ -618,6 +676,8 @@ def handlers(
         (r"/api/agents/sessions/(\w+)/export", ExportHandler, rest),
         (r"/api/agents/sessions/(\w+)/conversation", ConversationHandler, rest),
         (r"/api/agents/sessions/(\w+)/turns", TurnsHandler, rest),
+        (r"/api/agents/sessions/(\w+)/prompt", PromptHandler, acp),
+        (r"/api/agents/sessions/(\w+)/cancel", CancelHandler, acp),
         (r"/api/agents/search", SearchHandler, rest),
         (r"/api/agents/sessions/(\w+)/restore", RestoreHandler, rest),
         (r"/api/agents/sessions/(\w+)/adopt", AdoptHandler, rest),

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from jupyter_agents.acp import proxy_argv
 from jupyter_agents.agents.archive import ConversationArchive, ConversationFile
 from jupyter_agents.agents.attention import AttentionTracker
 from jupyter_agents.agents.base import AgentKind, Launch
@@ -387,6 +388,7 @@ class SessionService:
         strict: bool = False,
         after: Session | None = None,
         worktree: object = None,
+        mode: object = "terminal",
     ) -> tuple[Session, bool]:
         """Start a session of ``kind`` (a shell by default), or return the running one
         already called ``name`` (``strict``: refuse with :class:`Conflict`; a ``cwd``
@@ -400,6 +402,10 @@ class SessionService:
         in that existing worktree, in its folder (``cwd`` ignored; made again from its
         branch if it was removed by hand), which is never removed here.
 
+        ``mode``: ``terminal`` (the default) or ``acp``: the kind's ACP agent held by
+        a proxy (:mod:`jupyter_agents.acp`), which is then the session's program;
+        :class:`InvalidRequest` for a kind with no ACP mode.
+
         Returns ``(session, created)``. Everything is validated before anything runs;
         the process is started and recorded under the state lock, so a concurrent
         reconcile never sees one without the other.
@@ -410,13 +416,16 @@ class SessionService:
         loose = worktree not in (None, False, True) and not isinstance(worktree, str)
         if inherited is None and loose:
             raise InvalidRequest("worktree must be true, false or a branch name")
+        if mode not in ("terminal", "acp"):
+            raise InvalidRequest(f"mode must be 'terminal' or 'acp', got {mode!r}")
         agent = self._kind(kind)
         checked = agent.check_args(args)
+        acp_agent = agent.acp_launch(checked) if mode == "acp" else None
         if inherited is not None:
             self.worktrees.revive(inherited)  # its folder removed by hand: made again
             cwd = inherited.cwd
         workdir = self.env.resolve_cwd(cwd, strict=strict or bool(worktree))
-        launch = agent.launch(checked)
+        launch = agent.launch(checked) if acp_agent is None else Launch(acp_agent)
         env = self.env.environment()
         why = agent.unavailable(env.get("PATH"))
         if why is not None:
@@ -453,9 +462,13 @@ class SessionService:
                     rows=24,
                     cols=80,
                     worktree=None if tree is None else tree.to_record(),
+                    mode=str(mode),
                 )
                 session.attention_source = agent.reports
                 argv = agent.with_reporting(launch.argv, self.state_dir, session.id)
+                if acp_agent is not None:  # its proxy spools what hooks would
+                    session.attention_source = "acp"
+                    argv = proxy_argv(self.state_dir, session.id, workdir, acp_agent)
                 if after is not None:
                     shown = write_prelude(
                         self.state_dir,

@@ -1,0 +1,147 @@
+"""ACP sessions through a real Jupyter server (issue 58): a session of a kind that speaks
+the Agent Client Protocol, started with ``mode: acp``, whose proxy runs under the same
+owner as terminals (tmux, or the broker) and so outlives the server; prompts over REST,
+its permission request a pending request like a hook's."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_agents.acp import journal_folder
+from jupyter_agents.acp.journal import Journal
+from jupyter_agents.pytest_plugin import ServerProcess, poll
+
+FAKE_ACP = Path(__file__).parent / "fakes" / "fake_acp_agent.py"
+
+pytest.importorskip("acp", reason="the ACP SDK is a test dependency (pip install -e .[test])")
+
+
+def configure(tmp_path: Path) -> None:
+    """The ``fakeacp`` kind: the fake ACP agent, which speaks ACP as it is."""
+    config = tmp_path / "config"
+    config.mkdir(exist_ok=True)
+    kinds = {"fakeacp": {"command": [sys.executable, str(FAKE_ACP)], "acp": []}}
+    (config / "jupyter_server_config.json").write_text(json.dumps({"AgentsApp": {"agents": kinds}}))
+
+
+def records(state_dir: Path, session_id: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in Journal(journal_folder(state_dir, session_id)).after(0)]
+
+
+def texts(state_dir: Path, session_id: str) -> list[str]:
+    out = []
+    for record in records(state_dir, session_id):
+        message = record.get("msg") or {}
+        update = (message.get("params") or {}).get("update") or {}
+        if record["from"] == "agent" and update.get("sessionUpdate") == "agent_message_chunk":
+            out.append(update["content"]["text"])
+    return out
+
+
+def pending(server: ServerProcess, session_id: str) -> list[dict[str, Any]]:
+    status, listed = server.request("GET", "/api/agents/requests")
+    assert status == 200, listed
+    return [r for r in listed if r["session_id"] == session_id]
+
+
+@pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
+def test_an_acp_session_goes_on_through_kill_9_mid_stream_and_mid_permission(
+    agents_server, agents_state_dir, tmp_path
+):
+    """Acceptance 2: the server is SIGKILLed while the agent streams a prompt, and again
+    while its permission request waits; after each restart the session is the same
+    process, the request is pending with the same id, its answer reaches the same agent,
+    the first server's prompt is answered, and the journal has every event once."""
+    configure(tmp_path)
+    log = tmp_path / "fake-acp.jsonl"
+    env = {"FAKE_ACP_LOG": str(log)}
+    server = agents_server(env=env)
+    status, made = server.request(
+        "POST", "/api/agents/sessions", {"kind": "fakeacp", "mode": "acp"}
+    )
+    assert status == 201, made
+    assert made["mode"] == "acp"
+    sid, pid = made["id"], made["pid"]
+    conversation = poll(
+        lambda: server.request("GET", f"/api/agents/sessions/{sid}")[1]["conversation_id"],
+        what="the ACP session id as the conversation id",
+    )
+    status, sent = server.request(
+        "POST", f"/api/agents/sessions/{sid}/prompt", {"text": "stream 30"}
+    )
+    assert status == 202, sent
+    prompt = sent["prompt"]
+    poll(lambda: len(texts(agents_state_dir, sid)) >= 3, what="the stream started")
+    server.stop(signal.SIGKILL)  # mid-stream
+
+    server = agents_server(env=env)
+    (request,) = poll(lambda: pending(server, sid), timeout=30, what="the permission request")
+    assert request["tool"] == "echo fake" and request["command"] == "echo fake"
+    server.stop(signal.SIGKILL)  # mid-permission
+
+    server = agents_server(env=env)
+    (again,) = pending(server, sid)
+    assert again["id"] == request["id"]
+    status, answered = server.request(
+        "POST", f"/api/agents/requests/{again['id']}", {"decision": "allow"}
+    )
+    assert status == 200, answered
+
+    def prompt_answered() -> dict[str, Any] | None:
+        for record in records(agents_state_dir, sid):
+            message = record.get("msg") or {}
+            if record["from"] == "agent" and message.get("id") == prompt and "result" in message:
+                return dict(message)
+        return None
+
+    done = poll(prompt_answered, timeout=30, what="the first server's prompt answered")
+    assert done["result"]["stopReason"] == "end_turn"
+    session = server.request("GET", f"/api/agents/sessions/{sid}")[1]
+    assert (session["status"], session["pid"], session["conversation_id"]) == (
+        "running",
+        pid,
+        conversation,
+    )
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    starts = [r["pid"] for r in lines if r["event"] == "start"]
+    allowed = [r for r in lines if r["event"] == "permission"]
+    assert len(starts) == 1 and [a["pid"] for a in allowed] == starts
+    assert allowed[0]["outcome"] == {"outcome": "selected", "optionId": "allow"}
+    seqs = [r["seq"] for r in records(agents_state_dir, sid)]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert texts(agents_state_dir, sid) == [
+        *[f"part-{i} " for i in range(30)],
+        "fake acp heard: stream 30",
+        "done: stream 30",
+    ]
+    poll(
+        lambda: server.request("GET", f"/api/agents/sessions/{sid}")[1]["attention"] == "waiting",
+        what="attention waiting after the turn",
+    )
+
+
+def test_a_kind_without_acp_and_a_terminal_session_say_so(agents_server, tmp_path):
+    """400 for ``mode: acp`` of a kind that has none, or an unknown mode; 409 for a
+    prompt to a terminal session; 400 for an empty prompt."""
+    configure(tmp_path)
+    server = agents_server()
+    status, said = server.request("POST", "/api/agents/sessions", {"kind": "shell", "mode": "acp"})
+    assert status == 400 and "no ACP mode" in said["message"], said
+    status, said = server.request("POST", "/api/agents/sessions", {"kind": "fakeacp", "mode": "x"})
+    assert status == 400 and "mode must be" in said["message"], said
+    status, shell = server.request("POST", "/api/agents/sessions", {"kind": "shell"})
+    assert status == 201 and shell["mode"] == "terminal"
+    status, said = server.request(
+        "POST", f"/api/agents/sessions/{shell['id']}/prompt", {"text": "hi"}
+    )
+    assert status == 409 and "terminal session" in said["message"], said
+    status, said = server.request(
+        "POST", f"/api/agents/sessions/{shell['id']}/prompt", {"text": ""}
+    )
+    assert status == 400, said
