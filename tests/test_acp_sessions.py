@@ -15,7 +15,7 @@ import pytest
 
 from jupyter_agents.acp import journal_folder
 from jupyter_agents.acp.journal import Journal
-from jupyter_agents.pytest_plugin import ServerProcess, poll
+from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll
 
 FAKE_ACP = Path(__file__).parent / "fakes" / "fake_acp_agent.py"
 
@@ -145,3 +145,89 @@ def test_a_kind_without_acp_and_a_terminal_session_say_so(agents_server, tmp_pat
         "POST", f"/api/agents/sessions/{shell['id']}/prompt", {"text": ""}
     )
     assert status == 400, said
+
+
+def take_a_turn(server: ServerProcess, state_dir: Path, session_id: str, text: str) -> None:
+    """Prompt ``text``, allow its permission request over REST, wait for the answer."""
+    status, sent = server.request(
+        "POST", f"/api/agents/sessions/{session_id}/prompt", {"text": text}
+    )
+    assert status == 202, sent
+    (request,) = poll(lambda: pending(server, session_id), timeout=30, what="its request")
+    status, _ = server.request(
+        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
+    )
+    assert status == 200
+    poll(lambda: f"done: {text}" in texts(state_dir, session_id), timeout=30, what="its answer")
+
+
+def readies(state_dir: Path, session_id: str) -> list[dict[str, Any]]:
+    return [r for r in records(state_dir, session_id) if r.get("event") == "ready"]
+
+
+@pytest.mark.parametrize("agents_backend", ["tmux", "broker"], indirect=True)
+def test_a_reboot_then_restore_resumes_the_acp_session_by_its_id(
+    agents_server, agents_state_dir, tmp_path
+):
+    """Acceptance 3: after a reboot (owner and server killed) the session is
+    interrupted; a restore starts the agent again under a new proxy, which resumes the
+    ACP session by its id (``session/resume``: the fake offers it) and says so; the
+    conversation id is the same, the journal goes on, and the next turn works."""
+    configure(tmp_path)
+    log = tmp_path / "fake-acp.jsonl"
+    env = {"FAKE_ACP_LOG": str(log)}
+    server = agents_server(env=env)
+    made = server.request("POST", "/api/agents/sessions", {"kind": "fakeacp", "mode": "acp"})[1]
+    sid = made["id"]
+    conversation = poll(
+        lambda: server.request("GET", f"/api/agents/sessions/{sid}")[1]["conversation_id"],
+        what="its conversation id",
+    )
+    take_a_turn(server, agents_state_dir, sid, "before")
+
+    kill_backends(agents_state_dir)  # a reboot
+    server.stop(signal.SIGKILL)
+    server = agents_server(env=env)
+    assert server.request("GET", f"/api/agents/sessions/{sid}")[1]["status"] == "interrupted"
+    status, restored = server.request("POST", f"/api/agents/sessions/{sid}/restore")
+    assert status == 200 and restored["status"] == "running", restored
+    ready = poll(lambda: readies(agents_state_dir, sid)[1:], what="the new proxy's ready")
+    assert ready[0]["how"] == "resumed" and ready[0]["sessionId"] == conversation
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["session"] for r in lines if r["event"] == "resume"] == [conversation]
+    take_a_turn(server, agents_state_dir, sid, "after")
+    session = server.request("GET", f"/api/agents/sessions/{sid}")[1]
+    assert session["conversation_id"] == conversation and session["reason"] is None
+    seqs = [r["seq"] for r in records(agents_state_dir, sid)]
+    assert seqs == list(range(1, len(seqs) + 1))  # one journal, both proxies
+
+
+def test_a_restore_that_cannot_resume_says_why(agents_server, agents_state_dir, tmp_path):
+    """Acceptance 3, the other way: an agent that offers neither resume nor load gets a
+    new ACP session, and the session's reason says why (the old id named)."""
+    configure(tmp_path)
+    env = {"FAKE_ACP_RESUME": "0"}
+    server = agents_server(env=env)
+    sid = server.request("POST", "/api/agents/sessions", {"kind": "fakeacp", "mode": "acp"})[1][
+        "id"
+    ]
+    old = poll(
+        lambda: server.request("GET", f"/api/agents/sessions/{sid}")[1]["conversation_id"],
+        what="its conversation id",
+    )
+    kill_backends(agents_state_dir)
+    server.stop(signal.SIGKILL)
+    server = agents_server(env=env)
+    status, restored = server.request("POST", f"/api/agents/sessions/{sid}/restore")
+    assert status == 200, restored
+
+    def moved() -> dict[str, Any] | None:
+        session = server.request("GET", f"/api/agents/sessions/{sid}")[1]
+        return session if session["conversation_id"] not in (None, old) else None
+
+    session = poll(moved, what="a new conversation")
+    assert session["reason"] == (
+        f"the agent offers neither resume nor load of {old}; a new conversation began"
+    )
+    ready = readies(agents_state_dir, sid)[-1]
+    assert ready["how"] == "new" and ready["sessionId"] == session["conversation_id"]

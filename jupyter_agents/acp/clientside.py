@@ -129,7 +129,9 @@ class ClientSide:
         if self._ready_note:
             ready["why"] = self._ready_note
         self.on_ready(ready)
-        self._spool_event("SessionStart", source="resume" if method != "session/new" else "startup")
+        start = "resume" if method != "session/new" else "startup"
+        note = None if self._ready_note is None else f"{self._ready_note}; a new conversation began"
+        self._spool_event("SessionStart", source=start, **({"note": note} if note else {}))
 
     def _open_session(self) -> None:
         base = {"cwd": self.cwd, "mcpServers": []}

@@ -249,6 +249,9 @@ class AttentionTracker:
                 continue  # applied before (by this or another process)
             if record.get("event") == "SessionStart":
                 session = self._follow(session, record.get("conversation"))
+                note = record.get("note")  # an ACP proxy's: why it did not go on as asked
+                if isinstance(note, str) and note and note != session.reason:
+                    session = self.change(session_id, "updated", reason=note[:500]) or session
             state = state_after(record, session.attention)
             if state is None or state == (session.attention, session.attention_reason):
                 continue

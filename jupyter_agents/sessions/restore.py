@@ -28,7 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jupyter_agents.agents.base import FolderConversation
+from jupyter_agents.acp import proxy_argv
+from jupyter_agents.agents.base import FolderConversation, Launch
 from jupyter_agents.backends import Backend
 from jupyter_agents.core.errors import AgentsError, BackendUnavailable, Conflict
 from jupyter_agents.core.launch import next_free_name
@@ -347,13 +348,19 @@ class Restorer:
                 self._choose(session, kind, conversation)
             # a conversation file the CLI lost comes back from the archive first
             had_file = self.archive is not None and self.archive.put_back(session)
-            launch = kind.resume(session, session.env, had_file)
             note = None
-            if launch.fresh:
-                note = fresh_note(
-                    kind.name, session.id, kind.folder_conversations(session), launch.empty
-                )
-            argv = kind.with_reporting(launch.argv, self.state_dir, session.id)
+            if session.mode == "acp":  # its proxy again, going on with its ACP session
+                agent = kind.acp_launch(session.args)
+                launch = Launch(agent, conversation_id=session.conversation_id)
+                resumed = session.conversation_id
+                argv = proxy_argv(self.state_dir, session.id, session.cwd, agent, resumed)
+            else:
+                launch = kind.resume(session, session.env, had_file)
+                if launch.fresh:
+                    note = fresh_note(
+                        kind.name, session.id, kind.folder_conversations(session), launch.empty
+                    )
+                argv = kind.with_reporting(launch.argv, self.state_dir, session.id)
             if self.store.find_live(session.name) is not None:
                 session.name = next_free_name(self.store.live_names())
             transcript = Transcript(session.id, backend.transcript_path(session.id))

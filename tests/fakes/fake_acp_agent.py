@@ -8,7 +8,8 @@ reply "done: TEXT"; the turn ends with ``end_turn``. A prompt ``stream N`` sends
 chunks ``part-<i>`` a tenth of a second apart before all that; ``/write PATH`` asks the
 client to write PATH (``fs/write_text_file``) and ``/run`` to run ``echo x``
 (``terminal/create``), and says what came back. ``session/cancel`` ends a turn with
-``cancelled``.
+``cancelled``. It offers ``session/resume`` (not with ``FAKE_ACP_RESUME=0``), no
+``session/load``.
 
 Every permission answer and client reply is appended to ``$FAKE_ACP_LOG`` (JSON lines
 with this process's pid), which the tests read.
@@ -42,6 +43,9 @@ from acp.schema import (
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionResumeCapabilities,
     ToolCallUpdate,
 )
 
@@ -64,13 +68,24 @@ class FakeAgent(Agent):
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
         log(event="initialize", client=kwargs.get("client_capabilities") and
             kwargs["client_capabilities"].model_dump(by_alias=True, exclude_none=True))  # fmt: skip
+        resume = None if os.environ.get("FAKE_ACP_RESUME") == "0" else SessionResumeCapabilities()
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(load_session=False),
+            agent_capabilities=AgentCapabilities(
+                load_session=False, session_capabilities=SessionCapabilities(resume=resume)
+            ),
         )
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
-        return NewSessionResponse(session_id=str(uuid.uuid4()))
+        session_id = str(uuid.uuid4())
+        log(event="new", session=session_id, cwd=cwd)
+        return NewSessionResponse(session_id=session_id)
+
+    async def resume_session(
+        self, session_id: str, cwd: str, **kwargs: Any
+    ) -> ResumeSessionResponse:
+        log(event="resume", session=session_id, cwd=cwd)
+        return ResumeSessionResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         self.cancelled.add(session_id)
@@ -135,7 +150,7 @@ class FakeAgent(Agent):
 
 async def main() -> None:
     log(event="start", argv=sys.argv[1:])
-    await run_agent(FakeAgent())
+    await run_agent(FakeAgent(), use_unstable_protocol=True)  # (session/resume)
 
 
 if __name__ == "__main__":
