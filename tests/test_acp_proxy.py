@@ -233,3 +233,44 @@ def test_the_agents_file_and_command_requests_are_refused(proxied, tmp_path):
         assert not target.exists()
 
     run_with(servers, body)
+
+
+def test_another_user_cannot_reach_the_proxy(proxied):
+    """Acceptance 5: the proxy's socket is 0600 in private folders; and where those were
+    opened up, the proxy still hangs up on a peer of another uid (``SO_PEERCRED``)
+    before it sends a byte of the journal."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to act as another user")
+    assert oct(proxied.socket.stat().st_mode & 0o777) == "0o600"
+    probe = (
+        "import os, socket, sys\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n"
+        "    s.connect(sys.argv[1])\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno); sys.exit()\n"
+        "try:\n"
+        "    s.sendall(b'{\"after\": 0}\\n')\n"
+        "    s.settimeout(10)\n"
+        "    print('reply', len(s.recv(100)))\n"
+        "except (ConnectionResetError, BrokenPipeError):  # closed before or after\n"
+        "    print('reply 0')\n"
+    )
+    run = [sys.executable, "-c", probe, str(proxied.socket)]
+    done = subprocess.run(run, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("refused"), done.stdout
+    opened_up = {}
+    for d in [*reversed(proxied.socket.parents), proxied.socket]:
+        mode = d.stat().st_mode & 0o777
+        if mode & 0o001 == 0 or d == proxied.socket:
+            opened_up[d] = mode
+            os.chmod(d, mode | (0o006 if d == proxied.socket else 0o001))
+    try:
+        done = subprocess.run(run, capture_output=True, text=True, check=False)
+    finally:
+        for d, mode in reversed(opened_up.items()):
+            os.chmod(d, mode)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "reply 0", done.stdout  # connected, then hung up on
