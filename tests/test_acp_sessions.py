@@ -231,3 +231,41 @@ def test_a_restore_that_cannot_resume_says_why(agents_server, agents_state_dir, 
     )
     ready = readies(agents_state_dir, sid)[-1]
     assert ready["how"] == "new" and ready["sessionId"] == session["conversation_id"]
+
+
+def test_an_acp_sessions_turns_come_from_its_journal(agents_server, agents_state_dir, tmp_path):
+    """Its turns (``/turns``, what the turns view reads) are the journal's, in order: the
+    prompt, the streamed reply's chunks, the plan, the tool call, its end with its
+    output, the answer, the turn's end; a page from an event's id goes on from there."""
+    configure(tmp_path)
+    server = agents_server()
+    sid = server.request("POST", "/api/agents/sessions", {"kind": "fakeacp", "mode": "acp"})[1][
+        "id"
+    ]
+    poll(lambda: server.request("GET", f"/api/agents/sessions/{sid}")[1]["conversation_id"])
+    take_a_turn(server, agents_state_dir, sid, "look")
+    status, page = server.request("GET", f"/api/agents/sessions/{sid}/turns")
+    assert status == 200, page
+    shown = [
+        (e["type"], e.get("text") or e.get("title") or e.get("output") or e.get("stop_reason"))
+        for e in page["events"]
+    ]
+    assert shown == [
+        ("user_message", "look"),
+        ("agent_message", "fake acp heard: look"),
+        ("plan", None),
+        ("tool_call", "echo fake"),
+        ("tool_call_update", "fake"),
+        ("agent_message", "done: look"),
+        ("turn_end", "end_turn"),
+    ], shown
+    plan, call = page["events"][2], page["events"][3]
+    assert [e["content"] for e in plan["entries"]] == ["Run the command", "Say what it printed"]
+    assert (call["tool_kind"], call["status"], call["input"]) == (
+        "execute",
+        "pending",
+        {"command": "echo fake"},
+    )
+    after = page["events"][3]["id"]
+    status, rest = server.request("GET", f"/api/agents/sessions/{sid}/turns?after={after}")
+    assert [e["type"] for e in rest["events"]] == [t for t, _ in shown[4:]]

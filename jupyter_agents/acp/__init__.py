@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jupyter_agents.core.paths import socket_dir
+from jupyter_agents.core.paths import ensure_private_dir, socket_dir
 
 
 def journal_folder(state_dir: Path, session_id: str) -> Path:
@@ -26,7 +26,9 @@ def proxy_argv(
     state_dir: Path, session_id: str, cwd: str, agent: list[str], resume: str | None = None
 ) -> list[str]:
     """The argv of the proxy that runs ``agent`` (an ACP agent's argv) for session
-    ``session_id`` in ``cwd``, going on with conversation ``resume`` if given."""
+    ``session_id`` in ``cwd``, going on with conversation ``resume`` if given. Its
+    journal's folder is made here (private), so that it can be watched at once."""
+    ensure_private_dir(journal_folder(state_dir, session_id))
     return [
         sys.executable,
         "-m",

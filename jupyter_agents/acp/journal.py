@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from jupyter_agents.agents.archive import ConversationFile
 from jupyter_agents.core.paths import create_private_file
 
 #: the longest line of JSON the proxy passes on in either direction (a longer one is
@@ -110,13 +111,7 @@ class Journal:
                         yield line
 
     def _segments(self) -> list[tuple[int, Path]]:
-        found = []
-        for path in self.folder.glob("*" + _SUFFIX):
-            try:
-                found.append((int(path.name[: -len(_SUFFIX)]), path))
-            except ValueError:
-                continue
-        return sorted(found)
+        return segments(self.folder)
 
     def _start_segment(self) -> None:
         self._path = self.folder / f"{self._seq:012d}{_SUFFIX}"
@@ -124,6 +119,24 @@ class Journal:
         self._size = 0
         for _first, old in self._segments()[:-KEEP_SEGMENTS]:
             old.unlink(missing_ok=True)
+
+
+def segments(folder: Path) -> list[tuple[int, Path]]:
+    """The journal's segments in ``folder``, oldest first, each with its first ``seq``
+    (none when there is no such folder)."""
+    found = []
+    for path in folder.glob("*" + _SUFFIX):
+        try:
+            found.append((int(path.name[: -len(_SUFFIX)]), path))
+        except ValueError:
+            continue
+    return sorted(found)
+
+
+def journal_files(folder: Path) -> list[ConversationFile]:
+    """The journal's segments, oldest first, as the conversation files a turn reader
+    reads (:mod:`jupyter_agents.sessions.turns`)."""
+    return [ConversationFile("", path, False) for _first, path in segments(folder)]
 
 
 def _seq_of(line: bytes) -> int:

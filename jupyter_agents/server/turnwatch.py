@@ -25,6 +25,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from jupyter_agents.acp import journal_folder
 from jupyter_agents.backends.tmux.tail import subscribe
 from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.core.events import SessionEvent
@@ -92,14 +93,19 @@ class TurnWatch:
         if self._stopped:
             return
         kind = self._service.kinds.get(session.kind)
-        if session.status != "running" or kind is None or not kind.keeps_conversations:
+        has_turns = session.mode == "acp" or (kind is not None and kind.keeps_conversations)
+        if session.status != "running" or not has_turns:
             for cancel in self._folders.pop(session.id, {}).values():
                 cancel()
             return
         self._spawn(self._watch(session, soon))
 
     async def _watch(self, session: Session, soon: bool = False) -> None:
-        kind = self._service.kinds[session.kind]
+        def files() -> list[Path]:
+            if session.mode == "acp":  # its journal's folder, made as its proxy starts
+                return [journal_folder(self._service.state_dir, session.id) / "-"]
+            return self._service.kinds[session.kind].conversation_files(session)
+
         if soon and (session.id in self._settling or self._folders.get(session.id)):
             soon = False  # looked for already, or watched: one lookup
         if soon:
@@ -107,7 +113,7 @@ class TurnWatch:
         try:
             for _ in range(SETTLE_TRIES if soon else 1):
                 try:
-                    paths = await asyncio.to_thread(kind.conversation_files, session)
+                    paths = await asyncio.to_thread(files)
                 except (AgentsError, OSError) as e:
                     self._log.debug("jupyter_agents: no files of %s: %s", session.id, e)
                     return

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
+from jupyter_agents.acp import journal_folder
 from jupyter_agents.backends.tmux.tail import release, subscribe
 from jupyter_agents.core.errors import AgentsError
 from jupyter_agents.core.records import Session
@@ -37,6 +38,7 @@ from jupyter_agents.sessions.turns import (
     TurnPage,
     check_kind,
     session_turns,
+    turn_source,
 )
 
 #: the longest a running session's new turns wait to be read (s) when no inotify event
@@ -64,7 +66,8 @@ class TurnReader:
     ) -> None:
         self._service = service
         self.session = service.get(session_id)
-        self._kind = check_kind(self.session, service.kinds)
+        if self.session.mode != "acp":
+            check_kind(self.session, service.kinds)  # (InvalidRequest for a shell)
         self._on_page = on_page
         #: where the next read starts
         self.position = after
@@ -129,9 +132,12 @@ class TurnReader:
         """Watch the folders of the session's files that are not watched yet (a file
         appears with the first prompt, a new one with a new conversation)."""
         try:
-            paths = self._kind.conversation_files(self.session)
+            _source, files = turn_source(self._service, self.session)
         except (AgentsError, OSError):
             return  # asked again at the next wake-up
+        paths = [f.path for f in files]
+        if self.session.mode == "acp":  # its journal's folder, before its first segment
+            paths.append(journal_folder(self._service.state_dir, self.session.id) / "-")
         for folder in {path.parent for path in paths} - set(watched):
             with suppress(OSError):  # gone meanwhile: asked again at the next wake-up
                 watched[folder] = subscribe(folder, self._woke)

@@ -27,8 +27,12 @@ import dataclasses
 import json
 import re
 import zlib
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
 
+from jupyter_agents.acp import journal_folder
+from jupyter_agents.acp.journal import journal_files
+from jupyter_agents.acp.turns import AcpTurns
 from jupyter_agents.agents.archive import ConversationFile
 from jupyter_agents.agents.base import AgentKind
 from jupyter_agents.agents.turns import other
@@ -130,8 +134,18 @@ def check_kind(session: Session, kinds: dict[str, AgentKind]) -> AgentKind:
     return kind
 
 
+class Turning(Protocol):
+    """What maps a record to turn events: an agent kind, or an ACP journal's reader."""
+
+    def turns(self, record: Mapping[str, Any]) -> Iterator[dict[str, Any]]: ...
+
+
+#: the turns of ACP sessions' journals
+ACP_TURNS = AcpTurns()
+
+
 def read_turns(
-    kind: AgentKind,
+    kind: Turning,
     files: list[ConversationFile],
     after: Position = START,
     limit: int = DEFAULT_EVENTS,
@@ -209,7 +223,7 @@ def _whole(f: Any, line: bytes) -> tuple[int, bool]:
     return length, False
 
 
-def _events(kind: AgentKind, line: bytes) -> list[dict[str, Any]]:
+def _events(kind: Turning, line: bytes) -> list[dict[str, Any]]:
     try:
         record = json.loads(line)
     except ValueError:
@@ -219,19 +233,30 @@ def _events(kind: AgentKind, line: bytes) -> list[dict[str, Any]]:
     return list(kind.turns(record))
 
 
+def turn_source(
+    service: SessionService, session: Session
+) -> tuple[Turning, list[ConversationFile]]:
+    """What reads ``session``'s turns and the files it reads them from: an ACP
+    session's journal (:mod:`jupyter_agents.acp.turns`), else its kind's conversation
+    files (:func:`check_kind`)."""
+    if session.mode == "acp":
+        return ACP_TURNS, journal_files(journal_folder(service.state_dir, session.id))
+    return check_kind(session, service.kinds), service.conversation_files(session)
+
+
 def session_turns(
     service: SessionService,
     session_id: str,
     after: Position = START,
     limit: int = DEFAULT_EVENTS,
 ) -> TurnPage:
-    """A page of a session's turns (:func:`read_turns` of its conversation files);
-    :class:`NotFound` for an unknown session, :class:`InvalidRequest` for one whose kind
-    keeps no conversation files. A session with no file yet (nothing was sent) has an
-    empty page."""
+    """A page of a session's turns (:func:`read_turns` of its conversation files, or
+    of an ACP session's journal); :class:`NotFound` for an unknown session,
+    :class:`InvalidRequest` for one whose kind keeps no conversation files. A session
+    with no file yet (nothing was sent) has an empty page."""
     session = service.get(session_id)
-    kind = check_kind(session, service.kinds)
-    page = read_turns(kind, service.conversation_files(session), after, limit)
+    source, files = turn_source(service, session)
+    page = read_turns(source, files, after, limit)
     ms = service.transcript(session.id).started_ms()
     if ms is not None:
         page.replay_start = clock.from_epoch(ms / 1000).isoformat(timespec="milliseconds")
