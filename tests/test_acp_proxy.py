@@ -274,3 +274,45 @@ def test_another_user_cannot_reach_the_proxy(proxied):
             os.chmod(d, mode)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "reply 0", done.stdout  # connected, then hung up on
+
+
+def group_left(folder: Path) -> list[int]:
+    """The live processes of the agent's process group (the journal's ``started``
+    pid leads it)."""
+    started = [json.loads(line) for line in Journal(folder).after(0)]
+    (leader,) = [r["pid"] for r in started if r.get("event") == "started"]
+    left = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(proc.pid) == leader and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                left.append(proc.pid)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    return left
+
+
+@pytest.mark.parametrize("how", ["it exits", "SIGTERM"])
+def test_the_agents_whole_process_group_ends_with_it(tmp_path, how):
+    """A CLI that relaunches itself (Gemini CLI's node does) leaves a child that holds
+    its stdout: the proxy ends the agent's whole process group, when the agent exits
+    and when the proxy is told to end, and so ends itself (it waited forever on the
+    child's stdout, and the child ran on)."""
+    folder = tmp_path / "acp"
+    script = "sleep 300 & echo started; exit 7" if how == "it exits" else "sleep 300 & wait"
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "jupyter_agents.acp.proxy", "--folder", str(folder),
+         "--socket", str(tmp_path / "p.sock"), "--", "/bin/sh", "-c", script],
+    )  # fmt: skip
+    try:
+        poll(lambda: folder.exists() and group_left(folder), what="the agent's group")
+        if how == "SIGTERM":
+            proxy.send_signal(signal.SIGTERM)
+        code = proxy.wait(30)
+    finally:
+        if proxy.poll() is None:
+            proxy.kill()
+            proxy.wait()
+    assert code == (7 if how == "it exits" else 128 + signal.SIGTERM)
+    assert group_left(folder) == []
+    last = json.loads(list(Journal(folder).after(0))[-1])
+    assert (last["event"], last["code"]) == ("exited", code)

@@ -255,11 +255,13 @@ def test_an_acp_sessions_turns_come_from_its_journal(agents_server, agents_state
         ("agent_message", "fake acp heard: look"),
         ("plan", None),
         ("tool_call", "echo fake"),
+        ("tool_call", "echo fake"),  # the call its permission request asks about
         ("tool_call_update", "fake"),
         ("agent_message", "done: look"),
         ("turn_end", "end_turn"),
     ], shown
-    plan, call = page["events"][2], page["events"][3]
+    plan, call, asked = page["events"][2], page["events"][3], page["events"][4]
+    assert asked["tool_call_id"] == call["tool_call_id"]  # one row: the same call
     assert [e["content"] for e in plan["entries"]] == ["Run the command", "Say what it printed"]
     assert (call["tool_kind"], call["status"], call["input"]) == (
         "execute",

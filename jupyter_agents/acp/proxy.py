@@ -20,9 +20,11 @@ The client's side of the socket, one JSON object per line:
   than :data:`~jupyter_agents.acp.journal.MAX_LINE`, ends the connection.
 
 A client that connects while another is attached replaces it (a restarted server
-comes back while the old connection is not yet seen closed). When the agent exits, the
-proxy journals ``exited`` with its code, hangs up and exits with that code; SIGTERM and
-SIGHUP end the agent first (SIGTERM, then SIGKILL after :data:`GRACE` s).
+comes back while the old connection is not yet seen closed). The agent runs in a
+process group of its own, which is ended whole: when the agent exits (what is left of
+its group with it, once its output is read), and on SIGTERM or SIGHUP (SIGTERM, then
+SIGKILL after :data:`GRACE` s). Then the proxy journals ``exited`` with the agent's
+code, hangs up and exits with that code.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ from jupyter_agents.core.paths import ensure_private_dir
 
 #: seconds the agent has to end after SIGTERM before SIGKILL
 GRACE = 5.0
+#: seconds what the agent wrote has to be read once it exited, before whatever of its
+#: group still holds its stdout is ended
+DRAIN = 2.0
 #: bytes read from a pipe or socket at a time
 CHUNK = 1 << 16
 #: bytes queued for a client before it is hung up on (it reattaches and reads the
@@ -134,6 +139,7 @@ class Proxy:
                 *self.argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own group: ended whole (a CLI relaunches itself)
             )
         except OSError as e:
             self.journal.append("proxy", event="failed", argv=self.argv, error=str(e))
@@ -145,12 +151,19 @@ class Proxy:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, self._end_agent)
-        assert self._agent.stdout is not None
-        lines = Lines()
-        while data := await self._agent.stdout.read(CHUNK):
-            for line in lines.feed(data):
-                self._from_agent(line)
-        code = await self._agent.wait()
+        reading = asyncio.get_running_loop().create_task(self._read_agent())
+        await self._exited()
+        # what it wrote before it ended is read; a process it left behind that still
+        # holds its stdout (a CLI's relaunched self) is ended with its group
+        try:
+            await asyncio.wait_for(asyncio.shield(reading), DRAIN)
+        except asyncio.TimeoutError:
+            self._signal_group(signal.SIGKILL)
+            reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reading
+        self._signal_group(signal.SIGKILL)  # nothing of it outlives the proxy
+        code = await self._agent.wait()  # (its pipes are closed now: asyncio waits for them)
         code = 128 - code if code < 0 else code
         self.clientside.close()
         if self._polling is not None:
@@ -161,6 +174,47 @@ class Proxy:
             self._client.close()
         self.socket_path.unlink(missing_ok=True)
         return code
+
+    async def _exited(self) -> None:
+        """Until the agent's own process exits, whether or not its pipes are closed
+        (``Process.wait`` waits for both; a child of its may hold them): a pidfd where
+        the platform has one, else its return code looked at every 0.2 s."""
+        agent = self._agent
+        assert agent is not None
+        try:
+            fd = os.pidfd_open(agent.pid)
+        except (AttributeError, OSError):  # none here, or it is gone already
+            while agent.returncode is None:
+                await asyncio.sleep(0.2)
+            return
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            if not ended.done():
+                ended.set_result(None)
+
+        loop.add_reader(fd, readable)
+        try:
+            await ended
+        finally:
+            loop.remove_reader(fd)
+            os.close(fd)
+
+    async def _read_agent(self) -> None:
+        """Journal (and pass on) each line the agent writes, until its stdout closes."""
+        assert self._agent is not None and self._agent.stdout is not None
+        lines = Lines()
+        while data := await self._agent.stdout.read(CHUNK):
+            for line in lines.feed(data):
+                self._from_agent(line)
+
+    def _signal_group(self, sig: int) -> None:
+        """Send ``sig`` to the agent's process group (it leads it: started in a session
+        of its own)."""
+        if self._agent is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._agent.pid, sig)
 
     def _from_agent(self, line: bytes | int) -> None:
         if isinstance(line, int):
@@ -255,16 +309,15 @@ class Proxy:
             await agent.stdin.drain()
 
     def _end_agent(self) -> None:
+        """End the agent's process group: SIGTERM, then SIGKILL after :data:`GRACE` s."""
         agent = self._agent
         if agent is None or agent.returncode is not None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            agent.terminate()
+        self._signal_group(signal.SIGTERM)
 
         def kill() -> None:
             if agent.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    agent.kill()
+                self._signal_group(signal.SIGKILL)
 
         asyncio.get_running_loop().call_later(GRACE, kill)
 

@@ -6,7 +6,10 @@ so this is mostly a renaming.
 - ``user_message_chunk``, ``agent_message_chunk``, ``agent_thought_chunk``:
   ``user_message``, ``agent_message``, ``thought``, each with ``chunk`` true (a
   reader joins consecutive chunks of one message);
-- ``tool_call``: ``tool_call`` (its ``title`` as the tool, ``kind`` as ``tool_kind``,
+- ``tool_call``, and the call a ``session/request_permission`` asks about (an agent
+  may announce it only there; one it announced before comes again with its id, which a
+  reader takes as an update): ``tool_call`` (its ``title`` as the tool, ``kind`` as
+  ``tool_kind``,
   ``rawInput`` as ``input``, ``locations``); a ``tool_call_update`` that ends the call
   (``completed`` or ``failed``): ``tool_call_update`` with its content's text as
   ``output``; one that does not: ``tool_call`` again with its new status;
@@ -83,6 +86,13 @@ class AcpTurns:
         if side == "agent" and method is None and isinstance(answer, Mapping):
             if "stopReason" in answer:  # (only a prompt's answer has one)
                 yield turn_event("turn_end", None, stop_reason=str(answer["stopReason"]))
+            return
+        if side == "agent" and method == "session/request_permission":
+            # the call it asks about, which an agent may not have announced (Gemini CLI
+            # 0.61 sends no tool_call for one that needs permission)
+            call = params.get("toolCall")
+            if isinstance(call, Mapping):
+                yield from _update({**call, "sessionUpdate": "tool_call"})
             return
         if side != "agent" or method != "session/update":
             return
