@@ -540,6 +540,31 @@ def test_panel_falls_back_to_polling_while_event_stream_is_down(lab: Lab, page: 
         settings.unlink()
 
 
+def test_a_click_on_a_row_survives_a_redraw_between_press_and_release(lab: Lab, page: Any) -> None:
+    """The panel draws its rows anew on every change (a session event, its clock): one
+    between a button's press and its release lost the click, whose release landed on
+    the new button (a quiet full run of 2946fba: Open did nothing, with a viewer just
+    connected). A redraw waits for the release now. Forced here between the two, as a
+    session event would make it."""
+    shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "shell"})[1]
+    open_lab(page, lab, reset=True)
+    show_panel(page)
+    wait_status(page, shell["id"], "running")
+    button = row(page, shell["id"]).locator(".jp-AgentsPanel-primary[data-action='open']")
+    box = button.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.evaluate(
+        "() => Array.from(window.jupyterapp.shell.widgets('left'))"
+        ".find(w => w.id === 'jupyter-agents-panel').render()"
+    )
+    page.mouse.up()
+    wait_current_terminal(page, shell["name"], "the click on Open")
+    assert lab.server.request("DELETE", f"/api/agents/sessions/{shell['id']}")[0] == 204
+    wait_status(page, shell["id"], "killed")  # and the panel draws again after it
+
+
 # -- 2. panel: running -> interrupted (backend killed) -> restored -----------------------
 
 
