@@ -1122,10 +1122,12 @@ def test_a_request_listed_before_its_attention_keeps_its_notification(lab: Lab, 
     folder = RequestFolder(lab.state_dir)
     folder.add(request)  # the hook's first step
     try:
-        # a change of anything lists it (the session does not ask yet)
+        # a change of anything lists it (the session does not ask yet); so may the
+        # listing that followed /hold, if it came after the request was written: the
+        # toast is found by what it asks (its label is the session's name then)
         renamed = lab.server.request("PATCH", f"/api/agents/sessions/{sid}", {"title": "early"})
         assert renamed[0] == 200, renamed
-        asks = page.locator(".Toastify__toast", has_text="early asks to use Bash: echo early")
+        asks = page.locator(".Toastify__toast", has_text="asks to use Bash: echo early")
         asks.first.wait_for()
         assert row(page, sid).get_attribute("data-attention") != "permission"
 
@@ -1140,10 +1142,10 @@ def test_a_request_listed_before_its_attention_keeps_its_notification(lab: Lab, 
         items = page.locator(".jp-Notification-List-Item")
         items.first.wait_for()
         texts = items.all_inner_texts()
-        assert any("early asks to use Bash: echo early" in t for t in texts), texts
+        assert any("asks to use Bash: echo early" in t for t in texts), texts
         assert not any("asks for your permission" in t for t in texts), texts
         # it still answers (opening the center put its toast away: the center has it)
-        offered = items.filter(has_text="early asks to use Bash: echo early")
+        offered = items.filter(has_text="asks to use Bash: echo early")
         offered.locator("button", has_text="Allow").click()
         poll(lambda: folder.decision_of(request.id) == "allow", what="the allow to be written")
         offered.wait_for(state="detached")  # answered: its notification goes
