@@ -64,15 +64,37 @@ def main(argv: list[str]) -> int:
         return 0
     if not isinstance(payload, dict):
         return 0
-    record = digest(payload, time.time())
+    started = _started()
+    record = digest(payload, started)
     if event is not None:
         record["event"] = event
     if ask is not None and record["event"] == "PermissionRequest":
         if shape is None:  # a hook of a session started before --answer
             shape = "copilot" if payload.get("hookName") == "permissionRequest" else "claude"
-        return _ask(spool, payload, record, *ask, shape)
+        return _ask(spool, payload, record, *ask, shape, started)
     _spool(spool, record)
     return 0
+
+
+def _started() -> float:
+    """When this process started, as a unix time: when the CLI ran the hook, which is
+    the event's time. Taken later (once Python has started and read the payload), a
+    hook run before another could spool a later time: on a loaded machine the
+    ``PermissionRequest`` hook Claude Code runs beside its dialog can take longer to
+    start than the dialog takes to be answered and the tool to run. Linux counts a
+    process's start in clock ticks (10 ms), so this may be up to a tick early; where
+    ``/proc`` cannot tell, it is now."""
+    now = time.time()
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        # the fields after the command name (which may hold spaces): state is the 3rd
+        # field, starttime the 22nd
+        ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
+    return now - age if 0 <= age < 600 else now
 
 
 def _spool(spool: str, record: dict[str, object]) -> None:
@@ -89,9 +111,10 @@ def _ask(
     wait: float,
     fallback: str,
     shape: str,
+    asked: float,
 ) -> int:
-    """A pending request for ``payload``; wait for its answer; print the decision in
-    ``shape``."""
+    """A pending request for ``payload``, asked at ``asked``; wait for its answer; print
+    the decision in ``shape``."""
     from pathlib import Path
 
     from jupyter_agents.agents import permissions
@@ -100,7 +123,7 @@ def _ask(
     path = Path(spool)
     folder = permissions.RequestFolder(path.parent.parent)
     request = permissions.PendingRequest.from_payload(
-        payload, path.stem, wait, "dialog" if fallback == "dialog" else "shown", time.time()
+        payload, path.stem, wait, "dialog" if fallback == "dialog" else "shown", asked
     )
     try:
         folder.add(request)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from xterm_probe import render
 
 from jupyter_agents.agents.base import is_uuid
 from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll, transcript_bytes
@@ -172,6 +173,13 @@ def test_reboot_then_restore_all(agents_server, fake_agents, project):
     shell_client.wait_for("fresh-25")
     assert shell_client.text.index("shell-was-42") < shell_client.text.index("--- restored")
     shell_client.close()
+    # a tab that watched through the reboot got these bytes as they came: rendered by
+    # the browser's engine, the replayed lines stay above the marker (the replay's end
+    # once moved the cursor home and the marker overwrote the second line)
+    screen = render([[transcript_bytes(server.state_dir, shell["id"])]], styles=False)[0]
+    rows = [i for i, line in enumerate(screen["lines"]) if "shell-was-42" in line]
+    marker = [i for i, line in enumerate(screen["lines"]) if "--- restored shell" in line]
+    assert rows and marker and max(rows) < marker[0], screen["lines"]
     # the restored agents are terminals like any other
     status, terms = server.request("GET", "/api/terminals")
     assert {t["name"] for t in terms} == {m["name"] for m in restored.values()}

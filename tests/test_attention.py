@@ -5,6 +5,7 @@ events stream and the CLI, also when it happened while no server ran."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -454,6 +455,92 @@ def test_a_request_spooled_after_a_later_event_still_counts(tmp_path: Path) -> N
     assert store.get("s1").attention == "permission"
     assert announced == ["s1"]
     store.close()
+
+
+def age(pid: int) -> float:
+    """How long ago process ``pid`` started, in seconds (to its start's clock tick)."""
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_permission_hook_slow_to_start_asks_nothing_once_answered(tmp_path: Path) -> None:
+    """Claude Code runs its PermissionRequest hook while its dialog shows. On a loaded
+    machine a person can answer in the terminal, and the tool run and its PostToolUse
+    hook spool, before that hook has got as far as spooling: its line comes after the
+    PostToolUse one (quiet run 1 of ad6ee21: the session went back to ``permission``).
+    It asks about a tool that ran already: the session stays ``working``, the request
+    is closed, and its hook ends with no decision (the CLI's answer stands)."""
+    import logging
+
+    from jupyter_agents.agents.attention import AttentionTracker
+    from jupyter_agents.agents.hooks import ask_command, hook_command, spool_dir
+    from jupyter_agents.agents.kinds import make_kinds
+    from jupyter_agents.agents.permissions import ENDED
+    from jupyter_agents.agents.spool import read_spool, spool_path
+    from jupyter_agents.core.records import Session
+    from jupyter_agents.core.store import SessionStore
+
+    store = SessionStore(tmp_path / "sessions.db")
+    store.add(Session(id="s1", name="1", status="running", backend="tmux", kind="claude"))
+    spool_dir(tmp_path)
+
+    def change(session_id: str, action: Any = None, **fields: Any) -> Session | None:
+        store.update(session_id, **fields)
+        return store.get(session_id)
+
+    tracker = AttentionTracker(
+        tmp_path, store, make_kinds(["bash"], {}), change, logging.getLogger("t")
+    )
+    tool = {"tool_name": "Bash", "tool_input": {"command": "ls"}, "session_id": "c1"}
+    # the dialog shows and its hook starts; its payload is read once the tool has run
+    # (as a hook whose Python takes long to start reads it late)
+    asking = subprocess.Popen(
+        ask_command(tmp_path, "s1", 30, "shown"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        # a person answers once the dialog is drawn: later than the hook's start
+        poll(lambda: age(asking.pid) >= 0.05, what="the dialog on screen a moment")
+        done = subprocess.run(
+            hook_command(tmp_path, "s1"),
+            input=json.dumps({"hook_event_name": "PostToolUse", **tool}),
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+        )
+        assert done.returncode == 0
+        tracker.apply_spool()
+        assert store.get("s1").attention == "working"
+        assert asking.stdin is not None
+        asking.stdin.write(json.dumps({"hook_event_name": "PermissionRequest", **tool}))
+        asking.stdin.close()
+        path = spool_path(tmp_path, "s1")
+        poll(
+            lambda: any(r.get("request") for r in read_spool(path, 0)[0]),
+            what="the late request spooled",
+        )
+        tracker.apply_spool()
+        assert store.get("s1").attention == "working"
+        assert tracker.requests.pending(["s1"]) == []
+        assert asking.stdout is not None
+        out = asking.stdout.read()  # (until it ends)
+        assert asking.wait(timeout=30) == 0 and out == ""  # no decision: the CLI's own stands
+        ended = [r for r in read_spool(path, 0)[0] if r["event"] == ENDED]
+        assert [(r["decision"], r["reason"]) for r in ended] == [
+            ("closed", "answered in the terminal")
+        ], ended
+    finally:
+        if asking.poll() is None:
+            asking.kill()
+        asking.wait()
+        for pipe in (asking.stdin, asking.stdout):
+            if pipe is not None:
+                pipe.close()
+        store.close()
 
 
 def test_events_spooled_before_their_record_exists_are_applied_once_it_does(

@@ -298,6 +298,19 @@ def drawn_ids(page: Any, sid: str) -> list[str]:
     )
 
 
+#: a page script that logs each focus change and toggle from then on in ``window.focusLog``:
+#: the event, its target, the time, and the top of the stack that caused it
+FOCUS_LOG = """() => {
+  window.focusLog = [];
+  const log = e => window.focusLog.push([
+    e.type, (e.target.outerHTML || String(e.target)).slice(0, 80), Math.round(performance.now()),
+    (new Error().stack || '').split('\\n').slice(2, 8).map(s => s.trim()).join(' < ')]);
+  for (const type of ['focusin', 'focusout', 'keydown', 'mousedown', 'toggle']) {
+    document.addEventListener(type, log, true);
+  }
+}"""
+
+
 def test_turns_answer_search_jump_to_the_replay_and_survive_a_restart(lab: Lab, page: Any) -> None:
     """Issue 56: from the terminal tab's toolbar the turns open beside it; the agent's
     permission request is answered in them (the CLI's own choices, nothing typed); a
@@ -424,11 +437,15 @@ def test_turns_answer_search_jump_to_the_replay_and_survive_a_restart(lab: Lab, 
         record = {"type": "assistant", "timestamp": now_iso, "message": {"content": [use]}}
         f.write(json.dumps(record) + "\n")
     change = view.locator(".jp-AgentsTurns-row[data-type='tool_call']", has_text="a.py").last
+    page.evaluate(FOCUS_LOG)  # what moves the focus meanwhile, and from where
     change.locator("summary").press("Enter")  # by keyboard (a notification may cover it)
     # (a closed fold's lines read as '': the ledger's row of 12-07 says which it was)
-    assert change.locator("details").evaluate("d => d.open"), page.evaluate(
-        "() => [document.activeElement?.outerHTML.slice(0, 200), document.hasFocus()]"
-    )
+    if not change.locator("details").evaluate("d => d.open"):
+        seen = page.evaluate(
+            "() => [document.activeElement?.outerHTML.slice(0, 200), document.hasFocus(),"
+            " window.focusLog]"
+        )
+        raise AssertionError(f"the edit's fold is closed; focus, changes: {json.dumps(seen)}")
     diff = change.locator(".jp-AgentsTurns-diff")
     assert diff.locator(".jp-mod-removed").all_inner_texts() == ["- x = 1\n", "- y = 2\n"]
     assert diff.locator(".jp-mod-added").all_inner_texts() == ["+ x = 3\n"]

@@ -120,7 +120,10 @@ class AttentionTracker:
     events spooled in a state dir, in order, each file from where the last call stopped
     (idempotent across processes: an event no newer than a session's
     ``attention_since`` was applied before, but for the requests it asked or ended,
-    which are followed whatever their order); :meth:`launching` and :meth:`launched`
+    which are followed whatever their order: one spooled after an event that closes
+    it, such as the tool's run after its dialog was answered in the terminal, is
+    closed); an event's time is when its CLI ran the hook (:mod:`jupyter_agents.hook`);
+    :meth:`launching` and :meth:`launched`
     bracket a new process's launch, so that its first events apply to the record its
     launch wrote; :meth:`apply_silence` runs the heuristic of kinds that report nothing
     exact."""
@@ -150,6 +153,9 @@ class AttentionTracker:
         self._offsets: dict[str, int] = {}
         #: where each session's spool ended when a new process of it was launched
         self._launches: dict[str, int] = {}
+        #: each session's latest event that closes the requests asked before it:
+        #: ``(t, reason, conversation)``
+        self._closing: dict[str, tuple[float, str, object]] = {}
         self._lock = threading.RLock()
 
     def apply_silence(self, last_output_of: Callable[[str], datetime | None], now: float) -> int:
@@ -270,6 +276,12 @@ class AttentionTracker:
             self.requests.note_ended(
                 record.get("request"), record.get("decision"), record.get("reason")
             )
+        if event == ASKED and session_id in self._closing:
+            # spooled after an event that closes it (its hook was slow to start, and the
+            # dialog was answered in the terminal meanwhile): closed as that event says
+            t, reason, conversation = self._closing[session_id]
+            if record["t"] < t:
+                self.requests.close_before(session_id, t, reason, conversation)
         if event in (ASKED, ENDED):
             return bool(record.get("request"))
         if event not in CLOSING_EVENTS:
@@ -281,6 +293,8 @@ class AttentionTracker:
         else:
             reason = "the turn moved on"
         conversation = record.get("conversation")
+        if record["t"] > self._closing.get(session_id, (0.0,))[0]:
+            self._closing[session_id] = (record["t"], reason, conversation)
         return bool(self.requests.close_before(session_id, record["t"], reason, conversation))
 
     def _follow(self, session: Session, conversation: object) -> Session:

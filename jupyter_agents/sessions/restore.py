@@ -65,9 +65,12 @@ _UNSAFE = re.compile(
     rb"|\x1b\[[?>=]?[0-9;]*[hl]"  # mode switches
     rb"|\x1bc"  # full reset (would clear what we replay)
 )
-#: after the replay: normal attributes, main screen, visible cursor, no mouse/paste modes
+#: after the replay: normal attributes, main screen, visible cursor, no mouse/paste modes.
+#: The main screen by 1047, not 1049: leaving by 1049 also restores the saved cursor,
+#: which a terminal that saved none (xterm.js) puts at the top left, and the marker line
+#: would overwrite the replay's second line on a tab that watches the restore live
 _SANE = (
-    b"\x1b[0m\x1b[?1049l\x1b[?25h\x1b[?1l\x1b>"
+    b"\x1b[0m\x1b[?1047l\x1b[?25h\x1b[?1l\x1b>"
     b"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?2004l\r\n"
 )
 

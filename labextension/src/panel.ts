@@ -258,6 +258,9 @@ const FOLDED: ReadonlySet<Group> = new Set(['ended']);
 
 /** How often relative times are redrawn while the panel shows (ms). */
 const CLOCK = 30000;
+/** The longest a press in the list holds a render back (ms): a drag, or a release that
+ * never came (the window lost the pointer), then renders anyway */
+const PRESS_HOLD = 2000;
 
 /** "now", "42 s ago", "3 min ago", "2 h ago", "5 d ago". */
 export function relativeTime(
@@ -442,6 +445,13 @@ export class AgentsPanel extends Widget {
     // option's buttons would be out of a screen reader's reach
     this._body = el('div', 'jp-AgentsPanel-body');
     this._body.onkeydown = event => this._onKey(event);
+    // a render replaces every row: one between a button's press and its release would
+    // lose the click (the release lands on the new button), so renders wait for it
+    this._body.addEventListener('pointerdown', () => {
+      this._pressed = Date.now();
+    });
+    document.addEventListener('pointerup', this._released, true);
+    document.addEventListener('pointercancel', this._released, true);
     // a focus on a row, or on one of its own buttons, selects it; not one on the
     // answers under a row that asks (always reachable with Tab): selecting that row
     // would take the list's tab stop from the row below, out of Tab's reach
@@ -488,6 +498,8 @@ export class AgentsPanel extends Widget {
 
   dispose(): void {
     window.clearInterval(this._clock);
+    document.removeEventListener('pointerup', this._released, true);
+    document.removeEventListener('pointercancel', this._released, true);
     this._search.dispose();
     super.dispose();
   }
@@ -509,11 +521,21 @@ export class AgentsPanel extends Widget {
     window.clearInterval(this._clock);
   }
 
-  /** Re-render the list (the model changed, or the filter, or the clock). */
+  /**
+   * Re-render the list (the model changed, or the filter, or the clock); while a
+   * pointer is pressed in it (at most `PRESS_HOLD` ms), once it is released and its
+   * click was dispatched.
+   */
   render(): void {
     if (this.isDisposed) {
       return;
     }
+    if (this._pressed && Date.now() - this._pressed < PRESS_HOLD) {
+      this._stale = true;
+      return;
+    }
+    this._pressed = 0;
+    this._stale = false;
     const trans = this._trans;
     const focused = this._body.contains(document.activeElement);
     // what had the focus, to be focused again in the new rows (a key press between two
@@ -1289,6 +1311,20 @@ export class AgentsPanel extends Widget {
   private _search: TranscriptSearch;
   private _filter: HTMLInputElement;
   private _body: HTMLDivElement;
+  /** When a pointer was pressed in the list (0: none is) */
+  private _pressed = 0;
+  /** A render waits for the press to end */
+  private _stale = false;
+  /** The press ended: the render it held runs after its click (a later task) */
+  private _released = (): void => {
+    if (!this._pressed) {
+      return;
+    }
+    this._pressed = 0;
+    if (this._stale) {
+      window.setTimeout(() => this.render(), 0);
+    }
+  };
   private _selected: string | null = null;
   private _open = new Map<Group, boolean>();
   private _clock = 0;
