@@ -179,9 +179,9 @@ def test_a_record_longer_than_the_limit_is_one_event(tmp_path, monkeypatch):
 
 
 def test_a_file_the_cli_rewrote_starts_the_view_over(tmp_path):
-    """Claude Code rewrites its file at times (its metadata records move to the top):
-    a position read before is stale then, and the next page starts over (reset) rather
-    than skip or repeat what moved."""
+    """A CLI may rewrite its file (Claude Code 2.1.197 removes a record by rewriting
+    what follows it): a position read before is stale then, and the next page starts
+    over (reset) rather than skip or repeat what moved."""
     from jupyter_agents.agents.archive import ConversationFile
     from jupyter_agents.sessions import turns as reader
 
@@ -207,6 +207,95 @@ def test_a_file_the_cli_rewrote_starts_the_view_over(tmp_path):
     assert [e.get("text", e["type"]) for e in page.events] == ["other", "one", "two"]
     after = reader.read_turns(kind, files, reader.parse_position(page.events[1]["id"]))
     assert [e["text"] for e in after.events] == ["two"] and not after.reset
+
+
+#: a conversation file as Claude Code 2.1.197 wrote it (trimmed: bulky fields dropped)
+#: in a run of tests/test_real_turns.py under load: its queued writes put the answer's
+#: two records (bytes 208 and 502) before the prompt's (1048) and its attachments,
+#: which the answer names as its parent; the file was only ever appended to
+QUEUED_WRITES = Path(__file__).parent / "data" / "claude-2.1.197-prompt-after-answer.jsonl"
+#: its turns in conversation order (the ``parentUuid`` chain)
+CHAIN = [
+    ("user_message", "print the marker"),
+    ("agent_message", "Planning-it"),
+    ("tool_call", "TaskCreate: Print the marker"),
+    ("tool_call_update", "Task #1 created successfully: Print the marker"),
+    ("plan", ""),
+    ("agent_message", "Starting-it"),
+]
+
+
+def _follow(kind, files, after, limit, view=()):
+    """Every page from ``after``: what a reader that showed ``view`` shows then (a page
+    that starts over draws it anew), and where it is."""
+    from jupyter_agents.sessions import turns as reader
+
+    shown_now = list(view)
+    while True:
+        page = reader.read_turns(kind, files, after, limit)
+        shown_now = list(page.events) if page.reset else shown_now + page.events
+        after = page.next
+        if not page.more:
+            return shown_now, after
+
+
+def test_a_prompt_written_after_its_answer_comes_before_it(tmp_path):
+    """One read of a file whose records Claude Code wrote out of order gives the turns in
+    the order of their parentUuid chain, and so does every page size that follows
+    ``next`` (each event once, with the same id)."""
+    from jupyter_agents.agents.archive import ConversationFile
+    from jupyter_agents.sessions import turns as reader
+
+    lines = QUEUED_WRITES.read_bytes().splitlines(keepends=True)
+    types = [json.loads(line)["type"] for line in lines]
+    assert types.index("assistant") < types.index("user")  # as the CLI laid it out
+    kind, files = ClaudeKind(["claude"]), [ConversationFile("c", QUEUED_WRITES, False)]
+    whole = reader.read_turns(kind, files, limit=reader.MAX_EVENTS)
+    assert shown(whole.events)[: len(CHAIN)] == CHAIN, shown(whole.events)
+    assert shown(whole.events)[-1] == ("agent_message", "Printed-it")
+    assert not whole.more and whole.next.offset == len(b"".join(lines))
+    for limit in range(1, 8):
+        events, end = _follow(kind, files, reader.START, limit)
+        assert events == whole.events and end == whole.next, limit
+        # from any event's id: what follows it, nothing twice
+        for n, event in enumerate(whole.events):
+            after = reader.parse_position(event["id"])
+            assert _follow(kind, files, after, limit)[0] == whole.events[n + 1 :], (limit, n)
+
+
+def test_a_reader_that_passed_the_answer_draws_the_turn_again_when_its_prompt_comes(tmp_path):
+    """Followed as the CLI writes it: a reader that read the answer before the prompt's
+    records were written (they name none of the answer's) gets a page that starts over
+    (``reset``) once they are, in conversation order; at any cut of the file and page
+    size, what it shows in the end is the one read of the whole file."""
+    from jupyter_agents.agents.archive import ConversationFile
+    from jupyter_agents.sessions import turns as reader
+
+    data = QUEUED_WRITES.read_bytes()
+    kind = ClaudeKind(["claude"])
+    path = tmp_path / "c.jsonl"
+    files = [ConversationFile("c", path, False)]
+    whole = reader.read_turns(kind, [ConversationFile("c", QUEUED_WRITES, False)], limit=1000)
+
+    path.write_bytes(data[: data.index(b'{"type":"file-history-snapshot"')])  # a first flush
+    first = reader.read_turns(kind, files)
+    assert shown(first.events)[:2] == [("agent_message", "Planning-it"), CHAIN[2]]
+    path.write_bytes(data)  # the next: the prompt and its attachments, then the rest
+    again = reader.read_turns(kind, files, first.next)
+    assert again.reset and shown(again.events)[: len(CHAIN)] == CHAIN
+    assert again.events == whole.events
+
+    starts = [n for n in range(len(data)) if n == 0 or data[n - 1 : n] == b"\n"]
+    cuts = sorted({*starts, *(n + 7 for n in starts), len(data)})
+    for limit in (1, 2, 1000):
+        view: list[dict[str, Any]] = []
+        after = reader.START
+        for cut in cuts:
+            path.write_bytes(data[:cut])
+            view, after = _follow(kind, files, after, limit, view)
+            ids = [e["id"] for e in view]
+            assert len(set(ids)) == len(ids), (limit, cut)
+        assert view == whole.events, limit
 
 
 def test_a_conversation_as_a_notebook(agents_server, fake_agents, project):

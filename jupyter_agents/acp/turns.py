@@ -72,6 +72,10 @@ class AcpTurns:
     """The turn events of one journal record (the ``turns`` of an ACP session's kind;
     each record alone: a page may start anywhere)."""
 
+    def links(self, record: Mapping[str, Any]) -> tuple[str | None, str | None]:
+        """None: a journal is in the order the messages went."""
+        return None, None
+
     def turns(self, record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         message = record.get("msg")
         if not isinstance(message, Mapping):

@@ -223,6 +223,13 @@ class AgentKind(ABC):
         ``other`` event with its type, never nothing."""
         yield other(record.get("timestamp"), record.get("type", "?"))
 
+    def links(self, record: Mapping[str, Any]) -> tuple[str | None, str | None]:
+        """A record's own id and its parent's, where the CLI chains its records (the
+        turns follow that chain where it and the file's order differ,
+        :mod:`jupyter_agents.sessions.turns`); ``(None, None)`` by default: the file's
+        order is the conversation's."""
+        return None, None
+
     #: how sessions of this kind report attention (``attention_source``): ``hooks``,
     #: ``notify``, or None (they do not)
     reports: str | None = None

@@ -401,6 +401,16 @@ class ClaudeKind(AssignedIdKind):
     def turns(self, record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         return turns(record)
 
+    def links(self, record: Mapping[str, Any]) -> tuple[str | None, str | None]:
+        """``uuid`` and ``parentUuid``: Claude Code queues its writes, and a prompt's
+        records can land after the answer's (the answer names the prompt's last record
+        as its parent)."""
+        own, parent = record.get("uuid"), record.get("parentUuid")
+        return (
+            own if isinstance(own, str) else None,
+            parent if isinstance(parent, str) else None,
+        )
+
     def with_reporting(self, argv: list[str], state_dir: Path, session_id: str) -> list[str]:
         return [*argv, "--settings", str(claude_settings(state_dir, session_id))]
 
