@@ -68,7 +68,7 @@ CHECKED = 256
 #: how far after a record (start to start) its parent may stand in its file and still
 #: come before it in the turns (Claude Code flushes its queued writes every 100 ms: a
 #: prompt's records can follow the answer's within one flush)
-REORDER = 1 << 20
+REORDER = 256 << 10
 
 _POSITION = re.compile(r"([0-9]{1,4}):([0-9]{1,15}):([0-9]{1,6}):([0-9a-f]{8})")
 
@@ -475,6 +475,12 @@ class _Run:
             return
         back, back_at = self.lookback()
         needle = json.dumps(uuid).encode()
+        # the records that may name it start after ``at - REORDER``: that span alone is
+        # searched for each record (almost always in vain); the whole look-back only
+        # when one does
+        near = max(0, at - REORDER + 1 - back_at)
+        if back.find(needle, near) < 0:
+            return
         named = [
             (back_at + x, own, parent)
             for x, own, parent in _records_naming(self.kind, back, 0, len(back), needle)
