@@ -35,7 +35,7 @@ class Proxied:
     """A proxy (``python -m jupyter_agents.acp.proxy``) running the fake ACP agent for
     session :data:`SESSION` of the state dir ``state``; what the agent logs in ``log``."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, tools: str = "") -> None:
         self.state = tmp_path / "state"
         (self.state / "spool").mkdir(parents=True)
         self.folder = self.state / "acp" / SESSION
@@ -46,7 +46,8 @@ class Proxied:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyter_agents.acp.proxy", "--folder", str(self.folder),
              "--socket", str(self.socket), "--cwd", str(self.cwd), "--state-dir",
-             str(self.state), "--session", SESSION, "--", sys.executable, str(FAKE_ACP)],
+             str(self.state), "--session", SESSION, *(["--client-tools", tools] if tools else []),
+             "--", sys.executable, str(FAKE_ACP)],
             env={**os.environ, "FAKE_ACP_LOG": str(self.log)},
         )  # fmt: skip
         poll(lambda: self.socket.exists(), timeout=20, what="the proxy's socket")
@@ -70,6 +71,14 @@ class Proxied:
 @pytest.fixture
 def proxied(tmp_path: Path) -> Any:
     p = Proxied(tmp_path)
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def tooled(tmp_path: Path) -> Any:
+    """A proxy whose agent may use the client tools (``--client-tools fs,terminal``)."""
+    p = Proxied(tmp_path, "fs,terminal")
     yield p
     p.stop()
 
@@ -208,31 +217,218 @@ def test_a_client_dropped_mid_stream_and_mid_permission_loses_nothing(proxied):
     run_with(servers, body)
 
 
-def test_the_agents_file_and_command_requests_are_refused(proxied, tmp_path):
-    """Acceptance 4: an agent's ``fs/write_text_file`` and ``terminal/create`` get an
-    error saying they are turned off, nothing is written, and the turn goes on; the
-    ``initialize`` offered no client tools."""
+def ask(proxied: Proxied, *texts: str) -> list[dict[str, Any]]:
+    """Prompt the fake agent with each of ``texts`` in turn (client tools: the fake's
+    docstring), each once the last was answered; what the agent logged it got back, one
+    record per text."""
     servers: list[Server] = []
-    target = tmp_path / "work" / "written.txt"
+    got: list[dict[str, Any]] = []
 
     async def body() -> None:
         server = Server(proxied.socket, "s")
         servers.append(server)
         await server.open()
         acp_id = (await until(server.ready, what="ready"))["sessionId"]
-        for text in (f"/write {target}", "/run"):
+        for text in texts:
             prompt = server.prompt(acp_id, text)
             await until(lambda prompt=prompt: server.answered(prompt), what=text)
-        (init,) = proxied.logged("initialize")
-        offered = {k: init["client"][k] for k in ("fs", "terminal")}
-        assert offered == {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
-        (write,) = proxied.logged("write")
-        (run,) = proxied.logged("run")
-        assert write["error"] == run["error"] == -32601, (write, run)
-        assert "turned off" in write["message"] and "turned off" in run["message"]
-        assert not target.exists()
+            verb = text.split()[0][1:]
+            got.append(proxied.logged(verb)[-1])
 
     run_with(servers, body)
+    return got
+
+
+def offered(proxied: Proxied) -> dict[str, Any]:
+    """The client tools the proxy's ``initialize`` offered."""
+    (init,) = proxied.logged("initialize")
+    return {k: init["client"][k] for k in ("fs", "terminal")}
+
+
+def python(code: str, **terminal: Any) -> str:
+    """``/run`` JSON that runs ``code`` in this Python (no shell), with more of
+    ``terminal/create``'s fields."""
+    return json.dumps({"command": sys.executable, "args": ["-c", code], **terminal})
+
+
+def test_the_agents_file_and_command_requests_are_refused(proxied, tmp_path):
+    """Acceptance 4, by default: an agent's ``fs/write_text_file``, ``fs/read_text_file``
+    and ``terminal/create`` get an error saying they are turned off and naming the
+    setting; nothing is written and no command runs (it would have made a file); the
+    turn goes on; the ``initialize`` offered no client tools."""
+    target = tmp_path / "work" / "written.txt"
+    marker = tmp_path / "work" / "ran"
+    (tmp_path / "work" / "there.txt").write_text("secret")
+    write, read, run = ask(
+        proxied,
+        f"/write {target}",
+        f"/read {tmp_path / 'work' / 'there.txt'}",
+        "/run " + json.dumps({"command": "touch", "args": [str(marker)]}),
+    )
+    assert offered(proxied) == {
+        "fs": {"readTextFile": False, "writeTextFile": False},
+        "terminal": False,
+    }
+    assert write["error"] == read["error"] == run["error"] == -32601, (write, read, run)
+    for refused in (write, read, run):
+        assert "turned off" in refused["message"] and "acp_client_tools" in refused["message"]
+    assert not target.exists() and not marker.exists()
+
+
+def test_the_setting_lets_the_agent_write_read_and_run(tooled, tmp_path):
+    """Acceptance 4, allowed (``--client-tools fs,terminal``, what the setting gives a
+    proxy): ``initialize`` offers them; a write lands (its bytes in the file, a missing
+    folder made); a read returns the file, and a window of its lines; a command runs
+    without a shell, in the working directory, with the env asked for, its stdout and
+    stderr and exit status reaching the agent; each request and its answer is in the
+    journal."""
+    work = tmp_path / "work"
+    target = work / "made" / "new.txt"
+    (work / "lines.txt").write_text("".join(f"line {i}\n" for i in range(1, 6)))
+    code = (
+        "import os, sys; print(os.getcwd()); print('to stderr', file=sys.stderr, flush=True);"
+        " print(os.environ['FAKE_ASKED']); sys.exit(3)"
+    )
+    write, read, window, run, shell = ask(
+        tooled,
+        f"/write {target}",
+        f"/read {target}",
+        f"/read {work / 'lines.txt'} 2 2",
+        "/run " + python(code, env={"FAKE_ASKED": "given"}),
+        "/run " + json.dumps({"command": "echo", "args": ["a;b", "$(id)", "*"]}),
+    )
+    assert offered(tooled) == {
+        "fs": {"readTextFile": True, "writeTextFile": True},
+        "terminal": True,
+    }
+    assert write["result"] == "written", write
+    assert target.read_bytes() == b"written by the fake ACP agent\n"
+    assert read["result"] == {"content": "written by the fake ACP agent\n"}, read
+    assert window["result"] == {"content": "line 2\nline 3\n"}, window
+    assert run["result"] == {
+        "exit": {"exitCode": 3},
+        "output": f"{work.resolve()}\nto stderr\ngiven\n",
+        "truncated": False,
+        "exitStatus": {"exitCode": 3},
+    }, run
+    assert shell["result"]["output"] == "a;b $(id) *\n"  # no shell saw it
+    said = [json.loads(line) for line in Journal(tooled.folder).after(0)]
+    messages = [(r["from"], r["msg"]) for r in said if "msg" in r]
+    asked = {
+        m["id"]: m["method"]
+        for side, m in messages
+        if side == "agent" and "id" in m and "method" in m
+    }
+    answered = {m["id"] for side, m in messages if side == "client" and "method" not in m}
+    methods = sorted(
+        m for i, m in asked.items() if i in answered and "/" in m and "session" not in m
+    )
+    assert methods == sorted(
+        ["fs/write_text_file", "fs/read_text_file", "fs/read_text_file"]
+        + 2 * ["terminal/create", "terminal/wait_for_exit", "terminal/output", "terminal/release"]
+    ), methods
+    started = next(r for r in said if r.get("event") == "started")
+    assert started["client_tools"] == ["fs", "terminal"]
+
+
+def test_paths_outside_the_working_directory_are_refused(tooled, tmp_path):
+    """Confined to the session's working directory: an absolute path outside it, one
+    that climbs out with ``..``, a write or read through a symbolic link that points
+    out, a write to a file hard-linked from outside, a relative path and a command's
+    ``cwd`` outside are each refused saying why, and nothing outside changes (no file,
+    no command run); a symbolic link that stays inside works."""
+    work = tmp_path / "work"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret.txt"
+    secret.write_text("secret")
+    (work / "out").symlink_to(outside)
+    (work / "secret-link").symlink_to(secret)
+    os.link(secret, work / "hard.txt")
+    (work / "inner").mkdir()
+    (work / "in").symlink_to(work / "inner")
+    marker = outside / "ran"
+    got = ask(
+        tooled,
+        f"/write {outside / 'a.txt'}",
+        f"/write {work / '..' / 'outside' / 'b.txt'}",
+        f"/write {work / 'out' / 'c.txt'}",
+        f"/write {work / 'secret-link'}",
+        f"/read {work / 'secret-link'}",
+        f"/read {work / 'out' / 'secret.txt'}",
+        f"/write {work / 'hard.txt'}",
+        "/write relative.txt",
+        "/run " + json.dumps({"command": "touch", "args": ["ran"], "cwd": str(outside)}),
+        f"/write {work / 'in' / 'd.txt'}",
+    )
+    *refused, inside = got
+    for record, why in zip(
+        refused,
+        ["outside"] * 6 + ["other hard link", "not absolute", "outside"],
+        strict=True,
+    ):
+        assert record.get("error") == -32602 and why in record["message"], record
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert secret.read_text() == "secret" and not marker.exists()
+    assert inside["result"] == "written", inside
+    assert (work / "inner" / "d.txt").read_text() == "written by the fake ACP agent\n"
+
+
+def test_a_huge_output_or_file_is_bounded(tooled, tmp_path):
+    """Bounded: a command printing 5 MiB keeps the last ``outputByteLimit`` bytes (its
+    tail, whole characters) and says ``truncated``; without a limit it keeps at most
+    1 MiB; a read of a 3 MiB file returns at most 1 MiB of whole lines and says where
+    to read on."""
+    big = tmp_path / "work" / "big.txt"
+    big.write_text("".join(f"{i:07d} ééé\n" for i in range(300_000)))
+    loud = (
+        "import sys\nfor i in range(50_000): sys.stdout.write('é' * 50 + '\\n')\nprint('the end')"
+    )
+    limited, unlimited, read = ask(
+        tooled,
+        "/run " + python(loud, output_byte_limit=1001),
+        "/run " + python(loud),
+        f"/read {big}",
+    )
+    assert limited["result"]["truncated"] is True and limited["result"]["exit"] == {"exitCode": 0}
+    output = limited["result"]["output"]
+    assert output.endswith("é\nthe end\n") and len(output.encode()) <= 1001
+    assert len(output.encode()) >= 1000  # (a cut character dropped, no more)
+    assert unlimited["result"]["truncated"] is True
+    assert (1 << 20) - 2 <= len(unlimited["result"]["output"].encode()) <= 1 << 20
+    content = read["result"]["content"]
+    kept, note = content.rsplit("\n", 1)[0], content.rsplit("\n", 2)[-1]
+    assert len(kept.encode()) <= 1 << 20
+    lines = kept.split("\n")
+    assert lines[0] == "0000000 ééé" and lines[-1] == f"{len(lines) - 1:07d} ééé"  # whole
+    assert note == f"[jupyter-agents: cut at {1 << 20} bytes; read on with line={len(lines) + 1}]"
+    assert read["result"]["_meta"] == {
+        "jupyter-agents": {"truncated": True, "nextLine": len(lines) + 1}
+    }
+
+
+def test_a_terminals_process_group_ends_on_kill_and_with_the_proxy(tooled, tmp_path):
+    """``terminal/kill`` ends a command (the agent gets its signal and its output so
+    far); one left running ends with the proxy, with the child it started (its whole
+    process group)."""
+    pids = tmp_path / "work" / "pids"
+    up = "import time; print('up', flush=True); time.sleep(300)"
+    family = (
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+        "time.sleep(300)"
+    )
+    killed, left = ask(tooled, "/kill " + python(up), "/leave " + python(family))
+    assert killed["result"]["exit"] == {"signal": "SIGKILL"}, killed
+    assert killed["result"]["output"] == "up\n"
+    assert left["result"] == "term-2", left
+    poll(lambda: pids.exists() and len(pids.read_text().split()) == 2, what="its pids")
+    running = [psutil.Process(int(pid)) for pid in pids.read_text().split()]
+    assert all(p.is_running() for p in running)
+    tooled.stop()
+    _gone, alive = psutil.wait_procs(running, timeout=10)
+    assert alive == [], alive
 
 
 def test_another_user_cannot_reach_the_proxy(proxied):
@@ -316,3 +512,23 @@ def test_the_agents_whole_process_group_ends_with_it(tmp_path, how):
     assert group_left(folder) == []
     last = json.loads(list(Journal(folder).after(0))[-1])
     assert (last["event"], last["code"]) == ("exited", code)
+
+
+def test_at_most_16_terminals_are_kept(tooled):
+    """Bounded: 16 terminals are kept until released; a 17th forgets the oldest whose
+    command exited, and one more while all 16 run is refused saying so; every command
+    left running ends with the proxy."""
+    done = json.dumps({"command": "true"})
+    sleeping = json.dumps({"command": "sleep", "args": ["297.5"]})
+    got = ask(tooled, f"/leave {done}", *[f"/leave {sleeping}"] * 17)
+    assert [r.get("result") for r in got[:-1]] == [f"term-{i}" for i in range(1, 18)]
+    assert got[-1]["error"] == -32603 and "16 terminals are running" in got[-1]["message"]
+
+    def sleepers() -> list[psutil.Process]:
+        return [
+            p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "297.5"]
+        ]
+
+    assert len(sleepers()) == 16
+    tooled.stop()
+    poll(lambda: not sleepers(), timeout=10, what="the commands ended with the proxy")

@@ -2,12 +2,12 @@
 so that none of it waits for a Jupyter server: a server may be gone for a minute or a
 week while the agent runs on.
 
-- **Set-up.** At start it sends ``initialize`` (no client tools offered:
-  ``fs.readTextFile``, ``fs.writeTextFile`` and ``terminal`` false) and then
-  ``session/new``; with a conversation id to go on (a restore after a reboot),
-  ``session/resume`` where the agent offers it (``sessionCapabilities.resume``), else
-  ``session/load`` (``loadSession``), else ``session/new``, and the journal's ``ready``
-  record says which and why. Its own requests' ids are ``"proxy-<n>"``.
+- **Set-up.** At start it sends ``initialize`` (offering the client tools ``tools``
+  allows; by default none: ``fs.readTextFile``, ``fs.writeTextFile`` and ``terminal``
+  false) and then ``session/new``; with a conversation id to go on (a restore after a
+  reboot), ``session/resume`` where the agent offers it (``sessionCapabilities.resume``),
+  else ``session/load`` (``loadSession``), else ``session/new``, and the journal's
+  ``ready`` record says which and why. Its own requests' ids are ``"proxy-<n>"``.
 - **Permission requests.** An agent's ``session/request_permission`` becomes a pending
   request of the session (:mod:`jupyter_agents.agents.permissions`, as a hook's does):
   listed and answered wherever Lab, the CLI or a phone answers requests, kept while no
@@ -16,9 +16,14 @@ week while the agent runs on.
   option, a deny the first ``reject_once`` one; a request closed or timed out is
   ``cancelled``.
 - **Client tools.** ``fs/*`` and ``terminal/*`` requests are refused (JSON-RPC
-  ``-32601``, saying so): the agent has its own tools in its working directory, and a
-  client that runs commands for an agent is a hole beside them. Any other request of
-  the agent's that no client method answers gets the same.
+  ``-32601``, saying so and naming the setting) unless ``tools`` allows them: the agent
+  has its own tools in its working directory, and a client that runs commands for an
+  agent is a hole beside them. Allowed ones are done by
+  :class:`~jupyter_agents.acp.tools.ClientTools`, confined to ``cwd``, each in a task
+  of its own (a ``terminal/wait_for_exit`` waits without holding up the rest); a
+  person is not asked again (the agent asks its own permission before its tools, as
+  without them). Any other request of the agent's that no client method answers gets
+  ``-32601``.
 - **Attention.** What a session's hooks would spool is spooled here
   (:mod:`jupyter_agents.agents.spool`): ``SessionStart`` with the conversation id once
   the ACP session is ready, ``UserPromptSubmit`` when a client sends a prompt, ``Stop``
@@ -30,12 +35,14 @@ Every message it sends goes through ``send`` (the proxy journals it as the clien
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from jupyter_agents.acp.tools import INTERNAL_ERROR, METHOD_NOT_FOUND, ClientTools, ToolError
 from jupyter_agents.agents import permissions
 from jupyter_agents.agents.permissions import Answer, PendingRequest, RequestFolder
 from jupyter_agents.agents.spool import append, spool_path
@@ -44,10 +51,6 @@ Message = dict[str, Any]
 
 #: the ACP protocol version we speak
 PROTOCOL_VERSION = 1
-#: what we tell the agent at ``initialize``: no client tools
-CLIENT_CAPABILITIES = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
-#: JSON-RPC's "method not found", the answer to a client method we do not offer
-METHOD_NOT_FOUND = -32601
 #: how long a permission request waits for a person before it is cancelled (seconds)
 ASK_WAIT = 24 * 3600.0
 #: how many tool calls (their latest title, kind and input) are remembered for the
@@ -59,7 +62,8 @@ class ClientSide:
     """The proxy's client part for one agent (module docstring). ``send`` passes a
     message to the agent; ``state_dir`` and ``session_id`` say where the session's
     pending requests and spool are (None: a bare proxy, as in a test of its own);
-    ``cwd`` is the ACP session's; ``resume`` the conversation id to go on with."""
+    ``cwd`` is the ACP session's; ``resume`` the conversation id to go on with;
+    ``tools`` the client tools allowed (of :data:`~jupyter_agents.acp.tools.TOOLS`)."""
 
     def __init__(
         self,
@@ -70,9 +74,12 @@ class ClientSide:
         resume: str | None = None,
         ask_wait: float = ASK_WAIT,
         on_ready: Callable[[Mapping[str, Any]], None] = lambda ready: None,
+        tools: Collection[str] = (),
     ) -> None:
         self._send = send
         self.cwd = cwd
+        self.tools = ClientTools(cwd, tools)
+        self._tool_calls: set[asyncio.Task[None]] = set()
         self.session_id = session_id
         self.resume = resume
         self.ask_wait = ask_wait
@@ -94,7 +101,10 @@ class ClientSide:
 
     def start(self) -> None:
         """Send ``initialize``; the rest follows the agent's answers."""
-        params = {"protocolVersion": PROTOCOL_VERSION, "clientCapabilities": CLIENT_CAPABILITIES}
+        params = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "clientCapabilities": self.tools.capabilities(),
+        }
         self._request("initialize", params)
 
     def _request(self, method: str, params: Mapping[str, Any]) -> None:
@@ -174,20 +184,41 @@ class ClientSide:
         if method == "session/request_permission":
             self._ask(request_id, message.get("params"))
             return
-        client_tool = isinstance(method, str) and method.startswith(("fs/", "terminal/"))
+        if isinstance(method, str) and self.tools.offers(method):
+            call = asyncio.get_running_loop().create_task(
+                self._use_tool(request_id, method, message.get("params"))
+            )
+            self._tool_calls.add(call)
+            call.add_done_callback(self._tool_calls.discard)
+            return
+        client_tool = (
+            isinstance(method, str)
+            and method.startswith(("fs/", "terminal/"))
+            and method.split("/")[0] not in self.tools.allowed
+        )
         why = (
             f"{method} is turned off: jupyter-agents runs no files or commands for an agent "
-            "(use your own tools in your working directory)"
+            "unless c.AgentsApp.acp_client_tools allows it (use your own tools in your "
+            "working directory)"
             if client_tool
             else f"{method} is not a client method jupyter-agents offers"
         )
-        self._send(
-            {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "error": {"code": METHOD_NOT_FOUND, "message": why},
-            }
-        )
+        self._error(request_id, METHOD_NOT_FOUND, why)
+
+    async def _use_tool(self, request_id: object, method: str, params: object) -> None:
+        """Answer the agent's request of an allowed client tool."""
+        try:
+            result = await self.tools.call(method, params)
+        except ToolError as e:
+            self._error(request_id, e.code, e.message)
+            return
+        except Exception as e:  # (a bug of ours: the agent is not left waiting)
+            self._error(request_id, INTERNAL_ERROR, f"{method} failed: {e!r}")
+            return
+        self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def _error(self, request_id: object, code: int, why: str) -> None:
+        self._send({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": why}})
 
     def on_client(self, message: Message) -> None:
         """A message a client sent the agent (the proxy passes it on)."""
@@ -274,7 +305,11 @@ class ClientSide:
         return bool(self._asked)
 
     def close(self, reason: str = "the agent ended") -> None:
-        """The agent is gone: its requests are closed and removed."""
+        """The agent is gone: its requests are closed and removed, its terminals'
+        process groups ended, its client tools' calls cancelled."""
+        self.tools.close()
+        for call in self._tool_calls:
+            call.cancel()
         for pending_id in list(self._asked):
             assert self.requests is not None
             self.requests.remove(pending_id)

@@ -11,8 +11,9 @@ A record is one line of JSON:
 - ``{"seq": n, "from": "agent", "text": "..."}``: a line of the agent's stdout that is
   not a JSON object (cut to :data:`MAX_TEXT` characters), kept, never passed on;
 - ``{"seq": n, "from": "proxy", "event": "...", ...}``: what the proxy itself saw
-  (``started`` with the agent's pid and argv, ``dropped`` for a line over
-  :data:`MAX_LINE` bytes, ``exited`` with the agent's exit code).
+  (``started`` with the agent's pid, argv and the client tools it may use,
+  ``dropped`` for a line over :data:`MAX_LINE` bytes, ``exited`` with the agent's exit
+  code).
 
 ``seq`` starts at 1 and grows by one per record, also across proxies of one journal
 (a restore after a reboot goes on from the last). Bounded: the journal is segments of at

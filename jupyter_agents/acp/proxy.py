@@ -25,6 +25,11 @@ process group of its own, which is ended whole: when the agent exits (what is le
 its group with it, once its output is read), and on SIGTERM or SIGHUP (SIGTERM, then
 SIGKILL after :data:`GRACE` s). Then the proxy journals ``exited`` with the agent's
 code, hangs up and exits with that code.
+
+``--client-tools fs,terminal`` (any of them; default none) lets the agent use those
+client tools (:mod:`jupyter_agents.acp.tools`): the proxy takes them at its start and
+keeps them for its life, and its journal's ``started`` record names them. The
+terminals it runs for the agent end with it, whichever way it ends.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from pathlib import Path
 
 from jupyter_agents.acp.clientside import ASK_WAIT, ClientSide
 from jupyter_agents.acp.journal import MAX_LINE, MAX_TEXT, Journal, check_folder
+from jupyter_agents.acp.tools import TOOLS
 from jupyter_agents.backends.broker.protocol import peer_not_ours
 from jupyter_agents.core.paths import ensure_private_dir
 
@@ -109,6 +115,7 @@ class Proxy:
         session_id: str | None = None,
         resume: str | None = None,
         ask_wait: float = ASK_WAIT,
+        tools: Sequence[str] = (),
     ) -> None:
         self.folder = check_folder(folder)
         self.argv = list(argv)
@@ -122,6 +129,7 @@ class Proxy:
             resume=resume,
             ask_wait=ask_wait,
             on_ready=lambda ready: self._send(self.journal.append("proxy", event="ready", **ready)),
+            tools=tools,
         )
         self._client: asyncio.StreamWriter | None = None
         self._agent: asyncio.subprocess.Process | None = None
@@ -146,7 +154,13 @@ class Proxy:
             print(f"jupyter-agents acp proxy: cannot start {self.argv[0]}: {e}", file=sys.stderr)
             server.close()
             return 127
-        self.journal.append("proxy", event="started", pid=self._agent.pid, argv=self.argv)
+        self.journal.append(
+            "proxy",
+            event="started",
+            pid=self._agent.pid,
+            argv=self.argv,
+            client_tools=sorted(self.clientside.tools.allowed),
+        )
         self.clientside.start()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -344,11 +358,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--resume", help="the conversation (ACP session) id to go on with")
     parser.add_argument("--ask-wait", type=float, default=ASK_WAIT, help="seconds a "
                         "permission request waits for a person before it is cancelled")  # fmt: skip
+    parser.add_argument("--client-tools", default="", help="the client tools the agent may "
+                        f"use, comma-separated, of {','.join(TOOLS)} (default: none)")  # fmt: skip
     parser.add_argument("agent", nargs=argparse.REMAINDER, help="-- the agent's argv")
     args = parser.parse_args(argv)
     agent = args.agent[1:] if args.agent[:1] == ["--"] else args.agent
     if not agent:
         parser.error("the agent's argv is missing (after --)")
+    tools = [t for t in args.client_tools.split(",") if t]
+    if not set(tools) <= set(TOOLS):
+        parser.error(f"--client-tools: choose from {','.join(TOOLS)}")
     proxy = Proxy(
         args.folder,
         agent,
@@ -358,6 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         session_id=args.session,
         resume=args.resume,
         ask_wait=args.ask_wait,
+        tools=tools,
     )
     return asyncio.run(proxy.run())
 

@@ -5,11 +5,19 @@ Each prompt ``TEXT``: an ``agent_message_chunk`` "fake acp heard: TEXT", a plan 
 entries, an ``execute`` tool call (``echo fake``), a permission request for it (allow
 once / reject once), then the tool call completed (output ``fake``) or failed, and the
 reply "done: TEXT"; the turn ends with ``end_turn``. A prompt ``stream N`` sends N
-chunks ``part-<i>`` a tenth of a second apart before all that; ``/write PATH`` asks the
-client to write PATH (``fs/write_text_file``) and ``/run`` to run ``echo x``
-(``terminal/create``), and says what came back. ``session/cancel`` ends a turn with
-``cancelled``. It offers ``session/resume`` (not with ``FAKE_ACP_RESUME=0``), no
-``session/load``.
+chunks ``part-<i>`` a tenth of a second apart before all that. Client tools, each
+logged with what came back (the result, or the error's code and message):
+
+- ``/write PATH`` asks the client to write :data:`WRITTEN` to PATH (``fs/write_text_file``);
+- ``/read PATH [LINE LIMIT]`` to read PATH (``fs/read_text_file``);
+- ``/run [JSON]`` to run a command (``terminal/create`` with JSON's fields, default
+  ``echo x``), then waits for its exit, reads its output and releases it;
+- ``/kill JSON`` runs one, waits for its first output, kills it, waits for its exit,
+  reads its output and releases it;
+- ``/leave JSON`` runs one and leaves it running.
+
+``session/cancel`` ends a turn with ``cancelled``. It offers ``session/resume`` (not
+with ``FAKE_ACP_RESUME=0``), no ``session/load``.
 
 Every permission answer and client reply is appended to ``$FAKE_ACP_LOG`` (JSON lines
 with this process's pid), which the tests read.
@@ -39,6 +47,7 @@ from acp import (
 )
 from acp.schema import (
     AgentCapabilities,
+    EnvVariable,
     InitializeResponse,
     NewSessionResponse,
     PermissionOption,
@@ -48,6 +57,9 @@ from acp.schema import (
     SessionResumeCapabilities,
     ToolCallUpdate,
 )
+
+#: what ``/write`` writes
+WRITTEN = "written by the fake ACP agent\n"
 
 
 def log(**fields: Any) -> None:
@@ -100,20 +112,14 @@ class FakeAgent(Agent):
                     return PromptResponse(stop_reason="cancelled")
                 await say(session_id, update_agent_message_text(f"part-{i} "))
                 await asyncio.sleep(0.1)
-        if text.startswith("/write "):
-            try:
-                await self.conn.write_text_file(session_id=session_id, path=text[7:], content="x")
-                log(event="write", result="written")
-            except RequestError as e:
-                log(event="write", error=e.code, message=str(e))
-            return PromptResponse(stop_reason="end_turn")
-        if text == "/run":
-            try:
-                await self.conn.create_terminal(session_id=session_id, command="echo", args=["x"])
-                log(event="run", result="ran")
-            except RequestError as e:
-                log(event="run", error=e.code, message=str(e))
-            return PromptResponse(stop_reason="end_turn")
+        for verb in ("/write", "/read", "/run", "/kill", "/leave"):
+            if text == verb or text.startswith(verb + " "):
+                try:
+                    result = await self.use_tool(session_id, verb[1:], text[len(verb) + 1 :])
+                    log(event=verb[1:], result=result)
+                except RequestError as e:
+                    log(event=verb[1:], error=e.code, message=str(e))
+                return PromptResponse(stop_reason="end_turn")
         await say(session_id, update_agent_message_text(f"fake acp heard: {text}"))
         await say(
             session_id,
@@ -146,6 +152,39 @@ class FakeAgent(Agent):
         )
         await say(session_id, update_agent_message_text(f"done: {text}"))
         return PromptResponse(stop_reason="end_turn")
+
+    async def use_tool(self, session_id: str, verb: str, rest: str) -> Any:
+        """Ask the client for a file or a command (module docstring); what came back."""
+        conn = self.conn
+        if verb == "write":
+            await conn.write_text_file(session_id=session_id, path=rest, content=WRITTEN)
+            return "written"
+        if verb == "read":
+            path, *window = rest.split()
+            line, limit = (int(window[0]), int(window[1])) if window else (None, None)
+            read = await conn.read_text_file(
+                session_id=session_id, path=path, line=line, limit=limit
+            )
+            return read.model_dump(by_alias=True, exclude_none=True)
+        asked = json.loads(rest) if rest else {"command": "echo", "args": ["x"]}
+        asked["env"] = [EnvVariable(name=k, value=v) for k, v in asked.get("env", {}).items()]
+        made = await conn.create_terminal(session_id=session_id, **asked)
+        terminal = {"session_id": session_id, "terminal_id": made.terminal_id}
+        if verb == "leave":
+            return made.terminal_id
+        if verb == "kill":
+            for _ in range(200):
+                if (await conn.terminal_output(**terminal)).output:
+                    break
+                await asyncio.sleep(0.05)
+            await conn.kill_terminal(**terminal)
+        status = await conn.wait_for_terminal_exit(**terminal)
+        output = await conn.terminal_output(**terminal)
+        await conn.release_terminal(**terminal)
+        return {
+            "exit": status.model_dump(by_alias=True, exclude_none=True),
+            **output.model_dump(by_alias=True, exclude_none=True),
+        }
 
 
 async def main() -> None:
