@@ -33,6 +33,7 @@ from traitlets import (
 )
 from traitlets.config import Config, LoggingConfigurable
 
+from jupyter_agents.acp.tools import TOOLS
 from jupyter_agents.agents import archive
 from jupyter_agents.agents.kinds import BUILTIN, builtin_env, make_kinds
 from jupyter_agents.backends import Backends
@@ -244,6 +245,22 @@ class AgentsSettings(LoggingConfigurable):
         "and output count as activity regardless; waiting agents and idle shells do not.",
     )
 
+    acp_client_tools = List(
+        Enum(list(TOOLS)),
+        default_value=[],
+        config=True,
+        help="The client tools an agent in ACP mode may ask jupyter-agents for: 'fs' "
+        "(fs/read_text_file, fs/write_text_file: files inside the session's working "
+        "directory, none outside it or through a symbolic link out of it) and 'terminal' "
+        "(terminal/*: commands run without a shell in that directory, their output "
+        "bounded, ended with the session's proxy). [] (the default): none; such a request "
+        "is refused. Each is a hole beside the agent's own tools, which already read, "
+        "write and run commands in its working directory under its own permission "
+        "prompts: allow one only for an agent that needs it. A write is not asked about "
+        "again. A change applies to ACP sessions started or restored after it (a running "
+        "session's proxy keeps what it started with).",
+    )
+
     @default("state_dir")
     def _default_state_dir(self) -> str:
         return default_state_dir()
@@ -314,6 +331,7 @@ class AgentsSettings(LoggingConfigurable):
                 store, PriceTable(self.prices), self.unattended_limit, self.log, kinds
             ),
             worktrees=Worktrees(self.worktree_dir, self.worktree_setup, self.log),
+            acp_client_tools=list(self.acp_client_tools),
         )
 
 

@@ -22,12 +22,14 @@ FAKE_ACP = Path(__file__).parent / "fakes" / "fake_acp_agent.py"
 pytest.importorskip("acp", reason="the ACP SDK is a test dependency (pip install -e .[test])")
 
 
-def configure(tmp_path: Path) -> None:
-    """The ``fakeacp`` kind: the fake ACP agent, which speaks ACP as it is."""
+def configure(tmp_path: Path, **settings: Any) -> None:
+    """The ``fakeacp`` kind: the fake ACP agent, which speaks ACP as it is; more
+    ``c.AgentsApp`` ``settings`` if given."""
     config = tmp_path / "config"
     config.mkdir(exist_ok=True)
     kinds = {"fakeacp": {"command": [sys.executable, str(FAKE_ACP)], "acp": []}}
-    (config / "jupyter_server_config.json").write_text(json.dumps({"AgentsApp": {"agents": kinds}}))
+    app = {"agents": kinds, **settings}
+    (config / "jupyter_server_config.json").write_text(json.dumps({"AgentsApp": app}))
 
 
 def records(state_dir: Path, session_id: str) -> list[dict[str, Any]]:
@@ -271,3 +273,41 @@ def test_an_acp_sessions_turns_come_from_its_journal(agents_server, agents_state
     after = page["events"][3]["id"]
     status, rest = server.request("GET", f"/api/agents/sessions/{sid}/turns?after={after}")
     assert [e["type"] for e in rest["events"]] == [t for t, _ in shown[4:]]
+
+
+def test_acp_client_tools_lets_a_new_sessions_agent_write_files(
+    agents_server, agents_state_dir, tmp_path
+):
+    """Acceptance 4 through a server: with ``c.AgentsApp.acp_client_tools = ["fs"]`` the
+    proxy of a new ACP session lets its agent write a file in the session's working
+    directory (its bytes land there), while ``terminal/create`` is still refused (not
+    allowed) and runs nothing; the journal's ``started`` record names what it allows."""
+    configure(tmp_path, acp_client_tools=["fs"])
+    log = tmp_path / "fake-acp.jsonl"
+    work = tmp_path / "work"
+    work.mkdir()
+    server = agents_server(env={"FAKE_ACP_LOG": str(log)})
+    status, made = server.request(
+        "POST", "/api/agents/sessions", {"kind": "fakeacp", "mode": "acp", "cwd": str(work)}
+    )
+    assert status == 201, made
+    sid = made["id"]
+    poll(lambda: server.request("GET", f"/api/agents/sessions/{sid}")[1]["conversation_id"])
+
+    def logged(event: str) -> list[dict[str, Any]]:
+        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        return [r for r in lines if r["event"] == event]
+
+    marker = work / "ran"
+    run = json.dumps({"command": "touch", "args": [str(marker)]})
+    for text, event in ((f"/write {work / 'note.txt'}", "write"), (f"/run {run}", "run")):
+        status, sent = server.request("POST", f"/api/agents/sessions/{sid}/prompt", {"text": text})
+        assert status == 202, sent
+        poll(lambda event=event: logged(event), timeout=30, what=f"the agent's {event}")
+    (write,), (ran,) = logged("write"), logged("run")
+    assert write["result"] == "written", write
+    assert (work / "note.txt").read_bytes() == b"written by the fake ACP agent\n"
+    assert ran["error"] == -32601 and "turned off" in ran["message"], ran
+    assert not marker.exists()
+    (started,) = [r for r in records(agents_state_dir, sid) if r.get("event") == "started"]
+    assert started["client_tools"] == ["fs"]

@@ -6,6 +6,7 @@ runs on."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from jupyter_agents.core.paths import ensure_private_dir, socket_dir
@@ -23,11 +24,18 @@ def proxy_socket(state_dir: Path, session_id: str) -> Path:
 
 
 def proxy_argv(
-    state_dir: Path, session_id: str, cwd: str, agent: list[str], resume: str | None = None
+    state_dir: Path,
+    session_id: str,
+    cwd: str,
+    agent: list[str],
+    resume: str | None = None,
+    tools: Sequence[str] = (),
 ) -> list[str]:
     """The argv of the proxy that runs ``agent`` (an ACP agent's argv) for session
-    ``session_id`` in ``cwd``, going on with conversation ``resume`` if given. Its
-    journal's folder is made here (private), so that it can be watched at once."""
+    ``session_id`` in ``cwd``, going on with conversation ``resume`` if given, letting
+    the agent use the client ``tools`` (of :data:`~jupyter_agents.acp.tools.TOOLS`;
+    none by default). Its journal's folder is made here (private), so that it can be
+    watched at once."""
     ensure_private_dir(journal_folder(state_dir, session_id))
     return [
         sys.executable,
@@ -44,6 +52,7 @@ def proxy_argv(
         "--session",
         session_id,
         *(["--resume", resume] if resume else []),
+        *(["--client-tools", ",".join(tools)] if tools else []),
         "--",
         *agent,
     ]

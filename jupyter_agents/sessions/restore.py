@@ -277,6 +277,7 @@ class Restorer:
         log: logging.Logger | None = None,
         archive: ConversationArchive | None = None,
         worktrees: Worktrees | None = None,
+        acp_client_tools: Sequence[str] = (),
     ) -> None:
         self.store = store
         self.backends = backends
@@ -291,6 +292,8 @@ class Restorer:
         self.tail_bytes = tail_bytes
         self.resume_check = resume_check
         self.log = log or logging.getLogger("jupyter_agents")
+        #: the client tools a restored ACP session's new proxy lets its agent use
+        self.acp_client_tools = tuple(acp_client_tools)
 
     def restore_checked(self, session_id: str, conversation: str | None = None) -> Session:
         """What a person asking for one restore waits for: :meth:`restore`, then
@@ -356,7 +359,9 @@ class Restorer:
                 agent = kind.acp_launch(session.args)
                 launch = Launch(agent, conversation_id=session.conversation_id)
                 resumed = session.conversation_id
-                argv = proxy_argv(self.state_dir, session.id, session.cwd, agent, resumed)
+                argv = proxy_argv(
+                    self.state_dir, session.id, session.cwd, agent, resumed, self.acp_client_tools
+                )
             else:
                 launch = kind.resume(session, session.env, had_file)
                 if launch.fresh:

@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,7 @@ class SessionService:
         archive: ConversationArchive | None = None,
         usage: UsageLedger | None = None,
         worktrees: Worktrees | None = None,
+        acp_client_tools: Sequence[str] = (),
     ) -> None:
         self.store = store
         self.backends = backends
@@ -137,7 +138,10 @@ class SessionService:
             self.log,
             archive=self.archive,
             worktrees=self.worktrees,
+            acp_client_tools=acp_client_tools,
         )
+        #: the client tools ACP sessions started from now on may use (``acp_client_tools``)
+        self.acp_client_tools = tuple(acp_client_tools)
         self.attention = AttentionTracker(
             state_dir,
             store,
@@ -468,7 +472,9 @@ class SessionService:
                 argv = agent.with_reporting(launch.argv, self.state_dir, session.id)
                 if acp_agent is not None:  # its proxy spools what hooks would
                     session.attention_source = "acp"
-                    argv = proxy_argv(self.state_dir, session.id, workdir, acp_agent)
+                    argv = proxy_argv(
+                        self.state_dir, session.id, workdir, acp_agent, None, self.acp_client_tools
+                    )
                 if after is not None:
                     shown = write_prelude(
                         self.state_dir,
