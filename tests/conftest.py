@@ -159,6 +159,8 @@ IN_ORDER = frozenset(
     {
         "test_hub_sharing",
         "test_real_turns",
+        "test_real_claude_acp",
+        "test_real_codex_acp",
         "test_real_codex_turns",
         "test_real_copilot_turns",
         "test_real_gemini_turns",

@@ -171,6 +171,52 @@ def test_configured_kinds(tmp_path):
             make_kinds(["bash"], bad)
 
 
+def test_an_acp_agent_of_its_own_or_the_cli_with_acp_args(tmp_path):
+    """Claude's and Codex's ACP agents are adapters, programs of their own; Gemini's is
+    its CLI with ``--acp``; configuration says where either is, and a kind whose ACP
+    program is missing says so and how to install it (its terminal mode unaffected)."""
+    kinds = make_kinds(
+        ["bash"],
+        {
+            "codex": {"acp_command": ["/opt/acp/codex-acp", "-v"]},
+            "myacp": {"command": ["myacp"], "acp_command": ["myacp-adapter"]},
+            "otheracp": {"command": ["other"], "acp": ["--stdio"]},
+        },
+    )
+    assert kinds["claude"].acp_launch(["x"]) == ["claude-agent-acp", "x"]
+    assert kinds["codex"].acp_launch([]) == ["/opt/acp/codex-acp", "-v"]
+    assert kinds["codex"].command == ["codex"]
+    assert kinds["gemini"].acp_launch([]) == ["gemini", "--acp"]
+    assert kinds["myacp"].acp_launch([]) == ["myacp-adapter"]
+    assert kinds["otheracp"].acp_launch([]) == ["other", "--stdio"]
+    with pytest.raises(InvalidRequest, match="no ACP mode"):
+        kinds["shell"].acp_launch([])
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "claude").write_text("#!/bin/sh\n")
+    (bin_ / "claude").chmod(0o755)
+    claude = kinds["claude"].describe(str(bin_))
+    assert claude["available"] and claude["modes"] == ["terminal", "acp"]
+    assert claude["acp_command"] == ["claude-agent-acp"]
+    assert claude["acp_unavailable"] == (
+        "claude-agent-acp was not found on PATH; install it: "
+        "npm install -g @agentclientprotocol/claude-agent-acp"
+    )
+    (bin_ / "claude-agent-acp").write_text("#!/bin/sh\n")
+    (bin_ / "claude-agent-acp").chmod(0o755)
+    assert kinds["claude"].unavailable(str(bin_), "acp") is None
+    assert "acp_unavailable" not in kinds["claude"].describe(str(bin_))
+    assert kinds["shell"].describe(str(bin_))["modes"] == ["terminal"]
+    for bad in (
+        {"claude": {"acp_command": []}},
+        {"claude": {"acp_command": "claude-agent-acp"}},
+        {"claude": {"acp": ["--acp"]}},
+        {"a": {"command": ["a"], "acp": [], "acp_command": ["b"]}},
+    ):
+        with pytest.raises(ValueError, match="agent kind"):
+            make_kinds(["bash"], bad)
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -1,6 +1,7 @@
-"""What the real-turn tests share (``tests/test_real_*turns.py``): a module's server
-whose sessions run a real agent CLI against the scripted endpoint on 127.0.0.1
-(:mod:`model_endpoint`), and the questions each test asks it. A module subclasses
+"""What the real-turn tests share (``tests/test_real_*turns.py``,
+``tests/test_real_*_acp.py``): a module's server whose sessions run a real agent CLI
+against the scripted endpoint on 127.0.0.1 (:mod:`model_endpoint`), and the questions
+each test asks it. A module subclasses
 :class:`TurnRig` with what only its CLI needs (its HOME, how a session starts)."""
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import nbformat
 from model_endpoint import ModelEndpoint, Usage
 from test_attention import cli
 
+from jupyter_agents.acp import journal_folder
+from jupyter_agents.acp.journal import Journal
 from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll, power_loss
 
 
@@ -99,6 +102,37 @@ class TurnRig:
             return shown if shown and shown[-1].get("text") == last else None
 
         return list(poll(events, timeout=30, what="the answer's event"))
+
+    def prompt(self, sid: str, text: str) -> None:
+        """Send ``text`` to ACP session ``sid`` over REST, once its agent is ready."""
+
+        def accepted() -> Any:
+            status, sent = self.server.request(
+                "POST", f"/api/agents/sessions/{sid}/prompt", {"text": text}
+            )
+            return sent if status == 202 else None
+
+        poll(accepted, timeout=60, what="the prompt accepted")
+
+    def turn_ended(self, sid: str, last: str) -> list[dict[str, Any]]:
+        """The session's turn events but ``other`` ones, once a turn has ended
+        (``turn_end``, an ACP session's) after an answer that says ``last``."""
+
+        def ended() -> list[dict[str, Any]] | None:
+            status, page = self.server.request("GET", f"/api/agents/sessions/{sid}/turns")
+            assert status == 200, page
+            shown = [e for e in page["events"] if e["type"] != "other"]
+            said = "".join(e["text"] for e in shown if e["type"] == "agent_message")
+            done = shown and shown[-1]["type"] == "turn_end" and last in said
+            return shown if done else None
+
+        return list(poll(ended, timeout=120, what=f"the turn's end after {last!r}"))
+
+    def readies(self, sid: str) -> list[dict[str, Any]]:
+        """The ``ready`` records of ACP session ``sid``'s journal: one per proxy, saying
+        how it opened its ACP session (``new``, ``resumed``, ``loaded``)."""
+        journal = Journal(journal_folder(self.state, sid))
+        return [r for r in map(json.loads, journal.after(0)) if r.get("event") == "ready"]
 
     def notebook_ran(self, sid: str, printed: str) -> Any:
         """The session's conversation as a notebook (``?format=ipynb``), which must

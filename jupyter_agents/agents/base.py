@@ -339,22 +339,44 @@ class AgentKind(ABC):
     #: the arguments that make its CLI speak the Agent Client Protocol on stdio (issue
     #: 58; None: it does not, and its sessions are terminals only)
     acp_args: tuple[str, ...] | None = None
+    #: the argv of another program that speaks ACP on stdio for this kind, where its CLI
+    #: does not itself (an adapter: Claude Code's, Codex's); when set it is the ACP
+    #: agent, and :attr:`acp_args` is not used
+    acp_command: tuple[str, ...] | None = None
+    #: how a person installs :attr:`acp_command`'s program (shown when it is not found)
+    acp_install: str | None = None
+
+    def acp_program(self) -> list[str] | None:
+        """The argv of its ACP agent before a client's args: :attr:`acp_command`, else
+        its command with :attr:`acp_args`; None for a kind with no ACP mode."""
+        if self.acp_command is not None:
+            return list(self.acp_command)
+        if self.acp_args is not None:
+            return [*self.command, *self.acp_args]
+        return None
 
     def acp_launch(self, args: list[str]) -> list[str]:
-        """The argv of its ACP agent with ``args`` (checked): its command with
-        :attr:`acp_args`. :class:`InvalidRequest` for a kind with no ACP mode."""
-        if self.acp_args is None:
+        """The argv of its ACP agent with ``args`` (checked): :meth:`acp_program` and
+        ``args``. :class:`InvalidRequest` for a kind with no ACP mode."""
+        program = self.acp_program()
+        if program is None:
             raise InvalidRequest(
                 f"{self.label or self.name} sessions have no ACP mode; use mode "
                 "'terminal' (the default)"
             )
-        return [*self.command, *self.acp_args, *args]
+        return [*program, *args]
 
-    def unavailable(self, path: str | None) -> str | None:
-        """Why no session of this kind can start with ``path`` as ``$PATH`` (its
-        program is not there, or not executable), in a sentence naming the program and
-        how to install it; None when it can."""
-        program = self.command[0]
+    def unavailable(self, path: str | None, mode: str = "terminal") -> str | None:
+        """Why no session of this kind can start in ``mode`` with ``path`` as ``$PATH``
+        (the program of that mode is not there, or not executable), in a sentence
+        naming the program and how to install it; None when it can, and for ``acp``
+        when the kind has no ACP mode (:meth:`acp_launch` says so)."""
+        argv, install = self.command, self.install
+        if mode == "acp" and self.acp_command is not None:
+            argv, install = list(self.acp_command), self.acp_install
+        elif mode == "acp" and self.acp_args is None:
+            return None
+        program = argv[0]
         if os.sep in program:
             found = os.path.isfile(program) and os.access(program, os.X_OK)
         else:
@@ -362,13 +384,15 @@ class AgentKind(ABC):
         if found:
             return None
         where = "" if os.sep in program else " on PATH"
-        how = f"; install it: {self.install}" if self.install else ""
+        how = f"; install it: {install}" if install else ""
         return f"{program} was not found{where}{how}"
 
     def describe(self, path: str | None = None) -> dict[str, Any]:
         """A JSON description for clients: name, command, and whether it can start with
         ``path`` as ``$PATH`` (``available``; if not, ``unavailable``: why, and how to
-        install it); how clients show it: ``label`` and, when it has one, ``badge``."""
+        install it); how clients show it: ``label`` and, when it has one, ``badge``;
+        its ``modes``, and for a kind with an ACP mode the argv of its ACP agent
+        (``acp_command``) and, when that cannot start, ``acp_unavailable``: why."""
         why = self.unavailable(path)
         described: dict[str, Any] = {
             "name": self.name,
@@ -378,7 +402,13 @@ class AgentKind(ABC):
         }
         if self.badge is not None:
             described["badge"] = {"letter": self.badge[0], "color": self.badge[1]}
-        described["modes"] = ["terminal"] + (["acp"] if self.acp_args is not None else [])
+        acp = self.acp_program()
+        described["modes"] = ["terminal"] + (["acp"] if acp is not None else [])
+        if acp is not None:
+            described["acp_command"] = acp
+            acp_why = self.unavailable(path, "acp")
+            if acp_why is not None:
+                described["acp_unavailable"] = acp_why
         return described if why is None else {**described, "unavailable": why}
 
 

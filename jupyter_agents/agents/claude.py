@@ -366,6 +366,11 @@ class ClaudeKind(AssignedIdKind):
     label = "Claude Code"
     badge = ("C", "#d97757")
     install = "npm install -g @anthropic-ai/claude-code"
+    #: its ACP agent: the adapter on the Claude Agent SDK, which runs the Claude Code the
+    #: SDK bundles (``CLAUDE_CODE_EXECUTABLE`` chooses another); its ACP session id is
+    #: the Claude session id
+    acp_command = ("claude-agent-acp",)
+    acp_install = "npm install -g @agentclientprotocol/claude-agent-acp"
     follows_conversation = True
     reports = "hooks"
     keeps_conversations = True

@@ -480,6 +480,10 @@ class CodexKind(AgentKind):
     label = "Codex"
     badge = ("X", "#10a37f")
     install = "npm install -g @openai/codex"
+    #: its ACP agent: the adapter on ``codex app-server``, which runs the Codex it
+    #: bundles (``CODEX_PATH`` chooses another); its ACP session id is the thread id
+    acp_command = ("codex-acp",)
+    acp_install = "npm install -g @agentclientprotocol/codex-acp"
     follows_conversation = True
     reports = "notify"
     keeps_conversations = True

@@ -44,14 +44,16 @@ def make_kinds(
     """The kinds a server offers: the built-ins, with ``config`` applied.
 
     ``config`` maps a kind name to ``{"command": [...], "resume": [...], "id": ...,
-    "attention": "none" | "silence", "silence": seconds, "acp": [...]}``; ``acp``: the
-    arguments that make ``command`` speak the Agent Client Protocol on stdio (its
-    sessions may then be ``acp`` ones; ``[]``: the command speaks it as is).
-    ``permission_wait``: how long a kind whose CLI shows no dialog while a permission
-    request waits elsewhere (Codex, Copilot, Qwen) waits for an answer (its ``ask_wait``).
-    For a built-in kind (:data:`BUILTIN`) only ``command`` may be given (where the CLI is);
-    ``shell`` is the terminal shell and cannot be configured here. Raises ``ValueError``
-    naming the bad entry.
+    "attention": "none" | "silence", "silence": seconds, "acp": [...],
+    "acp_command": [...]}``; ``acp``: the arguments that make ``command`` speak the Agent
+    Client Protocol on stdio (its sessions may then be ``acp`` ones; ``[]``: the command
+    speaks it as is); ``acp_command``: instead, another program that speaks it for this
+    kind (an adapter). ``permission_wait``: how long a kind whose CLI shows no dialog
+    while a permission request waits elsewhere (Codex, Copilot, Qwen) waits for an answer
+    (its ``ask_wait``). For a built-in kind (:data:`BUILTIN`) only ``command`` (where the
+    CLI is) and ``acp_command`` (where its ACP agent is) may be given; ``shell`` is the
+    terminal shell and cannot be configured here. Raises ``ValueError`` naming the bad
+    entry.
     """
     kinds: dict[str, AgentKind] = {"shell": ShellKind(shell_command)}
     kinds.update({kind.name: kind([kind.name]) for kind in BUILTIN})
@@ -65,25 +67,40 @@ def make_kinds(
             "attention",
             "silence",
             "acp",
+            "acp_command",
         }:
             raise ValueError(
                 f"agent kind {name!r}: expected a dict with command, resume, id, attention, "
-                "silence, acp"
+                "silence, acp, acp_command"
             )
         acp = spec.get("acp")
         if acp is not None and not (isinstance(acp, list) and all(isinstance(a, str) for a in acp)):
             raise ValueError(f"agent kind {name!r}: acp must be a list of strings")
+        acp_command = spec.get("acp_command")
+        if acp_command is not None and not (
+            isinstance(acp_command, list)
+            and acp_command
+            and all(isinstance(a, str) and a for a in acp_command)
+        ):
+            raise ValueError(f"agent kind {name!r}: acp_command must be a non-empty argv list")
+        if acp is not None and acp_command is not None:
+            raise ValueError(f"agent kind {name!r}: give acp or acp_command, not both")
         command = spec.get("command")
-        if not isinstance(command, list):
+        builtin = name in {kind.name for kind in BUILTIN}
+        if not isinstance(command, list) and not (builtin and command is None and spec):
             raise ValueError(f"agent kind {name!r}: command must be a list of strings")
-        if name in {kind.name for kind in BUILTIN}:
-            if set(spec) != {"command"}:
-                raise ValueError(f"agent kind {name!r}: only 'command' can be configured")
-            kinds[name] = type(kinds[name])(command)
+        if builtin:
+            if not set(spec) <= {"command", "acp_command"}:
+                raise ValueError(
+                    f"agent kind {name!r}: only 'command' and 'acp_command' can be configured"
+                )
+            if command is not None:
+                kinds[name] = type(kinds[name])(command)
         else:
             resume = spec.get("resume")
             if resume is not None and not isinstance(resume, list):
                 raise ValueError(f"agent kind {name!r}: resume must be a list of strings")
+            assert command is not None  # (checked above: only a built-in may leave it out)
             kinds[name] = CustomKind(
                 name,
                 command,
@@ -94,6 +111,8 @@ def make_kinds(
             )
             if acp is not None:
                 kinds[name].acp_args = tuple(acp)
+        if acp_command is not None:
+            kinds[name].acp_command = tuple(acp_command)
     for kind in kinds.values():
         if kind.ask_wait is not None:
             kind.ask_wait = permission_wait

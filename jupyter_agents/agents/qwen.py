@@ -434,11 +434,11 @@ class QwenKind(AssignedIdKind):
         "QWEN_PROJECT_DIR",
     )
 
-    def unavailable(self, path: str | None) -> str | None:
+    def unavailable(self, path: str | None, mode: str = "terminal") -> str | None:
         """Also when the ``node`` on ``path`` is known to be older than Node.js 22 (read
         from its installation's header, when the program runs on ``env node``)."""
-        why = super().unavailable(path)
-        if why is not None:
+        why = super().unavailable(path, mode)
+        if why is not None or (mode == "acp" and self.acp_command is not None):
             return why
         program = self.command[0]
         found = program if os.sep in program else shutil.which(program, path=path)

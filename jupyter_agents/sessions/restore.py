@@ -345,7 +345,7 @@ class Restorer:
             previous = session.status
             session.env = self.env.environment(session.env)
             kind = self.kinds[session.kind]
-            missing = kind.unavailable(session.env.get("PATH"))
+            missing = kind.unavailable(session.env.get("PATH"), session.mode)
             if missing is not None:
                 reason = f"cannot restore: {missing}"
                 self.changes.change(session_id, reason=reason)

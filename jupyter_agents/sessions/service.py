@@ -431,7 +431,7 @@ class SessionService:
         workdir = self.env.resolve_cwd(cwd, strict=strict or bool(worktree))
         launch = agent.launch(checked) if acp_agent is None else Launch(acp_agent)
         env = self.env.environment()
-        why = agent.unavailable(env.get("PATH"))
+        why = agent.unavailable(env.get("PATH"), str(mode))
         if why is not None:
             raise Conflict(f"cannot start a {agent.name} session: {why}")
         backend = self.backends.default()
