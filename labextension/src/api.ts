@@ -59,6 +59,12 @@ export interface ISession {
    * Null for other sessions; absent from servers older than worktrees.
    */
   worktree?: IWorktree | null;
+  /**
+   * `terminal`: its program's own screen, typed into; `acp`: an Agent Client Protocol
+   * agent behind a proxy, which takes prompts (`sendPrompt`) and has no terminal to
+   * type into. Absent from servers older than ACP sessions (terminal).
+   */
+  mode?: 'terminal' | 'acp';
 }
 
 /** A worktree session's worktree (`worktree` of the session model). */
@@ -654,6 +660,10 @@ export interface ITurnEvent {
   subagent?: boolean;
   raw_type?: string;
   cut?: boolean;
+  /** A piece of a message or thought streamed over ACP: consecutive ones make one. */
+  chunk?: boolean;
+  /** Why an ACP session's turn ended (`turn_end`): end_turn, cancelled, refusal... */
+  stop_reason?: string;
 }
 
 /** A page of turn events (`GET /api/agents/sessions/<id>/turns`). */
@@ -671,6 +681,25 @@ export interface ITurnPage {
    */
   replay_start: string | null;
 }
+
+/**
+ * `POST /api/agents/sessions/<id>/prompt {text}`: send an ACP session's agent a prompt;
+ * what it does shows in the session's turns. An `AgentsError` with the server's words
+ * for a terminal session, one not running or not ready (409), or no text (400).
+ */
+export const sendPrompt = (
+  s: Settings,
+  id: string,
+  text: string
+): Promise<void> =>
+  request<void>(s, `api/agents/sessions/${id}/prompt`, {
+    method: 'POST',
+    body: JSON.stringify({ text })
+  });
+
+/** `POST /api/agents/sessions/<id>/cancel`: cancel an ACP session's turn. */
+export const cancelTurn = (s: Settings, id: string): Promise<void> =>
+  request<void>(s, `api/agents/sessions/${id}/cancel`, { method: 'POST' });
 
 /** `GET /api/agents/sessions/<id>/turns?after=`: the turn events after a position. */
 export const turnPage = (

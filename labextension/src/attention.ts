@@ -237,6 +237,11 @@ export namespace AttentionWatcher {
     open: (session: ISession) => void | Promise<void>;
     /** The terminal tabs now open (empty without a terminal tracker). */
     tabs: () => Iterable<ITerminalTab>;
+    /**
+     * Whether a tab other than a terminal that shows what the session needs is on
+     * screen (an ACP session's turns, where its requests are answered).
+     */
+    viewed?: (session: ISession) => boolean;
   }
 }
 
@@ -419,6 +424,9 @@ export class AttentionWatcher {
   private _watched(session: ISession): boolean {
     if (document.visibilityState !== 'visible') {
       return false;
+    }
+    if (this._options.viewed?.(session)) {
+      return true;
     }
     for (const tab of this._options.tabs()) {
       const node = (tab as unknown as { node?: HTMLElement }).node;

@@ -126,7 +126,18 @@ export function addCommands(options: Commands.IOptions): void {
   const terminals = app.serviceManager.terminals;
   const label = (kind: string) => kindLabel(kind, trans);
 
+  /**
+   * Open a running session: its terminal; an ACP session has none to type into, and
+   * opens as its turns with the box that prompts it.
+   */
   const open = async (name: string): Promise<void> => {
+    const acp = (model.sessions ?? []).find(
+      s => s.name === name && s.status === 'running' && s.mode === 'acp'
+    );
+    if (acp) {
+      await commands.execute(CommandIDs.turns, { id: acp.id });
+      return;
+    }
     try {
       // JupyterLab starts a new shell for a name that does not run: never that here
       if (terminals.isAvailable()) {

@@ -311,7 +311,12 @@ const attention: JupyterFrontEndPlugin<void> = {
         const tabs: TerminalWidget[] = [];
         terminals?.forEach(w => tabs.push(w as TerminalWidget));
         return tabs;
-      }
+      },
+      viewed: s =>
+        s.mode === 'acp' &&
+        Array.from(app.shell.widgets('main')).some(
+          w => w.id === `jupyter-agents-turns-${s.id}` && w.isVisible
+        )
     });
     terminals?.widgetAdded.connect(() => watcher.update());
     // a tab that comes on screen takes over what its notification said

@@ -219,10 +219,13 @@ export function actionsOf(s: ISession, canShare: boolean): Action[] {
     actions.splice(Math.min(1, actions.length), 0, 'review');
   }
   if (s.conversation_id) {
-    // its turns as they happen while it runs; its conversation as a document always
+    // its turns as they happen while it runs (an ACP session's Open shows them);
+    // its conversation as a document always
     const kill = actions.indexOf('kill');
     const more: Action[] =
-      s.status === 'running' ? ['turns', 'conversation'] : ['conversation'];
+      s.status === 'running' && s.mode !== 'acp'
+        ? ['turns', 'conversation']
+        : ['conversation'];
     actions.splice(kill < 0 ? actions.length : kill, 0, ...more);
   }
   return actions;
@@ -865,7 +868,10 @@ export class AgentsPanel extends Widget {
         this._actionLabels[primary]
       );
       button.dataset.action = primary;
-      button.title = this._actionTitles[primary];
+      button.title =
+        primary === 'open' && s.mode === 'acp'
+          ? trans.__('Open its turns, and prompt the agent under them')
+          : this._actionTitles[primary];
       button.tabIndex = -1;
       button.onclick = event => {
         event.stopPropagation();

@@ -24,7 +24,9 @@ import {
   ToolbarButton
 } from '@jupyterlab/ui-components';
 import { CommandRegistry } from '@lumino/commands';
-import { Widget } from '@lumino/widgets';
+import { ISignal, Signal } from '@lumino/signaling';
+import { Message } from '@lumino/messaging';
+import { BoxLayout, Widget } from '@lumino/widgets';
 
 import {
   displayName,
@@ -37,6 +39,7 @@ import { fail, PHONE_WIDTH, sessionOf, showDocument } from './commands';
 import { el } from './dom';
 import { kindIcon, kindLabel } from './icons';
 import { renderOffline } from './offline';
+import { PromptBox } from './prompt';
 import { requestElement } from './requests';
 import { CommandIDs, IAgentSessions } from './tokens';
 
@@ -141,6 +144,11 @@ export class TurnsView extends Widget {
     }
     row.scrollIntoView({ block: 'center' });
     return this._current + 1;
+  }
+
+  /** A turn ended (a `turn_end` drawn: on the first read, those of the history too). */
+  get turnEnded(): ISignal<this, ITurnEvent> {
+    return this._turnEnded;
   }
 
   /** Read what is new (all of it the first time); one read at a time, one queued. */
@@ -248,6 +256,7 @@ export class TurnsView extends Widget {
         this._current = -1;
         this._dropCount = 0;
         this._dropped.hidden = true;
+        this._chunk = null;
       }
       this._replayStart = page.replay_start
         ? Date.parse(page.replay_start)
@@ -264,7 +273,9 @@ export class TurnsView extends Widget {
       this._status.classList.remove('jp-mod-error');
       this._status.textContent = this._list.childElementCount
         ? ''
-        : trans.__('Nothing yet: the turns show here as the agent works.');
+        : this.session.mode === 'acp'
+          ? trans.__('Nothing yet: prompt the agent below.')
+          : trans.__('Nothing yet: the turns show here as the agent works.');
       if (atEnd) {
         this.node.scrollTop = this.node.scrollHeight;
       }
@@ -340,6 +351,9 @@ export class TurnsView extends Widget {
 
   private _draw(event: ITurnEvent): void {
     const { trans } = this._options;
+    if (event.chunk && this._grow(event)) {
+      return;
+    }
     switch (event.type) {
       case 'user_message':
         this._message(event, trans.__('You'), 'user', false);
@@ -354,7 +368,11 @@ export class TurnsView extends Widget {
         break;
       case 'thought': {
         const fold = this._fold(event, 'thought', trans.__('Thinking'));
-        fold.append(el('pre', 'jp-AgentsTurns-text', event.text ?? ''));
+        const text = el('pre', 'jp-AgentsTurns-text', event.text ?? '');
+        fold.append(text);
+        this._growing(event, fold.parentElement as HTMLElement, said => {
+          text.textContent = said;
+        });
         break;
       }
       case 'tool_call':
@@ -370,11 +388,51 @@ export class TurnsView extends Widget {
         this._mark(event, trans.__('The conversation was compacted'));
         break;
       case 'turn_end':
-        this._mark(event, trans.__('End of turn'));
+        this._mark(
+          event,
+          event.stop_reason === 'cancelled'
+            ? trans.__('Turn cancelled')
+            : trans.__('End of turn')
+        );
+        this._turnEnded.emit(event);
         break;
       default:
         break; // records of no turn: not drawn
     }
+  }
+
+  /**
+   * Add a chunk to the row of the chunks before it (the last row, of its type): a
+   * message streamed over ACP is one row that grows. False when it starts a row.
+   */
+  private _grow(event: ITurnEvent): boolean {
+    const open = this._chunk;
+    if (
+      !open ||
+      open.type !== event.type ||
+      open.row !== this._list.lastElementChild
+    ) {
+      return false;
+    }
+    open.text += event.text ?? '';
+    open.row.dataset.id = event.id; // where a read after it starts
+    open.show(open.text);
+    if (this._query) {
+      const row = open.row;
+      queueMicrotask(() => this._match(row));
+    }
+    return true;
+  }
+
+  /** Let the chunks after `event`, a chunk, grow `row` (`show` shows the text so far). */
+  private _growing(
+    event: ITurnEvent,
+    row: HTMLElement,
+    show: (text: string) => void
+  ): void {
+    this._chunk = event.chunk
+      ? { type: event.type, row, text: event.text ?? '', show }
+      : null;
   }
 
   private _row(event: ITurnEvent, kind: string): HTMLDivElement {
@@ -435,12 +493,30 @@ export class TurnsView extends Widget {
     row.append(head, body);
     const text = event.text ?? '';
     if (!markdown) {
-      body.append(el('pre', 'jp-AgentsTurns-text', text));
+      const pre = el('pre', 'jp-AgentsTurns-text', text);
+      body.append(pre);
+      this._growing(event, row, said => {
+        pre.textContent = said;
+      });
       return;
     }
-    body.textContent = text; // until rendered (and if rendering fails)
+    this._markdown(body, text);
+    this._growing(event, row, said => this._markdown(body, said));
+  }
+
+  /**
+   * Show `text` in `body` as Markdown, rendered once near the screen (most rows never
+   * are); until then (and if rendering fails) as it is. A body shown before keeps its
+   * rendering until the new one is ready.
+   */
+  private _markdown(body: HTMLElement, text: string): void {
+    if (!body.firstElementChild) {
+      body.textContent = text;
+    }
     this._unrendered.set(body, text);
-    this._shown.observe(body); // rendered once near the screen (most rows never are)
+    this._latest.set(body, text);
+    this._shown.unobserve(body); // (observed again: a body on screen is rendered again)
+    this._shown.observe(body);
   }
 
   /** Render the Markdown of the message bodies that came near the screen. */
@@ -455,7 +531,11 @@ export class TurnsView extends Widget {
       this._unrendered.delete(body);
       // untrusted, nothing fetched from elsewhere (offline.ts)
       void renderOffline(this._options.rendermime, text)
-        .then(node => body.replaceChildren(node))
+        .then(node => {
+          if (this._latest.get(body) === text) {
+            body.replaceChildren(node); // (not a rendering of less than it has now)
+          }
+        })
         .catch(() => undefined);
     }
   }
@@ -639,6 +719,16 @@ export class TurnsView extends Widget {
   /** Says when a message body comes near the screen (then its Markdown is rendered). */
   private _shown: IntersectionObserver;
   private _unrendered = new WeakMap<HTMLElement, string>();
+  /** The latest text of each Markdown body. */
+  private _latest = new WeakMap<HTMLElement, string>();
+  /** The row the next chunk of its type grows, while it is the last row. */
+  private _chunk: {
+    type: string;
+    row: HTMLElement;
+    text: string;
+    show: (text: string) => void;
+  } | null = null;
+  private _turnEnded = new Signal<this, ITurnEvent>(this);
   private _dropCount = 0;
   private _status: HTMLParagraphElement;
   /** The current step, pinned at the bottom. */
@@ -689,12 +779,26 @@ function shown(text: string): string {
   return text.length > SHOWN ? `${text.slice(0, SHOWN)}…` : text;
 }
 
-/** A main-area tab showing an agent's turns live. */
+/**
+ * A main-area tab showing an agent's turns live; for an ACP session, with the box
+ * that prompts it under them (`prompt.ts`): there the person works with the agent.
+ */
 export class TurnsDocument extends MainAreaWidget<TurnsView> {
   constructor(options: TurnsDocument.IOptions, session: ISession) {
     const view = new TurnsView(options, session);
     super({ content: view });
     const { trans } = options;
+    if (session.mode === 'acp') {
+      this.prompt = new PromptBox({
+        model: options.model,
+        session,
+        trans,
+        turnEnded: view.turnEnded
+      });
+      BoxLayout.setStretch(this.prompt, 0);
+      (this.layout as BoxLayout).addWidget(this.prompt);
+      this.addClass('jp-mod-prompted');
+    }
     this.id = `jupyter-agents-turns-${session.id}`;
     this.addClass('jp-AgentsTurnsDocument');
     this.title.label = trans.__('Turns: %1', displayName(session));
@@ -719,6 +823,17 @@ export class TurnsDocument extends MainAreaWidget<TurnsView> {
 
   /** Resolves once the first page is drawn. */
   readonly ready: Promise<void>;
+
+  /** The box that prompts an ACP session's agent; null for a terminal session. */
+  readonly prompt: PromptBox | null = null;
+
+  protected onActivateRequest(msg: Message): void {
+    super.onActivateRequest(msg);
+    // where the person types next; not on a phone, whose keyboard would cover the turns
+    if (this.prompt && window.innerWidth >= PHONE_WIDTH) {
+      this.prompt.input.focus();
+    }
+  }
 }
 
 /** The view's search: a box, the place of the shown match, Enter for the next one. */

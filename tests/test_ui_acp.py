@@ -1,0 +1,236 @@
+"""ACP sessions in JupyterLab (issue 58; real server, real headless Chromium, the fake ACP
+agent of tests/fakes/fake_acp_agent.py): an ACP session has no terminal to type into, so
+its panel row's Open shows its turns with a prompt box under them. A prompt typed there
+streams back as one row that grows; the agent's permission request is answered in the
+view; Stop cancels a long turn; a prompt the server refuses stays in the box with the
+server's words. A terminal session's turns have no box.
+
+The server, browser and helpers are tests/test_ui.py's (this module gets a server of its
+own, with the ``fakeacp`` kind). Screenshots go to ``tests/artifacts/ui/`` (the docs
+embed copies kept in ``docs/ui/``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import test_ui
+from test_ui import Lab, act, open_lab, running_lab, shot, show_panel
+
+from jupyter_agents.pytest_plugin import poll
+
+page = test_ui.page
+jp_asyncio_loop = test_ui.jp_asyncio_loop
+jp_server_cleanup = test_ui.jp_server_cleanup
+
+pytestmark = [pytest.mark.ui, pytest.mark.timeout(240)]
+
+pytest.importorskip("acp", reason="the ACP SDK is a test dependency (pip install -e .[test])")
+
+FAKE_ACP = Path(__file__).parent / "fakes" / "fake_acp_agent.py"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    def prepare(lab: Lab) -> None:
+        # the fakeacp kind: the fake ACP agent, which speaks ACP as it is
+        kinds = {"fakeacp": {"command": [sys.executable, str(FAKE_ACP)], "acp": []}}
+        config = lab.work / "config"
+        config.mkdir(exist_ok=True)
+        (config / "jupyter_server_config.json").write_text(
+            json.dumps({"AgentsApp": {"agents": kinds}})
+        )
+        lab.server.extra_args.append("--AgentsApp.refresh_interval=0.3")
+
+    with running_lab(tmp_path_factory.mktemp("ui-acp"), prepare) as lab:
+        yield lab
+
+
+def acp_session(lab: Lab) -> dict[str, Any]:
+    """A fakeacp session in ACP mode, once its ACP session is ready (its id known)."""
+    status, made = lab.server.request(
+        "POST", "/api/agents/sessions", {"kind": "fakeacp", "mode": "acp", "cwd": str(lab.work)}
+    )
+    assert status == 201, made
+    assert made["mode"] == "acp"
+    poll(
+        lambda: lab.sessions()[made["id"]]["conversation_id"],
+        timeout=30,
+        what="the ACP session ready",
+    )
+    return lab.sessions()[made["id"]]
+
+
+def open_from_panel(lab: Lab, page: Any, session: dict[str, Any]) -> tuple[Any, Any]:
+    """Open ``session`` with its panel row's Open on a fresh Lab page: its turns view
+    and its prompt box, once both show."""
+    open_lab(page, lab, reset=True)
+    show_panel(page)
+    act(page, session["id"], "open")
+    sid = session["id"]
+    view = page.locator(f".jp-AgentsTurns[data-session-id='{sid}']")
+    box = page.locator(f".jp-AgentsPrompt[data-session-id='{sid}']")
+    view.wait_for()
+    box.locator("textarea").wait_for()
+    poll(lambda: box.get_attribute("data-state") == "ready", what="the box ready")
+    return view, box
+
+
+def agent_rows(view: Any) -> Any:
+    return view.locator(".jp-AgentsTurns-row[data-type='agent_message']")
+
+
+def test_a_prompt_streams_back_as_one_row_and_its_request_is_answered_in_place(
+    lab: Lab, page: Any
+) -> None:
+    """The row's Open shows the turns with a box under them (no terminal opens); Enter
+    sends what the box holds, Shift+Enter makes a new line; the streamed reply is one
+    row that grows with the whole text in order; while the turn runs Send waits and
+    Stop shows; the agent's permission request is answered in the view; the turn's
+    last words come after it."""
+    session = acp_session(lab)
+    sid = session["id"]
+    page.set_viewport_size({"width": 1400, "height": 900})
+    view, box = open_from_panel(lab, page, session)
+    current = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    assert current == f"jupyter-agents-turns-{sid}"
+    assert page.locator(".jp-Terminal").count() == 0  # no terminal: nothing to type into
+    text = box.locator("textarea")
+    assert text.evaluate("t => t === document.activeElement")  # where one types next
+    send = box.locator("button[data-action='send']")
+    stop = box.locator("button[data-action='cancel']")
+    assert send.is_disabled() and not stop.is_visible()
+
+    # Shift+Enter: a new line, nothing sent
+    text.type("first line")
+    text.press("Shift+Enter")
+    text.type("second line")
+    assert text.input_value() == "first line\nsecond line"
+    assert view.locator(".jp-AgentsTurns-row[data-type='user_message']").count() == 0
+    text.fill("")
+
+    # Enter sends; the reply streams into one row
+    text.type("stream 20")
+    text.press("Enter")
+    view.locator(".jp-AgentsTurns-row[data-type='user_message']", has_text="stream 20").wait_for()
+    assert text.input_value() == ""
+    poll(lambda: box.get_attribute("data-state") == "turn", what="the box in a turn")
+    assert stop.is_visible() and send.is_disabled()
+    assert "working" in box.locator(".jp-AgentsPrompt-note").inner_text()
+    agent_rows(view).filter(has_text="part-2 ").wait_for()
+    assert agent_rows(view).count() == 1  # growing, not a row per chunk
+    whole = " ".join(f"part-{i}" for i in range(20)) + " fake acp heard: stream 20"
+    agent_rows(view).filter(has_text="fake acp heard: stream 20").wait_for()
+    assert agent_rows(view).count() == 1
+    body = agent_rows(view).first.locator(".jp-AgentsTurns-body")
+    poll(lambda: body.inner_text().strip() == whole, what="the whole text in one row")
+    assert body.locator("p").count() == 1  # rendered as Markdown
+
+    # the permission request, answered in the view
+    ask = view.locator(".jp-AgentsTurns-ask")
+    ask.wait_for()
+    assert ask.locator(".jp-AgentsPanel-requestWhat").inner_text() == "echo fake"
+    poll(lambda: "answer" in box.locator(".jp-AgentsPrompt-note").inner_text(), what="why")
+    shot(page, "acp-turns-permission-1400x900")
+    ask.locator("button[data-action='allow']").click()
+    ask.wait_for(state="detached")
+    agent_rows(view).filter(has_text="done: stream 20").wait_for()
+    assert agent_rows(view).count() == 2  # the last words: a row of their own
+    call = view.locator(".jp-AgentsTurns-row[data-type='tool_call'] details").first
+    poll(lambda: call.get_attribute("data-status") == "completed", what="the call done")
+    view.locator(".jp-AgentsTurns-row[data-type='turn_end']").wait_for()
+    poll(lambda: box.get_attribute("data-state") == "ready", what="the box ready again")
+    assert not stop.is_visible()
+    text.type("and the next one")
+    assert send.is_enabled()
+    shot(page, "acp-turns-1400x900")
+    text.fill("")
+
+
+def test_stop_cancels_a_long_turn(lab: Lab, page: Any) -> None:
+    """Stop, while the agent streams a long reply, ends its turn (cancelled): the
+    stream stops short, the view marks the turn cancelled, and the box takes the next
+    prompt."""
+    session = acp_session(lab)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    view, box = open_from_panel(lab, page, session)
+    text = box.locator("textarea")
+    text.fill("stream 300")
+    box.locator("button[data-action='send']").click()
+    agent_rows(view).filter(has_text="part-5 ").wait_for()
+    box.locator("button[data-action='cancel']").click()
+    mark = view.locator(".jp-AgentsTurns-row[data-type='turn_end']")
+    mark.wait_for()
+    assert "cancelled" in mark.inner_text()
+    poll(lambda: box.get_attribute("data-state") == "ready", what="the box ready again")
+    said = agent_rows(view).first.inner_text()
+    assert "part-299" not in said and "fake acp heard" not in said, said
+    assert agent_rows(view).count() == 1
+    shot(page, "acp-turns-cancelled-1400x900")
+
+
+def test_a_refused_prompt_stays_in_the_box_and_a_phone_can_use_it(lab: Lab, page: Any) -> None:
+    """A prompt the server refuses (over 64 KiB) stays in the box, with the server's
+    words under it; on a phone the box fits the screen and takes a prompt, whose request
+    is answered there; a terminal session's turns have no box."""
+    session = acp_session(lab)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    view, box = open_from_panel(lab, page, session)
+    text = box.locator("textarea")
+    long = "x" * (64 * 1024 + 1)
+    text.fill(long)
+    text.press("End")
+    text.press("Enter")
+    note = box.locator(".jp-AgentsPrompt-note.jp-mod-error")
+    note.wait_for()
+    assert note.inner_text().startswith("Not sent: ") and "65536" in note.inner_text()
+    assert text.input_value() == long  # nothing lost
+    shot(page, "acp-prompt-refused-1400x900")
+    assert view.locator(".jp-AgentsTurns-row[data-type='user_message']").count() == 0
+    text.fill("not too long")
+    text.press("Enter")
+    view.locator(
+        ".jp-AgentsTurns-row[data-type='user_message']", has_text="not too long"
+    ).wait_for()
+    assert note.count() == 0  # the error went with the next send
+    view.locator(".jp-AgentsTurns-ask").wait_for()
+    view.locator(".jp-AgentsTurns-ask button[data-action='allow']").click()
+    poll(lambda: box.get_attribute("data-state") == "ready", what="the box ready again")
+
+    # on a phone: the turns alone, the box under them, within the screen
+    phone = page.context.new_page()
+    try:
+        phone.set_viewport_size({"width": 360, "height": 740})
+        small_view, small = open_from_panel(lab, phone, session)
+        area = small.locator("textarea")
+        area.fill("from the phone")
+        small.locator("button[data-action='send']").click()
+        ask = small_view.locator(".jp-AgentsTurns-ask")
+        ask.wait_for()
+        assert phone.evaluate("() => document.documentElement.scrollWidth") <= 360
+        for part in (small, area, small.locator("button[data-action='cancel']")):
+            edge = part.bounding_box()
+            assert edge and edge["x"] >= 0 and edge["x"] + edge["width"] <= 360, edge
+            assert edge["y"] + edge["height"] <= 740, edge
+        shot(phone, "acp-turns-permission-360x740")
+        ask.locator("button[data-action='allow']").click()
+        agent_rows(small_view).filter(has_text="done: from the phone").wait_for()
+        poll(lambda: small.get_attribute("data-state") == "ready", what="the box ready")
+        area.fill("what next?")
+        shot(phone, "acp-turns-360x740")
+    finally:
+        phone.close()
+
+    # a terminal session's turns: as they were, no box
+    status, shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "claude"})
+    assert status == 201, shell
+    page.evaluate(
+        "id => window.jupyterapp.commands.execute('jupyter-agents:turns', {id})", shell["id"]
+    )
+    page.locator(f".jp-AgentsTurns[data-session-id='{shell['id']}']").wait_for()
+    assert page.locator(f".jp-AgentsPrompt[data-session-id='{shell['id']}']").count() == 0
