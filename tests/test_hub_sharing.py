@@ -417,6 +417,9 @@ def test_bob_watches_alice_through_the_hub(hub: Hub) -> None:
         ("POST", "/api/agents/presence"),
         ("GET", "/api/agents/notify"),
         ("GET", "/api/agents/requests"),
+        # an ACP session's prompt and cancel (issue 58: no watcher reaches its agent)
+        ("POST", f"/api/agents/sessions/{shell['id']}/prompt"),
+        ("POST", f"/api/agents/sessions/{other['id']}/cancel"),
         ("GET", "/api/terminals"),
         ("POST", "/api/terminals"),
         ("GET", f"/api/terminals/{shell['name']}"),
