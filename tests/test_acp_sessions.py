@@ -275,6 +275,57 @@ def test_an_acp_sessions_turns_come_from_its_journal(agents_server, agents_state
     assert [e["type"] for e in rest["events"]] == [t for t, _ in shown[4:]]
 
 
+def test_a_call_named_only_by_its_update_says_what_it_runs(
+    agents_server, agents_state_dir, tmp_path
+):
+    """Claude's ACP adapter announces a shell call as "Terminal" with no input and names
+    the command in a later update: the turns carry that update as the same call with
+    its title, kind and input (what a reader puts on the call's row), and leave out
+    what the update does not say (no ``tool_kind`` "other" over the real one)."""
+    configure(tmp_path)
+    server = agents_server()
+    sid = server.request("POST", "/api/agents/sessions", {"kind": "fakeacp", "mode": "acp"})[1][
+        "id"
+    ]
+    poll(lambda: server.request("GET", f"/api/agents/sessions/{sid}")[1]["conversation_id"])
+    status, _ = server.request("POST", f"/api/agents/sessions/{sid}/prompt", {"text": "/named"})
+    assert status == 202
+
+    def ended() -> list[dict[str, Any]]:
+        events = server.request("GET", f"/api/agents/sessions/{sid}/turns")[1]["events"]
+        return events if events and events[-1]["type"] == "turn_end" else []
+
+    events = poll(ended, timeout=30, what="the turn's end")
+    first, named, done = (e for e in events if e["type"].startswith("tool_call"))
+    assert (first["type"], first["title"]) == ("tool_call", "Terminal")
+    assert "input" not in first
+    assert named["type"] == "tool_call" and named["tool_call_id"] == first["tool_call_id"]
+    assert (named["title"], named["tool_kind"], named["input"], named["status"]) == (
+        "printf named",
+        "execute",
+        {"command": "printf named"},
+        "in_progress",
+    )
+    assert "locations" not in named  # (not in the update: a reader keeps what it has)
+    assert (done["type"], done["output"]) == ("tool_call_update", "named")
+
+
+def test_a_notebook_cell_takes_the_name_and_input_a_later_event_gives_its_call() -> None:
+    """The notebook export's code cell of a call announced with no input shows the
+    command a later event of the same call gives (as the turns view's row does)."""
+    from jupyter_agents.sessions.export import _cell
+
+    calls: dict[str, Any] = {}
+    plan: list[dict[str, Any]] = []
+    base = {"type": "tool_call", "at": None, "tool_call_id": "c1", "status": "pending"}
+    cell = _cell({**base, "id": "0:1:1:0", "tool": "Terminal", "title": "Terminal"}, calls, plan)
+    assert cell is not None and cell.source == ""
+    again = {**base, "id": "0:2:1:0", "tool": "printf named", "title": "printf named"}
+    assert _cell({**again, "input": {"command": "printf named"}}, calls, plan) is None
+    assert cell.source == "printf named"
+    assert cell.metadata["title"] == "printf named"
+
+
 def test_acp_client_tools_lets_a_new_sessions_agent_write_files(
     agents_server, agents_state_dir, tmp_path
 ):

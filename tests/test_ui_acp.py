@@ -151,6 +151,21 @@ def test_a_prompt_streams_back_as_one_row_and_its_request_is_answered_in_place(
     shot(page, "acp-turns-1400x900")
     text.fill("")
 
+    # a call named only by a later update (Claude's adapter: "Terminal", no input):
+    # its row takes the name and the input, one row for the call
+    text.fill("/named")
+    text.press("Enter")
+    named = view.locator(".jp-AgentsTurns-row[data-type='tool_call']", has_text="printf named")
+    named.wait_for()
+    assert view.locator(".jp-AgentsTurns-row[data-type='tool_call']").count() == 2
+    assert named.locator(".jp-AgentsTurns-title").inner_text() == "printf named"
+    assert named.locator("details").get_attribute("data-tool-kind") == "execute"
+    named.locator("summary").click()
+    assert '"command": "printf named"' in named.locator(".jp-AgentsTurns-input").inner_text()
+    poll(lambda: named.locator("details").get_attribute("data-status") == "completed",
+         what="the named call done")  # fmt: skip
+    assert named.locator(".jp-AgentsTurns-output").inner_text() == "named"
+
 
 def test_stop_cancels_a_long_turn(lab: Lab, page: Any) -> None:
     """Stop, while the agent streams a long reply, ends its turn (cancelled): the

@@ -124,12 +124,21 @@ def _update(update: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             "tool_call_id": str(update.get("toolCallId")),
             "status": str(update.get("status") or "pending"),
         }
-        if what == "tool_call" or title is not None:
+        if what == "tool_call":
             fields["tool"] = one_line(str(title or kind or "tool"), 200)
             fields["title"] = fields["tool"]
             fields["tool_kind"] = kind if kind in TOOL_KINDS else "other"
             fields["input"] = update.get("rawInput")
             fields["locations"] = _locations(update.get("locations"))
+        else:  # an update says only what changed: a reader keeps the rest
+            if title is not None:
+                fields["tool"] = fields["title"] = one_line(str(title), 200)
+            if kind in TOOL_KINDS:
+                fields["tool_kind"] = kind
+            if "rawInput" in update:
+                fields["input"] = update.get("rawInput")
+            if "locations" in update:
+                fields["locations"] = _locations(update.get("locations"))
         yield turn_event("tool_call", None, **fields)
     elif what == "tool_call_update":
         output = _text(update.get("content"))

@@ -257,12 +257,17 @@ def _cell(ev: dict[str, Any], calls: dict[str, Any], plan: list[dict[str, Any]])
         )
         return v4.new_markdown_cell(f"**Plan**{when}\n\n{items}")
     if kind == "tool_call":
+        known = calls.get(ev.get("tool_call_id") or "")
+        if known is not None:  # the same call again: a later status, perhaps named now
+            if "input" in ev:  # (an ACP agent may give its input only in an update)
+                known.source = what_it_does(ev["input"])
+            if "title" in ev:
+                known.metadata.update(tool=ev.get("tool"), title=ev["title"])
+            return None
         source = what_it_does(ev.get("input"))
         cell = v4.new_code_cell(
-            source=source, metadata={"tool": ev.get("tool"), "title": ev["title"]}
+            source=source, metadata={"tool": ev.get("tool"), "title": ev.get("title")}
         )
-        if ev.get("tool_call_id") in calls:  # the same call again, with a later status
-            return None
         calls[ev.get("tool_call_id") or ev["id"]] = cell
         return cell
     if kind == "tool_call_update":

@@ -559,15 +559,19 @@ export class TurnsView extends Widget {
     const { trans } = this._options;
     const known = event.tool_call_id && this._calls.get(event.tool_call_id);
     if (known) {
+      // the same call again, with a later status; an ACP agent may name it only now
+      // (Claude's adapter: "Terminal" with no input first, then the command)
+      if (event.title !== undefined || event.input !== undefined) {
+        this._describe(known, event);
+      }
       this._setStatus(known, event.status);
-      return; // the same call again, with a later status
+      return;
     }
     const fold = this._fold(
       event,
       'tool',
       event.title ?? event.tool ?? trans.__('Tool call')
     );
-    fold.dataset.toolKind = event.tool_kind ?? 'other';
     if (event.tool_call_id) {
       fold.dataset.callId = event.tool_call_id;
     }
@@ -576,6 +580,41 @@ export class TurnsView extends Widget {
     }
     const status = el('span', 'jp-AgentsTurns-callStatus');
     fold.querySelector('summary')?.prepend(status);
+    this._describe(fold, event);
+    this._setStatus(fold, event.status);
+    if (event.tool_call_id) {
+      this._calls.set(event.tool_call_id, fold);
+    }
+  }
+
+  /**
+   * What a call's fold says of it: its title, kind, input (an edit's change line by
+   * line) and locations; again from a later event of the same call, whose fields
+   * replace those it has (one it leaves out keeps its value).
+   */
+  private _describe(fold: HTMLElement, event: ITurnEvent): void {
+    const { trans } = this._options;
+    const title = event.title ?? event.tool;
+    if (title) {
+      const line = fold.querySelector('.jp-AgentsTurns-title');
+      if (line) {
+        line.textContent = title;
+      }
+    }
+    if (event.tool_kind || !fold.dataset.toolKind) {
+      fold.dataset.toolKind = event.tool_kind ?? 'other';
+    }
+    const had = fold.querySelector('.jp-AgentsTurns-input');
+    if (had && event.input === undefined) {
+      return; // (no input in this one: the fold keeps what it shows)
+    }
+    for (const old of Array.from(
+      fold.querySelectorAll(
+        ':scope > .jp-AgentsTurns-label, :scope > .jp-AgentsTurns-input, :scope > .jp-AgentsTurns-location'
+      )
+    )) {
+      old.remove();
+    }
     const change = edit(event.input);
     const input = el(
       'pre',
@@ -601,7 +640,8 @@ export class TurnsView extends Widget {
           : JSON.stringify(event.input ?? null, null, 2)
       );
     }
-    fold.append(
+    const summary = fold.querySelector(':scope > summary');
+    const parts = [
       el(
         'div',
         'jp-AgentsTurns-label',
@@ -615,10 +655,11 @@ export class TurnsView extends Widget {
           where.line ? `${where.path}:${where.line}` : where.path
         )
       )
-    );
-    this._setStatus(fold, event.status);
-    if (event.tool_call_id) {
-      this._calls.set(event.tool_call_id, fold);
+    ];
+    if (summary) {
+      summary.after(...parts); // before its output, which comes after the input
+    } else {
+      fold.append(...parts);
     }
   }
 

@@ -16,6 +16,10 @@ logged with what came back (the result, or the error's code and message):
   reads its output and releases it;
 - ``/leave JSON`` runs one and leaves it running.
 
+``/named`` makes a tool call as Claude's ACP adapter does: titled "Terminal" with no
+input at first, named ("printf named") and given its input by a later update, then
+completed with the output "named"; no permission asked.
+
 ``session/cancel`` ends a turn with ``cancelled``. It offers ``session/resume`` (not
 with ``FAKE_ACP_RESUME=0``), no ``session/load``.
 
@@ -112,6 +116,17 @@ class FakeAgent(Agent):
                     return PromptResponse(stop_reason="cancelled")
                 await say(session_id, update_agent_message_text(f"part-{i} "))
                 await asyncio.sleep(0.1)
+        if text == "/named":  # as Claude's adapter: a call named only by its update
+            call = f"call-{uuid.uuid4().hex[:8]}"
+            await say(session_id, start_tool_call(call, "Terminal", status="pending"))
+            await say(
+                session_id,
+                update_tool_call(call, title="printf named", kind="execute",
+                                 status="in_progress", raw_input={"command": "printf named"}),
+            )  # fmt: skip
+            said = [tool_content(text_block("named"))]
+            await say(session_id, update_tool_call(call, status="completed", content=said))
+            return PromptResponse(stop_reason="end_turn")
         for verb in ("/write", "/read", "/run", "/kill", "/leave"):
             if text == verb or text.startswith(verb + " "):
                 try:
