@@ -25,6 +25,7 @@ import test_ui
 from test_ui import (
     Lab,
     act,
+    dismiss_dialogs,
     open_lab,
     row,
     running_lab,
@@ -308,6 +309,14 @@ FOCUS_LOG = """() => {
   for (const type of ['focusin', 'focusout', 'keydown', 'mousedown', 'toggle']) {
     document.addEventListener(type, log, true);
   }
+  for (const d of document.querySelectorAll('.jp-Dialog')) {
+    window.focusLog.push(['dialog open', d.innerText.slice(0, 300), 0, '']);
+  }
+  new MutationObserver(changes => { for (const c of changes) { for (const n of c.addedNodes) {
+    if (n.classList && n.classList.contains('jp-Dialog')) {
+      const at = Math.round(performance.now());
+      window.focusLog.push(['dialog', n.innerText.slice(0, 300), at, '']);
+    } } } }).observe(document.body, {childList: true});
 }"""
 
 
@@ -414,6 +423,10 @@ def test_turns_answer_search_jump_to_the_replay_and_survive_a_restart(lab: Lab, 
     lab.server.type_line(name, "after-restart", "claude heard: after-restart")
     view.locator(".jp-AgentsTurns-row", has_text="claude heard: after-restart").wait_for()
     page.unroute_all()
+    # JupyterLab's own "Server Connection Error" dialog, if a request of the page failed
+    # while the server was down: modal, it holds the focus, and the Enter below meant
+    # for the edit's fold would close it instead (issue 53's ledger)
+    dismiss_dialogs(page)
     ids = drawn_ids(page, sid)
     assert len(ids) == len(set(ids)), ids
     said = view.locator(".jp-AgentsTurns-row[data-type='user_message']").all_inner_texts()
