@@ -18,6 +18,7 @@ from typing import Any
 
 import psutil
 import pytest
+from test_broker import alive
 
 from jupyter_agents.acp.client import Ledger, ProxyLink
 from jupyter_agents.acp.journal import Journal
@@ -494,14 +495,15 @@ def test_the_agents_whole_process_group_ends_with_it(tmp_path, how):
     and when the proxy is told to end, and so ends itself (it waited forever on the
     child's stdout, and the child ran on)."""
     folder = tmp_path / "acp"
-    script = "sleep 300 & echo started; exit 7" if how == "it exits" else "sleep 300 & wait"
+    child = tmp_path / "child.pid"  # the agent's child, written before the agent goes on
+    script = f"sleep 300 & echo $! > {child}; " + ("exit 7" if how == "it exits" else "wait")
     proxy = subprocess.Popen(
         [sys.executable, "-m", "jupyter_agents.acp.proxy", "--folder", str(folder),
          "--socket", str(tmp_path / "p.sock"), "--", "/bin/sh", "-c", script],
     )  # fmt: skip
     try:
-        poll(lambda: folder.exists() and group_left(folder), what="the agent's group")
         if how == "SIGTERM":
+            poll(lambda: child.exists() and child.read_text().strip(), what="the child")
             proxy.send_signal(signal.SIGTERM)
         code = proxy.wait(30)
     finally:
@@ -509,6 +511,10 @@ def test_the_agents_whole_process_group_ends_with_it(tmp_path, how):
             proxy.kill()
             proxy.wait()
     assert code == (7 if how == "it exits" else 128 + signal.SIGTERM)
+    # (the child ran: the agent wrote its pid first; an "it exits" agent may be gone
+    # before a test could see its group, so the child is what is looked at)
+    pid = int(child.read_text())
+    poll(lambda: not alive(pid), what="the agent's child ended")
     assert group_left(folder) == []
     last = json.loads(list(Journal(folder).after(0))[-1])
     assert (last["event"], last["code"]) == ("exited", code)
