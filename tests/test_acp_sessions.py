@@ -6,13 +6,18 @@ its permission request a pending request like a hook's."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 
+import jupyter_agents
 from jupyter_agents.acp import journal_folder
 from jupyter_agents.acp.journal import Journal
 from jupyter_agents.pytest_plugin import ServerProcess, kill_backends, poll
@@ -147,6 +152,83 @@ def test_a_kind_without_acp_and_a_terminal_session_say_so(agents_server, tmp_pat
         "POST", f"/api/agents/sessions/{shell['id']}/prompt", {"text": ""}
     )
     assert status == 400, said
+
+
+def cli(tmp_path: Path, state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``jupyter agents ARGS`` in a process of its own, with the server's config (the
+    ``fakeacp`` kind) and state dir."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    env["JUPYTER_CONFIG_DIR"] = str(tmp_path / "config")
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(jupyter_agents.__file__).parent.parent), env.get("PYTHONPATH")])
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "jupyter_agents.clients.cli", *args, "--state-dir", str(state_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_cli_and_the_magic_start_acp_sessions_the_server_drives(
+    agents_server, agents_state_dir, tmp_path, monkeypatch
+):
+    """``jupyter agents new KIND --mode acp`` and ``%agent new KIND --mode acp`` start
+    the kind's ACP agent: the server, which did not start them, readies each and takes
+    its prompt. A kind with no ACP mode is refused by both with the REST API's words
+    (exit 1, no traceback), an unknown mode and ``--attach`` (no terminal) as usage
+    errors (exit 2); terminal stays the default."""
+    configure(tmp_path)
+    server = agents_server()
+    work = tmp_path / "work"
+    work.mkdir()
+    done = cli(tmp_path, agents_state_dir, "new", "fakeacp", "--mode", "acp", "--cwd", str(work),
+               "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    made = json.loads(done.stdout)
+    assert (made["kind"], made["mode"], made["cwd"]) == ("fakeacp", "acp", str(work))
+
+    monkeypatch.setenv("JUPYTER_AGENTS_STATE_DIR", str(agents_state_dir))
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path / "config"))
+    shell: Any = InteractiveShell.instance()
+    try:
+        shell.run_line_magic("load_ext", "jupyter_agents")
+        (magic,) = shell.run_line_magic("agent", f"new fakeacp --mode acp --cwd {work}").sessions
+        assert magic.mode == "acp"
+        (plain,) = shell.run_line_magic("agent", f"new shell --cwd {work}").sessions
+        assert plain.mode == "terminal"
+        status, rest = server.request(
+            "POST", "/api/agents/sessions", {"kind": "shell", "mode": "acp"}
+        )
+        assert status == 400, rest
+        with pytest.raises(UsageError) as refused:
+            shell.run_line_magic("agent", "new shell --mode acp")
+        assert str(refused.value) == f"%agent new: {rest['message']}"
+        with pytest.raises(UsageError, match="invalid choice: 'tty'"):
+            shell.run_line_magic("agent", "new fakeacp --mode tty")
+    finally:
+        InteractiveShell.clear_instance()
+    for sid in (made["id"], magic.id):
+        poll(lambda sid=sid: server.model(sid)["conversation_id"], timeout=30,
+             what="the server readies the ACP session")  # fmt: skip
+        take_a_turn(server, agents_state_dir, sid, f"hello {sid}")
+    turns = cli(tmp_path, agents_state_dir, "turns", made["id"])
+    assert turns.returncode == 0 and f"done: hello {made['id']}" in turns.stdout, turns
+
+    refused_cli = cli(tmp_path, agents_state_dir, "new", "shell", "--mode", "acp")
+    assert refused_cli.returncode == 1
+    assert refused_cli.stderr == f"jupyter agents: {rest['message']}\n"
+    assert rest["message"] == "shell sessions have no ACP mode; use mode 'terminal' (the default)"
+    unknown = cli(tmp_path, agents_state_dir, "new", "fakeacp", "--mode", "tty")
+    assert unknown.returncode == 2 and "invalid choice: 'tty'" in unknown.stderr
+    attach = cli(tmp_path, agents_state_dir, "new", "fakeacp", "--mode", "acp", "--attach")
+    assert attach.returncode == 2
+    assert "an ACP session has no terminal to attach to" in attach.stderr
+    for failed in (refused_cli, unknown, attach):
+        assert "Traceback" not in failed.stderr, failed.stderr
+    listed = {s["id"]: s["mode"] for s in server.request("GET", "/api/agents/sessions")[1]}
+    assert listed == {made["id"]: "acp", magic.id: "acp", plain.id: "terminal"}
 
 
 def take_a_turn(server: ServerProcess, state_dir: Path, session_id: str, text: str) -> None:

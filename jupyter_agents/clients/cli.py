@@ -41,7 +41,7 @@ from jupyter_agents.config import open_sessions
 from jupyter_agents.core import clock
 from jupyter_agents.core.errors import AgentsError, Conflict, InvalidRequest, NotFound
 from jupyter_agents.core.procs import SESSION_MARKER
-from jupyter_agents.core.records import Session
+from jupyter_agents.core.records import MODES, Session
 from jupyter_agents.sessions import export as conversation_export
 from jupyter_agents.sessions import prune, send, turns
 from jupyter_agents.sessions.query import MAX_LIMIT, Query, parse_since
@@ -283,6 +283,11 @@ def cmd_limit(service: SessionService, args: argparse.Namespace) -> int:
 
 
 def cmd_new(service: SessionService, args: argparse.Namespace) -> int:
+    if args.attach and args.mode == "acp":
+        return _usage_error(
+            "new: an ACP session has no terminal to attach to (jupyter agents follow ID "
+            "prints its turns)"
+        )
     session, _ = service.create(
         name=args.name,
         cwd=args.cwd or os.getcwd(),
@@ -290,6 +295,7 @@ def cmd_new(service: SessionService, args: argparse.Namespace) -> int:
         args=args.args,
         strict=True,
         worktree=args.branch or args.worktree or None,
+        mode=args.mode,
     )
     if args.attach:
         return attach(service, session)
@@ -854,6 +860,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="terminal name (default: the next free number)")
     p.add_argument("--json", action="store_true", help="print the model, not just the id")
     p.add_argument("--attach", action="store_true", help="then attach this terminal to it")
+    p.add_argument(
+        "--mode",
+        choices=list(MODES),
+        default="terminal",
+        help="terminal (default): the agent's own CLI in a terminal; acp: its Agent Client "
+        "Protocol agent, prompted from its turns view (kinds that have one)",
+    )
     p.add_argument(
         "--worktree",
         action="store_true",

@@ -39,7 +39,7 @@ from jupyter_agents.clients.cli import (
 from jupyter_agents.clients.display import SessionTable, shown_width, worth_listing
 from jupyter_agents.config import open_sessions
 from jupyter_agents.core.errors import AgentsError, Conflict
-from jupyter_agents.core.records import Session
+from jupyter_agents.core.records import MODES, Session
 from jupyter_agents.sessions.export import open_export, write_notebook
 from jupyter_agents.sessions.query import MAX_LIMIT, Query
 from jupyter_agents.sessions.restore import RestoreResult
@@ -64,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name")
     p.add_argument("--worktree", action="store_true")
     p.add_argument("--branch")
+    p.add_argument("--mode", choices=list(MODES), default=MODES[0])
     p = sub.add_parser("diff", add_help=False)
     p.add_argument("id")
     p.add_argument("--json", action="store_true")
@@ -270,9 +271,12 @@ class AgentMagics(Magics):
     def agent(self, line: str) -> Any:
         """Start, list, resume, kill and follow terminal and agent sessions.
 
-        %agent new KIND [--cwd DIR] [--name NAME] [--worktree | --branch B] [-- ARGS...]
+        %agent new KIND [--cwd DIR] [--name NAME] [--worktree | --branch B]
+                   [--mode terminal|acp] [-- ARGS...]
             start a session: {kinds} or a configured kind; --worktree: in a new git
-            worktree of the folder's repository (on branch agents/ID, or B)
+            worktree of the folder's repository (on branch agents/ID, or B); --mode
+            acp: the kind's Agent Client Protocol agent, prompted from its turns view
+            in JupyterLab (kinds that have one; terminal is the default)
         %agent diff ID [--json]
             what a worktree session changed: commits ahead/behind, changed files
         %agent finish ID --merge | --discard [--yes]
@@ -438,6 +442,7 @@ class AgentMagics(Magics):
                 args=extra,
                 strict=True,
                 worktree=args.branch or args.worktree or None,
+                mode=args.mode,
             )
             return SessionTable([session])
         if args.command in ("ls", "list"):

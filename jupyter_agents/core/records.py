@@ -15,6 +15,8 @@ from jupyter_agents.core import clock
 Status = Literal["running", "exited", "interrupted", "orphaned", "killed"]
 #: what an agent session needs: ``waiting``, ``permission`` and ``error`` need the user
 Attention = Literal["ready", "working", "waiting", "permission", "error", "unknown"]
+#: how a person works with a session (:attr:`Session.mode`); the first is the default
+MODES = ("terminal", "acp")
 
 
 def utcnow_iso() -> str:

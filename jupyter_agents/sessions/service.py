@@ -47,7 +47,7 @@ from jupyter_agents.core.procs import (
     stale_processes,
     terminate_tree,
 )
-from jupyter_agents.core.records import Session, Status, utcnow_iso
+from jupyter_agents.core.records import MODES, Session, Status, utcnow_iso
 from jupyter_agents.core.store import CLOSE_TIMEOUT, SessionStore, ShareTable, new_session_id
 from jupyter_agents.sessions.models import Models
 from jupyter_agents.sessions.reconcile import Action, apply_plan
@@ -420,7 +420,7 @@ class SessionService:
         loose = worktree not in (None, False, True) and not isinstance(worktree, str)
         if inherited is None and loose:
             raise InvalidRequest("worktree must be true, false or a branch name")
-        if mode not in ("terminal", "acp"):
+        if mode not in MODES:
             raise InvalidRequest(f"mode must be 'terminal' or 'acp', got {mode!r}")
         agent = self._kind(kind)
         checked = agent.check_args(args)
