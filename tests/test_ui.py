@@ -1273,7 +1273,7 @@ def test_a_kind_that_is_not_installed_is_disabled_with_why(lab: Lab, page: Any) 
             # folded, with the others that cannot start, into one line under the
             # kinds that can, until a person opens it
             summary = panel.locator(".jp-AgentsPanel-missing > summary")
-            missing = panel.locator("button[data-action='new'][data-unavailable='true']")
+            missing = panel.locator(".jp-AgentsPanel-missingList button[data-unavailable='true']")
             n = missing.count()
             assert summary.inner_text() == f"{n} agent{'s' * (n > 1)} not installed"
             assert not button.is_visible()
@@ -1285,7 +1285,7 @@ def test_a_kind_that_is_not_installed_is_disabled_with_why(lab: Lab, page: Any) 
                 "not installed: codex was not found on PATH; "
                 "install it: npm install -g @openai/codex"
             )
-            assert not panel.locator("button[data-kind='claude']").is_disabled()
+            assert not panel.locator("button[data-action='new'][data-kind='claude']").is_disabled()
             box, pane = why.bounding_box(), panel.bounding_box()
             assert box and pane and box["x"] + box["width"] <= pane["x"] + pane["width"] + 1
             shot(page, f"kind-not-installed-{name}")

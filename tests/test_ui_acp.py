@@ -3,11 +3,13 @@ agent of tests/fakes/fake_acp_agent.py): an ACP session has no terminal to type 
 its panel row's Open shows its turns with a prompt box under them. A prompt typed there
 streams back as one row that grows; the agent's permission request is answered in the
 view; Stop cancels a long turn; a prompt the server refuses stays in the box with the
-server's words. A terminal session's turns have no box.
+server's words. A terminal session's turns have no box. The panel's ACP button and the
+Launcher's "(ACP)" card start one and open its turns; a notification's Open names and
+opens them.
 
 The server, browser and helpers are tests/test_ui.py's (this module gets a server of its
-own, with the ``fakeacp`` kind). Screenshots go to ``tests/artifacts/ui/`` (the docs
-embed copies kept in ``docs/ui/``).
+own, with the ``fakeacp`` and ``mute`` kinds). Screenshots go to ``tests/artifacts/ui/``
+(the docs embed copies kept in ``docs/ui/``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 import pytest
 import test_ui
-from test_ui import Lab, act, open_lab, running_lab, shot, show_panel
+from test_ui import NEW_LAUNCHER, Lab, act, open_lab, running_lab, shot, show_panel, still
 
 from jupyter_agents.pytest_plugin import poll
 
@@ -39,7 +41,11 @@ FAKE_ACP = Path(__file__).parent / "fakes" / "fake_acp_agent.py"
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     def prepare(lab: Lab) -> None:
         # the fakeacp kind: the fake ACP agent, which speaks ACP as it is
-        kinds = {"fakeacp": {"command": [sys.executable, str(FAKE_ACP)], "acp": []}}
+        # and mute: an ACP agent that never answers, whose ACP session is never ready
+        kinds = {
+            "fakeacp": {"command": [sys.executable, str(FAKE_ACP)], "acp": []},
+            "mute": {"command": ["sleep", "600"], "acp": []},
+        }
         config = lab.work / "config"
         config.mkdir(exist_ok=True)
         (config / "jupyter_server_config.json").write_text(
@@ -249,3 +255,136 @@ def test_a_refused_prompt_stays_in_the_box_and_a_phone_can_use_it(lab: Lab, page
     )
     page.locator(f".jp-AgentsTurns[data-session-id='{shell['id']}']").wait_for()
     assert page.locator(f".jp-AgentsPrompt[data-session-id='{shell['id']}']").count() == 0
+
+
+def new_acp_session(lab: Lab, before: set[str]) -> dict[str, Any]:
+    """The fakeacp session started since the sessions ``before`` (ids) were listed."""
+    made = poll(
+        lambda: [s for i, s in lab.sessions().items() if i not in before],
+        what="a new session",
+    )
+    assert len(made) == 1, made
+    assert (made[0]["kind"], made[0]["mode"]) == ("fakeacp", "acp"), made[0]
+    return made[0]
+
+
+def shows_its_turns(page: Any, session: dict[str, Any]) -> Any:
+    """Assert the current tab is ``session``'s turns, with its prompt box ready and no
+    terminal on screen; the box."""
+    sid = session["id"]
+    box = page.locator(f".jp-AgentsPrompt[data-session-id='{sid}']")
+    box.locator("textarea").wait_for()
+    poll(
+        lambda: (
+            page.evaluate("() => window.jupyterapp.shell.currentWidget?.id")
+            == f"jupyter-agents-turns-{sid}"
+        ),
+        what="its turns, the current tab",
+    )
+    poll(lambda: box.get_attribute("data-state") == "ready", what="the box ready")
+    assert page.locator(".jp-Terminal:visible").count() == 0
+    return box
+
+
+def test_an_acp_session_starts_from_the_panel_and_the_launcher(lab: Lab, page: Any) -> None:
+    """A kind that speaks ACP has, joined to its "+" button in the panel, an "ACP" one
+    that starts it in ACP mode and opens its turns with the prompt box (no terminal),
+    on a desktop and on a phone; the Launcher has a "(ACP)" card that does the same. A
+    kind with no ACP mode has neither; one whose ACP agent is not installed lists it
+    with the kinds that cannot start, saying what to install."""
+    for (width, height), size in (((1400, 900), "1400x900"), ((360, 740), "360x740")):
+        page.set_viewport_size({"width": width, "height": height})
+        open_lab(page, lab, reset=True)
+        panel = show_panel(page)
+        acp = panel.locator("button[data-action='new-acp'][data-kind='fakeacp']")
+        assert acp.inner_text() == "ACP"
+        assert acp.get_attribute("aria-label") == "New fakeacp session in ACP mode"
+        assert acp.get_attribute("title") == (
+            "New fakeacp in ACP mode: its turns and a prompt box instead of a terminal"
+        )
+        terminal = panel.locator("button[data-action='new'][data-kind='fakeacp']")
+        joined, beside = terminal.bounding_box(), acp.bounding_box()
+        assert joined and beside and abs(joined["y"] - beside["y"]) < 1  # one pair
+        assert beside["x"] + beside["width"] <= width and beside["height"] >= 24
+        if width < 600:
+            assert beside["height"] >= 32  # a finger's
+        assert panel.locator("button[data-action='new-acp'][data-kind='shell']").count() == 0
+        # Claude Code speaks ACP through an adapter, not installed here
+        panel.locator(".jp-AgentsPanel-missing > summary").click()
+        claude = panel.locator("button[data-action='new-acp'][data-kind='claude']")
+        assert claude.is_visible() and claude.is_disabled()
+        assert claude.locator("span").last.inner_text() == "Claude Code (ACP)"
+        why = panel.locator(
+            "button[data-action='new-acp'][data-kind='claude'] + .jp-AgentsPanel-unavailable"
+        )
+        assert why.inner_text() == (
+            "not installed: claude-agent-acp was not found on PATH; install it: "
+            "npm install -g @agentclientprotocol/claude-agent-acp"
+        )
+        panel.locator(".jp-AgentsPanel-missing > summary").click()  # folded again
+        shot(page, f"acp-new-panel-{size}")
+        before = set(lab.sessions())
+        acp.click()
+        session = new_acp_session(lab, before)
+        box = shows_its_turns(page, session)
+        edge = box.bounding_box()
+        assert edge and edge["x"] >= 0 and edge["x"] + edge["width"] <= width, edge
+        shot(page, f"acp-new-turns-{size}")
+
+    # the Launcher: a card for the kind in ACP mode, none for a kind without
+    page.set_viewport_size({"width": 1400, "height": 900})
+    open_lab(page, lab, reset=True)
+    page.evaluate(NEW_LAUNCHER)
+    card = page.locator(".jp-LauncherCard:visible", has_text="fakeacp (ACP)")
+    card.first.wait_for()
+    cards = page.locator(".jp-LauncherCard:visible .jp-LauncherCard-label")
+    labels = [t.strip() for t in cards.all_inner_texts()]
+    assert "fakeacp" in labels and "fakeacp (ACP)" in labels, labels
+    # (mute speaks ACP too; shell has no ACP mode, Claude's and Codex's adapters are
+    # not installed)
+    assert {t for t in labels if "ACP" in t} == {"fakeacp (ACP)", "mute (ACP)"}, labels
+    shot(page, "acp-new-launcher-1400x900")
+    enabled = page.evaluate(
+        "() => [['fakeacp', 'acp'], ['shell', 'acp'], ['claude', 'acp'], ['claude', undefined]]"
+        ".map(([kind, mode]) => window.jupyterapp.commands.isEnabled("
+        "'jupyter-agents:new', {kind, mode}))"
+    )
+    assert enabled == [True, False, False, True]
+    before = set(lab.sessions())
+    card.first.click()
+    shows_its_turns(page, new_acp_session(lab, before))
+
+
+def test_a_notifications_open_names_and_opens_an_acp_sessions_turns(lab: Lab, page: Any) -> None:
+    """An ACP session's permission request, while its turns are not on screen, makes a
+    notification whose Open names the session's turns and prompt box (not a terminal)
+    and opens them, where the request is answered."""
+    session = acp_session(lab)
+    sid = session["id"]
+    page.set_viewport_size({"width": 1400, "height": 900})
+    open_lab(page, lab, reset=True)
+    panel = show_panel(page)
+    panel.locator(".jp-AgentsPanel-filter").focus()  # working elsewhere
+    status, sent = lab.server.request(
+        "POST", f"/api/agents/sessions/{sid}/prompt", {"text": "from afar"}
+    )
+    assert status == 202, sent
+    toast = page.locator(".Toastify__toast", has_text="echo fake")
+    toast.first.wait_for()
+    open_button = toast.first.locator("button", has_text="Open")
+    assert open_button.get_attribute("title") == (
+        f"Open the turns and prompt box of fakeacp {session['name']}"
+    )
+    still(toast.first)
+    shot(page, "acp-notification-1400x900")
+    open_button.click()
+    view = page.locator(f".jp-AgentsTurns[data-session-id='{sid}']")
+    view.wait_for()
+    assert page.evaluate("() => window.jupyterapp.shell.currentWidget.id") == (
+        f"jupyter-agents-turns-{sid}"
+    )
+    assert page.locator(".jp-Terminal:visible").count() == 0
+    ask = view.locator(".jp-AgentsTurns-ask")
+    ask.wait_for()
+    ask.locator("button[data-action='allow']").click()
+    agent_rows(view).filter(has_text="done: from afar").wait_for()

@@ -64,7 +64,7 @@ export interface ISession {
    * agent behind a proxy, which takes prompts (`sendPrompt`) and has no terminal to
    * type into. Absent from servers older than ACP sessions (terminal).
    */
-  mode?: 'terminal' | 'acp';
+  mode?: SessionMode;
 }
 
 /** A worktree session's worktree (`worktree` of the session model). */
@@ -191,7 +191,14 @@ export interface IKind {
   label?: string;
   /** Its icon: a letter on a coloured disc (absent: the generic agent icon). */
   badge?: { letter: string; color: string };
+  /** The modes its sessions can start in (absent from older servers: terminal). */
+  modes?: SessionMode[];
+  /** Why its ACP agent cannot start and how to install it, when it cannot. */
+  acp_unavailable?: string;
 }
+
+/** How a person works with a session (`mode` of the session model). */
+export type SessionMode = 'terminal' | 'acp';
 
 /** `POST /api/agents/restore`. */
 export interface IRestoreAllResult {
@@ -276,20 +283,23 @@ export const getSharing = (s: Settings): Promise<ISharing> =>
 /**
  * `POST /api/agents/sessions`: start a session of `kind` in `cwd` (the server's root
  * when not given); with `worktree`, in a new git worktree of `cwd`'s repository (a
- * folder outside one is an `AgentsError`, 409, saying so).
+ * folder outside one is an `AgentsError`, 409, saying so); in `mode` (`acp`: the
+ * kind's ACP agent; a kind without one is a 400 saying so).
  */
 export const createSession = (
   s: Settings,
   kind: string,
   cwd?: string,
-  worktree?: boolean
+  worktree?: boolean,
+  mode: SessionMode = 'terminal'
 ): Promise<ISession> =>
   request<ISession>(s, 'api/agents/sessions', {
     method: 'POST',
     body: JSON.stringify({
       kind,
       ...(cwd ? { cwd } : {}),
-      ...(worktree ? { worktree: true } : {})
+      ...(worktree ? { worktree: true } : {}),
+      ...(mode !== 'terminal' ? { mode } : {})
     })
   });
 

@@ -13,7 +13,7 @@ import { nullTranslator, TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
 import { Attention, ISession } from './api';
-import { sessionName } from './icons';
+import { openCaption, sessionName } from './icons';
 import { replaceNotification } from './notify';
 import { requestActions, requestSentence } from './requests';
 import { DOMAIN, IAgentSessions } from './tokens';
@@ -381,10 +381,7 @@ export class AttentionWatcher {
         ...requestActions(model, r, trans),
         {
           label: trans.__('Open'),
-          caption: trans.__(
-            'Open the terminal of %1',
-            sessionName(session, trans)
-          ),
+          caption: openCaption(session, trans),
           callback: () => void this._options.open(session)
         }
       ];
@@ -475,10 +472,7 @@ export class AttentionWatcher {
           actions: [
             {
               label: trans.__('Open'),
-              caption: trans.__(
-                'Open the terminal of %1',
-                sessionName(session, trans)
-              ),
+              caption: openCaption(session, trans),
               callback: () => void open(session)
             }
           ]

@@ -23,6 +23,7 @@ import {
   renameSession,
   restoreAll,
   restoreSession,
+  SessionMode,
   setUnattendedLimit
 } from './api';
 import { kindIcon, kindLabel, sessionName } from './icons';
@@ -192,37 +193,68 @@ export function addCommands(options: Commands.IOptions): void {
     execute: args => open(String(args.name))
   });
 
+  /** A create command's mode: `acp` when asked for, else terminal. */
+  const modeOf = (args: ReadonlyPartialJSONObject): SessionMode =>
+    args.mode === 'acp' ? 'acp' : 'terminal';
+
+  /** Why `kind` cannot start in `mode`, or undefined when it can. */
+  const cannotStart = (kind: string, mode: SessionMode): string | undefined =>
+    mode === 'acp' && !model.modes(kind).includes('acp')
+      ? trans.__('%1 has no ACP mode', label(kind))
+      : model.unavailable(kind, mode);
+
   commands.addCommand(CommandIDs.create, {
     label: args => {
       const kind = String(args.kind ?? 'shell');
+      if (modeOf(args) === 'acp') {
+        return args.isLauncher
+          ? trans.__('%1 (ACP)', label(kind))
+          : trans.__('New %1 Session in ACP Mode', label(kind));
+      }
       return args.isLauncher
         ? label(kind)
         : trans.__('New %1 Session', label(kind));
     },
     caption: args => {
       const kind = String(args.kind ?? 'shell');
-      const missing = model.unavailable(kind);
-      return missing
-        ? trans.__('%1 cannot start: %2', label(kind), missing)
+      const mode = modeOf(args);
+      const missing = cannotStart(kind, mode);
+      if (missing) {
+        return mode === 'acp'
+          ? trans.__('%1 in ACP mode cannot start: %2', label(kind), missing)
+          : trans.__('%1 cannot start: %2', label(kind), missing);
+      }
+      return mode === 'acp'
+        ? trans.__(
+            'Start a %1 session in ACP mode: its turns and a prompt box, no terminal; it survives server restarts',
+            label(kind)
+          )
         : trans.__(
             'Start a %1 session that survives server restarts',
             label(kind)
           );
     },
-    isEnabled: args => !model.unavailable(String(args.kind ?? 'shell')),
+    isEnabled: args => !cannotStart(String(args.kind ?? 'shell'), modeOf(args)),
     icon: args => kindIcon(String(args.kind ?? 'shell')),
     execute: async args => {
       const kind = String(args.kind ?? 'shell');
+      const mode = modeOf(args);
       const cwd = args.cwd ? String(args.cwd) : options.cwd?.();
       try {
         const session = await createSession(
           settings,
           kind,
           cwd || undefined,
-          args.worktree === true
+          args.worktree === true,
+          mode
         );
         await model.refresh();
-        await open(session.name);
+        if (session.mode === 'acp') {
+          // no terminal to type into: its turns, with the box that prompts it
+          await commands.execute(CommandIDs.turns, { id: session.id });
+        } else {
+          await open(session.name);
+        }
       } catch (error) {
         fail(
           args.worktree === true
@@ -230,7 +262,12 @@ export function addCommands(options: Commands.IOptions): void {
                 'Could not start a %1 session in a worktree',
                 label(kind)
               )
-            : trans.__('Could not start a %1 session', label(kind)),
+            : mode === 'acp'
+              ? trans.__(
+                  'Could not start a %1 session in ACP mode',
+                  label(kind)
+                )
+              : trans.__('Could not start a %1 session', label(kind)),
           error
         );
       }

@@ -146,6 +146,21 @@ export function sessionName(
     : trans.__('%1 %2', kindLabel(s.kind, trans), s.name);
 }
 
+/**
+ * What opening a running session shows, for a tooltip: its terminal; for an ACP
+ * session, which has none, its turns and the box that prompts it.
+ */
+export function openCaption(
+  s: Pick<ISession, 'name' | 'title' | 'kind' | 'mode'> & {
+    title_source?: ISession['title_source'];
+  },
+  trans: TranslationBundle = nullTranslator.load(DOMAIN)
+): string {
+  return s.mode === 'acp'
+    ? trans.__('Open the turns and prompt box of %1', sessionName(s, trans))
+    : trans.__('Open the terminal of %1', sessionName(s, trans));
+}
+
 /** A session's status, as a word in the user's language. */
 export function statusLabel(
   status: Status | Finished,

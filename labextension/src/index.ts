@@ -152,6 +152,23 @@ const launcher: JupyterFrontEndPlugin<void> = {
           args: { kind },
           category
         });
+        // a kind that speaks ACP: a card and an item that start it in ACP mode
+        if (!model.modes(kind).includes('acp')) {
+          return;
+        }
+        if (!model.unavailable(kind, 'acp')) {
+          launcher?.add({
+            command: CommandIDs.create,
+            args: { kind, mode: 'acp', isLauncher: true },
+            category,
+            rank: rank + 0.5
+          });
+        }
+        palette?.addItem({
+          command: CommandIDs.create,
+          args: { kind, mode: 'acp' },
+          category
+        });
       })
     );
   }

@@ -34,7 +34,8 @@ import {
   listSessions,
   listShares,
   serverStarted,
-  SESSION_EVENT
+  SESSION_EVENT,
+  SessionMode
 } from './api';
 import { needsYou } from './attention';
 import { describeKinds } from './icons';
@@ -95,6 +96,14 @@ export class SessionsModel implements IAgentSessions {
             .filter(k => k.available === false)
             .map(k => [k.name, k.unavailable ?? ''])
         );
+        this._modes = new Map(
+          found.map(k => [k.name, k.modes ?? ['terminal']])
+        );
+        this._acpUnavailable = new Map(
+          found
+            .filter(k => k.acp_unavailable)
+            .map(k => [k.name, k.acp_unavailable ?? ''])
+        );
         return (this._kinds = found.map(k => k.name));
       },
       () => this._kinds
@@ -154,8 +163,17 @@ export class SessionsModel implements IAgentSessions {
     return this._kindsReady;
   }
 
-  unavailable(kind: string): string | undefined {
-    return this._unavailable.get(kind);
+  unavailable(
+    kind: string,
+    mode: SessionMode = 'terminal'
+  ): string | undefined {
+    return mode === 'acp'
+      ? this._acpUnavailable.get(kind)
+      : this._unavailable.get(kind);
+  }
+
+  modes(kind: string): SessionMode[] {
+    return this._modes.get(kind) ?? ['terminal'];
   }
 
   get sharingRefused(): string | null | undefined {
@@ -426,6 +444,8 @@ export class SessionsModel implements IAgentSessions {
   private _offline = false;
   private _kinds: string[] = DEFAULT_KINDS;
   private _unavailable = new Map<string, string>();
+  private _acpUnavailable = new Map<string, string>();
+  private _modes = new Map<string, SessionMode[]>();
   private _sharingRefused: string | null | undefined = undefined;
   private _kindsReady: Promise<string[]>;
   private _ready: Promise<void>;

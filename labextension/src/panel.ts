@@ -33,6 +33,7 @@ import {
   IShare,
   IWorktreeReview,
   reviewWorktree,
+  SessionMode,
   Status
 } from './api';
 import {
@@ -84,8 +85,15 @@ export interface IPanelActions {
   /** Open the review of its worktree (files, diffs; merge or discard). */
   review(session: Pick<ISession, 'id'>): void | Promise<void>;
   restoreAll(): void | Promise<void>;
-  /** Start a session of `kind`; with `worktree`, in a new git worktree. */
-  create(kind: string, worktree?: boolean): void | Promise<void>;
+  /**
+   * Start a session of `kind`; with `worktree`, in a new git worktree; in `mode`
+   * (default: terminal).
+   */
+  create(
+    kind: string,
+    worktree?: boolean,
+    mode?: SessionMode
+  ): void | Promise<void>;
   refresh(): void | Promise<void>;
   /** Which devices are notified of permission requests with JupyterLab closed. */
   notifications(): void | Promise<void>;
@@ -113,8 +121,12 @@ export function commandActions(commands: CommandRegistry): IPanelActions {
     limit: s => run(CommandIDs.limit, { id: s.id }),
     review: s => run(CommandIDs.review, { id: s.id }),
     restoreAll: () => run(CommandIDs.restoreAll),
-    create: (kind, worktree) =>
-      run(CommandIDs.create, worktree ? { kind, worktree } : { kind }),
+    create: (kind, worktree, mode) =>
+      run(CommandIDs.create, {
+        kind,
+        ...(worktree ? { worktree } : {}),
+        ...(mode === 'acp' ? { mode } : {})
+      }),
     refresh: () => run(CommandIDs.refresh),
     notifications: () => run(CommandIDs.notifications)
   };
@@ -714,35 +726,86 @@ export class AgentsPanel extends Widget {
     };
     const missingList = el('div', 'jp-AgentsPanel-missingList');
     const missingKinds: string[] = [];
+    const missingOne = (button: HTMLButtonElement, why: string) => {
+      button.disabled = true;
+      button.dataset.unavailable = 'true';
+      missingList.append(
+        button,
+        el(
+          'span',
+          'jp-AgentsPanel-unavailable',
+          trans.__('not installed: %1', why)
+        )
+      );
+    };
     for (const kind of this._model.kinds) {
+      const name = kindLabel(kind, trans);
       const button = el('button', 'jp-AgentsPanel-new jp-mod-styled');
       button.dataset.action = 'new';
       button.dataset.kind = kind;
       const why = this._model.unavailable(kind);
       button.title = why
-        ? trans.__('%1 cannot start: %2', kindLabel(kind, trans), why)
-        : trans.__(
-            'New %1: a session that survives server restarts',
-            kindLabel(kind, trans)
-          );
+        ? trans.__('%1 cannot start: %2', name, why)
+        : trans.__('New %1: a session that survives server restarts', name);
       kindIcon(kind).element({ container: button, tag: 'span' });
-      button.append(el('span', '', kindLabel(kind, trans)));
-      if (why) {
-        button.disabled = true;
-        button.dataset.unavailable = 'true';
-        missingList.append(
-          button,
-          el(
-            'span',
-            'jp-AgentsPanel-unavailable',
-            trans.__('not installed: %1', why)
-          )
+      button.append(el('span', '', name));
+      // a kind that speaks ACP: beside its button, one that starts it in ACP mode
+      let acp: HTMLButtonElement | null = null;
+      if (this._model.modes(kind).includes('acp')) {
+        acp = el(
+          'button',
+          'jp-AgentsPanel-new jp-AgentsPanel-newAcp jp-mod-styled'
         );
-        missingKinds.push(kindLabel(kind, trans));
+        acp.dataset.action = 'new-acp';
+        acp.dataset.kind = kind;
+        const acpWhy = this._model.unavailable(kind, 'acp');
+        acp.title = acpWhy
+          ? trans.__('%1 in ACP mode cannot start: %2', name, acpWhy)
+          : trans.__(
+              'New %1 in ACP mode: its turns and a prompt box instead of a terminal',
+              name
+            );
+        if (acpWhy) {
+          // its own line in the fold: what to install for it
+          kindIcon(kind).element({ container: acp, tag: 'span' });
+          acp.append(el('span', '', trans.__('%1 (ACP)', name)));
+          if (!why) {
+            missingOne(acp, acpWhy);
+            missingKinds.push(trans.__('%1 (ACP)', name));
+          }
+          acp = null;
+        } else {
+          // its name includes what it shows ("ACP"), as a screen reader's should
+          acp.setAttribute(
+            'aria-label',
+            trans.__('New %1 session in ACP mode', name)
+          );
+          acp.append(el('span', '', trans.__('ACP')));
+          acp.onclick = () =>
+            this._actions.create(kind, this._inWorktree, 'acp');
+        }
+      }
+      if (why) {
+        missingOne(button, why);
+        missingKinds.push(name);
+        if (acp) {
+          // its ACP agent starts without its CLI: offered on its own
+          acp.replaceChildren();
+          acp.removeAttribute('aria-label'); // what it shows says it all
+          kindIcon(kind).element({ container: acp, tag: 'span' });
+          acp.append(el('span', '', trans.__('%1 (ACP)', name)));
+          this._toolbar.append(acp);
+        }
         continue;
       }
       button.onclick = () => this._actions.create(kind, this._inWorktree);
-      this._toolbar.append(button);
+      if (acp) {
+        const pair = el('span', 'jp-AgentsPanel-newPair');
+        pair.append(button, acp);
+        this._toolbar.append(pair);
+      } else {
+        this._toolbar.append(button);
+      }
     }
     this._toolbar.append(place);
     if (missingKinds.length) {

@@ -227,7 +227,12 @@ export class TranscriptSearch {
     };
     item.title =
       session.status === 'running'
-        ? trans.__('Open the terminal of %1', displayName(session))
+        ? session.mode === 'acp'
+          ? trans.__(
+              'Open the turns and prompt box of %1',
+              displayName(session)
+            )
+          : trans.__('Open the terminal of %1', displayName(session))
         : trans.__('Replay %1', displayName(session));
     item.onclick = () => void this._open(hit);
     item.onkeydown = event => {
@@ -389,7 +394,9 @@ export class TranscriptSearch {
     line.append(before, el('mark', '', match), after);
     item.append(head, line);
     item.title = running
-      ? trans.__('Open the terminal of %1', shown)
+      ? session?.mode === 'acp'
+        ? trans.__('Open the turns and prompt box of %1', shown)
+        : trans.__('Open the terminal of %1', shown)
       : trans.__('Replay %1 from this line', shown);
 
     item.onclick = () => void this._open(hit);

@@ -6,7 +6,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { Token } from '@lumino/coreutils';
 import { ISignal } from '@lumino/signaling';
 
-import { IPendingRequest, ISession, IShare } from './api';
+import { IPendingRequest, ISession, IShare, SessionMode } from './api';
 
 /** Counts shown in the status bar. */
 export interface ICounts {
@@ -65,8 +65,15 @@ export interface IAgentSessions {
   /** Resolves with the kinds once the server said (or did not answer). */
   readonly kindsReady: Promise<string[]>;
 
-  /** Why a kind cannot start (its program is not installed), or undefined if it can. */
-  unavailable(kind: string): string | undefined;
+  /**
+   * Why a kind cannot start in `mode` (default: terminal; its program, or for `acp`
+   * its ACP agent, is not installed), or undefined if it can. A kind with no ACP mode
+   * cannot start in it: see `modes`.
+   */
+  unavailable(kind: string, mode?: SessionMode): string | undefined;
+
+  /** The modes a kind's sessions can start in (terminal until the server said). */
+  modes(kind: string): SessionMode[];
 
   /**
    * Why this server cannot share sessions read-only (the words a grant would be
