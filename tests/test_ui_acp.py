@@ -2,10 +2,11 @@
 agent of tests/fakes/fake_acp_agent.py): an ACP session has no terminal to type into, so
 its panel row's Open shows its turns with a prompt box under them. A prompt typed there
 streams back as one row that grows; the agent's permission request is answered in the
-view; Stop cancels a long turn; a prompt the server refuses stays in the box with the
-server's words. A terminal session's turns have no box. The panel's ACP button and the
-Launcher's "(ACP)" card start one and open its turns; a notification's Open names and
-opens them.
+view; Stop cancels a long turn; a prompt too long for the server's body limit is
+refused in the box before it is sent, saying by how much; a prompt the server refuses
+stays in the box with the server's words. A terminal session's turns have no box. The
+panel's ACP button and the Launcher's "(ACP)" card start one and open its turns; a
+notification's Open names and opens them.
 
 The server, browser and helpers are tests/test_ui.py's (this module gets a server of its
 own, with the ``fakeacp`` and ``mute`` kinds). Screenshots go to ``tests/artifacts/ui/``
@@ -24,7 +25,10 @@ import pytest
 import test_ui
 from test_ui import NEW_LAUNCHER, Lab, act, open_lab, running_lab, shot, show_panel, still
 
+from jupyter_agents.acp import journal_folder
+from jupyter_agents.acp.journal import Journal
 from jupyter_agents.pytest_plugin import poll
+from jupyter_agents.server.params import MAX_BODY
 
 page = test_ui.page
 jp_asyncio_loop = test_ui.jp_asyncio_loop
@@ -195,34 +199,96 @@ def test_stop_cancels_a_long_turn(lab: Lab, page: Any) -> None:
     shot(page, "acp-turns-cancelled-1400x900")
 
 
-def test_a_refused_prompt_stays_in_the_box_and_a_phone_can_use_it(lab: Lab, page: Any) -> None:
-    """A prompt the server refuses (over 64 KiB) stays in the box, with the server's
-    words under it; on a phone the box fits the screen and takes a prompt, whose request
-    is answered there; a terminal session's turns have no box."""
+def body_bytes(text: str) -> int:
+    """The UTF-8 bytes of the body the box sends for ``text`` (``JSON.stringify``'s)."""
+    return len(json.dumps({"text": text}, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+TOO_LONG = "Too long to send: {} byte{} over the 65536 bytes (64 KiB) the server takes."
+
+
+def test_the_box_says_a_prompt_is_too_long_before_sending_it(lab: Lab, page: Any) -> None:
+    """A prompt whose request would be over the server's body limit (MAX_BODY, counted
+    as the UTF-8 bytes of the JSON body: "é" two bytes, a quote escaped) is not sent:
+    the line under the box says by how many bytes, Send waits, Enter sends nothing and
+    the text stays as typed; one character fewer, at the limit exactly, the server
+    takes it. A prompt the server refuses stays in the box with the server's words."""
     session = acp_session(lab)
     page.set_viewport_size({"width": 1400, "height": 900})
     view, box = open_from_panel(lab, page, session)
     text = box.locator("textarea")
-    long = "x" * (64 * 1024 + 1)
-    text.fill(long)
+    send = box.locator("button[data-action='send']")
+    note = box.locator(".jp-AgentsPrompt-note")
+    head = 'é "quoted"\n'
+    exact = head + "x" * (MAX_BODY - body_bytes(head))
+    assert body_bytes(exact) == MAX_BODY
+    text.fill(exact)
+    assert send.is_enabled() and note.inner_text() == "Enter sends; Shift+Enter: a new line"
     text.press("End")
+    text.type("ü")  # two bytes more
+    assert note.inner_text().startswith(TOO_LONG.format(2, "s")), note.inner_text()
+    assert "jp-mod-error" in (note.get_attribute("class") or "")
+    assert send.is_disabled()
+    shot(page, "acp-prompt-too-long-1400x900")
+    text.press("Enter")  # sends nothing, adds no line
+    assert text.input_value() == exact + "ü"
+    text.press("Backspace")
+    text.type("y")  # one byte more
+    assert note.inner_text().startswith(TOO_LONG.format(1, "")), note.inner_text()
     text.press("Enter")
-    note = box.locator(".jp-AgentsPrompt-note.jp-mod-error")
-    note.wait_for()
-    assert note.inner_text().startswith("Not sent: ") and "65536" in note.inner_text()
-    assert text.input_value() == long  # nothing lost
-    shot(page, "acp-prompt-refused-1400x900")
+    assert text.input_value() == exact + "y"
     assert view.locator(".jp-AgentsTurns-row[data-type='user_message']").count() == 0
-    text.fill("not too long")
+    assert prompts(lab, session["id"]) == []
+
+    # at the limit exactly: sent, and the server takes it
+    text.press("Backspace")
+    assert send.is_enabled() and "Too long" not in note.inner_text()
     text.press("Enter")
-    view.locator(
-        ".jp-AgentsTurns-row[data-type='user_message']", has_text="not too long"
-    ).wait_for()
-    assert note.count() == 0  # the error went with the next send
+    view.locator(".jp-AgentsTurns-row[data-type='user_message']").wait_for()
+    poll(lambda: text.input_value() == "", what="the sent prompt leaves the box")
+    assert prompts(lab, session["id"]) == [exact]
     view.locator(".jp-AgentsTurns-ask").wait_for()
     view.locator(".jp-AgentsTurns-ask button[data-action='allow']").click()
     poll(lambda: box.get_attribute("data-state") == "ready", what="the box ready again")
 
+    # a prompt the server refuses (an agent whose ACP session is never ready)
+    status, mute = lab.server.request(
+        "POST", "/api/agents/sessions", {"kind": "mute", "mode": "acp", "cwd": str(lab.work)}
+    )
+    assert status == 201, mute
+    view, box = open_from_panel(lab, page, mute)
+    text = box.locator("textarea")
+    text.fill("hello?")
+    text.press("Enter")
+    refused = box.locator(".jp-AgentsPrompt-note.jp-mod-error")
+    refused.wait_for()
+    assert refused.inner_text() == (
+        f"Not sent: session {mute['id']}'s agent has no ACP session yet (it is starting)"
+    )
+    assert text.input_value() == "hello?"  # nothing lost
+    shot(page, "acp-prompt-refused-1400x900")
+    lab.server.request("DELETE", f"/api/agents/sessions/{mute['id']}")
+
+
+def prompts(lab: Lab, session_id: str) -> list[str]:
+    """The text of every prompt the session's agent was sent (its ACP journal's
+    ``session/prompt`` requests), in order."""
+    folder = journal_folder(lab.state_dir, session_id)
+    sent = []
+    for line in Journal(folder).after(0):
+        record = json.loads(line)
+        message = record.get("msg") or {}
+        if record["from"] == "client" and message.get("method") == "session/prompt":
+            sent.append(message["params"]["prompt"][0]["text"])
+    return sent
+
+
+def test_a_phone_can_use_the_box_and_a_terminal_sessions_turns_have_none(
+    lab: Lab, page: Any
+) -> None:
+    """On a phone the box fits the screen and takes a prompt, whose request is answered
+    there; a terminal session's turns have no box."""
+    session = acp_session(lab)
     # on a phone: the turns alone, the box under them, within the screen
     phone = page.context.new_page()
     try:
@@ -250,6 +316,8 @@ def test_a_refused_prompt_stays_in_the_box_and_a_phone_can_use_it(lab: Lab, page
     # a terminal session's turns: as they were, no box
     status, shell = lab.server.request("POST", "/api/agents/sessions", {"kind": "claude"})
     assert status == 201, shell
+    page.set_viewport_size({"width": 1400, "height": 900})
+    open_lab(page, lab)
     page.evaluate(
         "id => window.jupyterapp.commands.execute('jupyter-agents:turns', {id})", shell["id"]
     )

@@ -693,9 +693,23 @@ export interface ITurnPage {
 }
 
 /**
+ * The most bytes of a request body the server reads (`MAX_BODY` of
+ * `jupyter_agents/server/params.py`): a longer one is refused with a 400.
+ */
+export const MAX_BODY = 64 * 1024;
+
+/** The body `sendPrompt` sends for `text` (the server counts its UTF-8 bytes). */
+export const promptBody = (text: string): string => JSON.stringify({ text });
+
+/** How many bytes `text` takes in UTF-8 (what a request body is counted in). */
+export const utf8Bytes = (text: string): number =>
+  new TextEncoder().encode(text).length;
+
+/**
  * `POST /api/agents/sessions/<id>/prompt {text}`: send an ACP session's agent a prompt;
  * what it does shows in the session's turns. An `AgentsError` with the server's words
- * for a terminal session, one not running or not ready (409), or no text (400).
+ * for a terminal session, one not running or not ready (409), or no text or a body
+ * over `MAX_BODY` bytes (400).
  */
 export const sendPrompt = (
   s: Settings,
@@ -704,7 +718,7 @@ export const sendPrompt = (
 ): Promise<void> =>
   request<void>(s, `api/agents/sessions/${id}/prompt`, {
     method: 'POST',
-    body: JSON.stringify({ text })
+    body: promptBody(text)
   });
 
 /** `POST /api/agents/sessions/<id>/cancel`: cancel an ACP session's turn. */

@@ -3,8 +3,10 @@
  * an agent that has no terminal to type into. A text area and Send (Enter sends,
  * Shift+Enter starts a new line) post `POST /api/agents/sessions/<id>/prompt`; while a
  * turn runs, Stop posts `.../cancel`. Sending waits while the session is not running
- * or a turn is in flight, and the line under the box says why. A prompt the server
- * refused stays in the box, with the server's words.
+ * or a turn is in flight, and the line under the box says why. A prompt whose request
+ * would be over the server's body limit (`MAX_BODY`) is not sent: the line says by
+ * how many bytes, and the text stays. A prompt the server refused stays in the box,
+ * with the server's words.
  *
  * A turn is in flight from a prompt sent here until the server says so itself (the
  * session's attention, which its proxy reports: `working`, `permission`) and then as
@@ -14,7 +16,14 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { ISignal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { cancelTurn, ISession, sendPrompt } from './api';
+import {
+  cancelTurn,
+  ISession,
+  MAX_BODY,
+  promptBody,
+  sendPrompt,
+  utf8Bytes
+} from './api';
 import { el } from './dom';
 import { IAgentSessions } from './tokens';
 
@@ -33,7 +42,10 @@ export class PromptBox extends Widget {
     this._input.placeholder = trans.__('Ask the agent…');
     this._input.setAttribute('aria-label', trans.__('Prompt'));
     this._input.onkeydown = event => this._onKey(event);
-    this._input.oninput = () => this._update();
+    this._input.oninput = () => {
+      this._measure();
+      this._update();
+    };
     this._send = el(
       'button',
       'jp-AgentsPrompt-send jp-mod-styled jp-mod-accept'
@@ -103,6 +115,7 @@ export class PromptBox extends Widget {
         this._ended || this._attentionKey() !== before ? null : before;
       if (this._input.value === text) {
         this._input.value = '';
+        this._measure();
       }
     } catch (error) {
       this._error = trans.__('Not sent: %1', message(error));
@@ -180,12 +193,34 @@ export class PromptBox extends Widget {
     );
   }
 
+  /**
+   * Count how many bytes the text's request would be over `MAX_BODY` (0: none): its
+   * JSON body in UTF-8, as the server counts it. A text too short to reach the limit
+   * whatever its characters (at most 6 bytes each, escaped) is not encoded.
+   */
+  private _measure(): void {
+    const text = this._input.value;
+    const wrapping = promptBody('').length;
+    this._over =
+      text.length * 6 + wrapping <= MAX_BODY
+        ? 0
+        : Math.max(0, utf8Bytes(promptBody(text)) - MAX_BODY);
+  }
+
   /** Why a prompt cannot be sent now; null when it can. */
   private _why(): string | null {
     const { trans } = this._options;
     const s = this._session();
     if (s.status !== 'running') {
       return trans.__('The session is %1: it takes no prompts.', s.status);
+    }
+    if (this._over > 0) {
+      return trans._n(
+        'Too long to send: %1 byte over the %2 bytes (64 KiB) the server takes. Shorten it to send it.',
+        'Too long to send: %1 bytes over the %2 bytes (64 KiB) the server takes. Shorten it to send it.',
+        this._over,
+        MAX_BODY
+      );
     }
     if (this._sending) {
       return trans.__('Sending…');
@@ -220,11 +255,12 @@ export class PromptBox extends Widget {
           : turn
             ? 'turn'
             : 'ready';
+    // a text too long to send says so over an earlier refusal: it is what to fix now
+    const tooLong = s.status === 'running' && this._over > 0;
     this._note.textContent =
-      this._error ||
-      why ||
+      (tooLong ? why : this._error || why) ||
       this._options.trans.__('Enter sends; Shift+Enter: a new line');
-    this._note.classList.toggle('jp-mod-error', !!this._error);
+    this._note.classList.toggle('jp-mod-error', !!this._error || tooLong);
   }
 
   private _input: HTMLTextAreaElement;
@@ -237,6 +273,8 @@ export class PromptBox extends Widget {
   /** The attention when a prompt was sent, until the server tells of it; else null. */
   private _sent: string | null = null;
   private _error = '';
+  /** How many bytes the text's request would be over `MAX_BODY` (`_measure`). */
+  private _over = 0;
   /** A turn's end was drawn while a prompt was being sent. */
   private _ended = false;
 }
