@@ -92,6 +92,9 @@ def test_log_range_header(server: ServerProcess, shell: dict, header: str) -> No
 
 
 NOT_UTF8 = b'{"name": "\xff\xfe"}'
+#: valid JSON, but what it names is no text: a UTF-16 surrogate alone (SQLite, a file
+#: name or a prompt sent on as UTF-8 cannot take it)
+LONE_SURROGATE = b'{"name": "\\ud800", "cwd": "\\udfff"}'
 
 
 @pytest.mark.parametrize(
@@ -100,12 +103,31 @@ NOT_UTF8 = b'{"name": "\xff\xfe"}'
 )
 @pytest.mark.parametrize(
     "body",
-    [NOT_UTF8, b"\xff", b"[" * 60_000, b'{"a": NaN}', b"1" * 5000, b"[1, 2]", b'"text"'],
-    ids=["not-utf8-string", "not-utf8", "deep", "nan", "5000-digits", "array", "string"],
+    [
+        NOT_UTF8,
+        b"\xff",
+        LONE_SURROGATE,
+        b"[" * 60_000,
+        b'{"a": NaN}',
+        b"1" * 5000,
+        b"[1, 2]",
+        b'"text"',
+    ],
+    ids=[
+        "not-utf8-string",
+        "not-utf8",
+        "lone-surrogate",
+        "deep",
+        "nan",
+        "5000-digits",
+        "array",
+        "string",
+    ],
 )
 def test_bodies(server: ServerProcess, path: str, body: bytes) -> None:
-    """Not UTF-8, nested past the parser's recursion limit, not JSON (NaN), an integer
-    past int()'s digit limit, or not an object: 400 with a message on every POST."""
+    """Not UTF-8, a lone surrogate escaped in a string, nested past the parser's
+    recursion limit, not JSON (NaN), an integer past int()'s digit limit, or not an
+    object: 400 with a message on every POST."""
     status, answer = server.request("POST", path, body)
     if path == "/api/agents/shares" and status == 403:
         return  # the owner check comes first there only on JupyterHub; not this server

@@ -192,6 +192,10 @@ def json_object(body: bytes, allowed: Collection[str] | None = None) -> dict[str
     Traceback (most recent call last):
     ...
     jupyter_agents.core.errors.InvalidRequest: the body is not JSON: NaN is not a JSON value
+    >>> json_object(b'{"name": "\\\\ud800"}')
+    Traceback (most recent call last):
+    ...
+    jupyter_agents.core.errors.InvalidRequest: the body holds a lone surrogate (U+D800)
     >>> json_object(b'{"kind": "shell", "x": 1}', {"kind"})
     Traceback (most recent call last):
     ...
@@ -215,6 +219,12 @@ def json_object(body: bytes, allowed: Collection[str] | None = None) -> dict[str
         raise InvalidRequest("the body nests arrays or objects too deep") from None
     if not isinstance(data, dict):
         raise InvalidRequest(f"the body must be a JSON object, not {type(data).__name__}")
+    try:  # a JSON \uXXXX escape can name half a UTF-16 pair, which is no text
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidRequest(
+            f"the body holds a lone surrogate (U+{ord(e.object[e.start]):04X})"
+        ) from None
     unknown = set(data) - set(allowed) if allowed is not None else set()
     if unknown:
         known = ", ".join(sorted(allowed or ()))
