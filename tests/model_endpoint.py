@@ -163,7 +163,12 @@ class AnthropicMessages(Provider):
     path = "/v1/messages"
 
     def is_side_request(self, body: Mapping[str, Any]) -> bool:
-        return body.get("tools") == []
+        """Claude Code's title request (sent with ``tools: []``), and the prompt
+        suggestion it makes after a turn when asked to (``claude-agent-acp`` asks): its
+        tools are the turn's, its last message starts ``[SUGGESTION MODE:``."""
+        messages = body.get("messages")
+        last = json.dumps(messages[-1]) if isinstance(messages, list) and messages else ""
+        return body.get("tools") == [] or "[SUGGESTION MODE:" in last
 
     def conversation(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
         """Claude Code names its conversation (its ``--session-id``) in a header."""

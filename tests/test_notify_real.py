@@ -7,42 +7,33 @@ Skipped, with the reason, where the CLI is not installed."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
-from model_endpoint import AnthropicMessages, ModelEndpoint, Reply, bash, claude_env, claude_home
+from model_endpoint import AnthropicMessages, Reply, bash
 from test_notify import Device, FakeService, anonymous, push_args
 from test_real_cli import _MISSING, _SCRUB, CLAUDE, type_into
-from test_real_turns import ASKS, DONE, Rig
+from test_real_turns import ASKS, DONE, Rig, claude_setup
+from turn_rig import realcli_marks, serving
 
-from jupyter_agents.pytest_plugin import ServerProcess, poll
+from jupyter_agents.pytest_plugin import poll
 
-pytestmark = [
-    pytest.mark.realcli,
-    pytest.mark.timeout(300),
-    pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""),
-]
+pytestmark = realcli_marks(_MISSING)
 
 
 @pytest.fixture
 def pushed_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Rig, FakeService]]:
     base = tmp_path_factory.mktemp("pushed")
-    project = base / "proj"
-    project.mkdir()
-    home = claude_home(base / "home", project)
     push = FakeService()
-    with pytest.MonkeyPatch.context() as env_of_tests, ModelEndpoint(AnthropicMessages()) as ep:
-        for name in _SCRUB:
-            env_of_tests.delenv(name, raising=False)
-        env = {**claude_env(ep, home), "PATH": f"{CLAUDE.parent}{os.pathsep}{os.environ['PATH']}"}
-        server = ServerProcess(base / "state", base, env=env, args=push_args()).start()
-        rig = Rig(server=server, endpoint=ep, project=project, env=env, base=base, home=home)
-        try:
+    try:
+        provider = AnthropicMessages()
+        served = serving(
+            Rig, base, provider, claude_setup, _SCRUB, [CLAUDE.parent], args=push_args()
+        )
+        for rig in served:
             yield rig, push
-        finally:
-            rig.close()
-            push.close()
+    finally:
+        push.close()
 
 
 def test_a_real_claude_request_pushed_and_answered_from_the_push(pushed_rig) -> None:

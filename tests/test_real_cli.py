@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from turn_rig import RealCli, realcli_marks
 from xterm_probe import shows
 
 from jupyter_agents.pytest_plugin import ServerProcess, TermClient, poll
@@ -28,27 +29,8 @@ CLAUDE_VERSION = "2.1.197"
 CLAUDE = Path(os.environ.get("JUPYTER_AGENTS_REAL_CLAUDE", "/opt/jupyter-agents-cli/bin/claude"))
 
 
-def installed() -> str | None:
-    """Why the real CLI cannot be used here, or None."""
-    if not os.access(CLAUDE, os.X_OK):
-        return f"real Claude Code not installed at {CLAUDE} (.ci/run installs it)"
-    try:
-        out = subprocess.run(
-            [str(CLAUDE), "--version"], capture_output=True, text=True, timeout=60, check=False
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{CLAUDE} --version failed: {e}"
-    if "Claude Code" not in out:
-        return f"{CLAUDE} is not Claude Code: {out.strip()[:80]!r}"
-    return None
-
-
-_MISSING = installed()
-pytestmark = [
-    pytest.mark.realcli,
-    pytest.mark.timeout(300),  # generous polls: a cold start of the real CLI can be slow
-    pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""),
-]
+_MISSING = RealCli("Claude Code", CLAUDE, "Claude Code").missing()
+pytestmark = realcli_marks(_MISSING)
 
 #: credentials or settings of the machine that would change what the CLI does offline
 _SCRUB = (
@@ -360,16 +342,11 @@ CODEX_VERSION = "0.171.0"
 CODEX = CLAUDE.parent / "codex"
 
 
-def codex_missing() -> str | None:
-    if not os.access(CODEX, os.X_OK):
-        return f"real Codex not installed at {CODEX}"
-    out = subprocess.run(
-        [str(CODEX), "--version"], capture_output=True, text=True, timeout=60, check=False
-    ).stdout
-    return None if CODEX_VERSION in out else f"{CODEX} is not Codex {CODEX_VERSION}: {out!r}"
+CODEX_CLI = RealCli("Codex", CODEX, CODEX_VERSION)
+_NO_CODEX = CODEX_CLI.missing()
 
 
-@pytest.mark.skipif(codex_missing() is not None, reason=codex_missing() or "")
+@pytest.mark.skipif(_NO_CODEX is not None, reason=_NO_CODEX or "")
 def test_real_codex_resumes_a_deleted_rollout(agents_server, tmp_path, monkeypatch):
     """Codex 0.171 offline: with an API key saved (never checked until a turn is sent)
     it reaches its prompt, and a prompt is written to its rollout before the turn only

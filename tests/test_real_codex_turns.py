@@ -15,12 +15,10 @@ Skipped, with the reason, where the CLI is not installed.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-import pytest
 from model_endpoint import (
     ModelEndpoint,
     OpenAIResponses,
@@ -31,22 +29,16 @@ from model_endpoint import (
     codex_home,
     codex_shell,
 )
-from test_real_cli import _SCRUB, CODEX, codex_missing
-from turn_rig import TurnRig
+from test_real_cli import _SCRUB, CODEX_CLI
+from turn_rig import TurnRig, realcli_marks, rig_fixture
 from xterm_probe import shows
 
 from jupyter_agents.pytest_plugin import (
-    ServerProcess,
     TermClient,
     poll,
 )
 
-pytestmark = [
-    pytest.mark.realcli,
-    pytest.mark.timeout(300),
-    pytest.mark.skipif(codex_missing() is not None, reason=codex_missing() or ""),
-    pytest.mark.xdist_group("real_codex_turns"),
-]
+pytestmark = realcli_marks(CODEX_CLI.missing(), "real_codex_turns")
 
 #: what Codex's input box says while it waits for a prompt
 PROMPT = "Ask Codex"
@@ -58,6 +50,8 @@ AGAIN = Usage(input=1919, output=9, cache_read=1536)
 
 @dataclass
 class Rig(TurnRig):
+    home: Path
+
     def codex(self) -> tuple[dict[str, Any], TermClient, str]:
         """A new codex session at its prompt, a terminal client watching it (typing
         nothing), and its thread id."""
@@ -78,23 +72,16 @@ class Rig(TurnRig):
         return self.server.model(sid)["attention"]
 
 
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    base = tmp_path_factory.mktemp("codex-turns")
-    project = base / "proj"
-    project.mkdir()
-    with pytest.MonkeyPatch.context() as env_of_tests, ModelEndpoint(OpenAIResponses()) as ep:
-        for name in _SCRUB:
-            env_of_tests.delenv(name, raising=False)
-        home = base / "home"
-        codex_home(home, ep, project)
-        env = {**codex_env(ep, home), "PATH": f"{CODEX.parent}{os.pathsep}{os.environ['PATH']}"}
-        server = ServerProcess(base / "state", base, env=env).start()
-        try:
-            rig = Rig(server=server, endpoint=ep, project=project, env=env, base=base)
-            yield rig
-        finally:
-            rig.close()
+def codex_setup(
+    endpoint: ModelEndpoint, base: Path, project: Path
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """Codex's HOME in ``base`` for the endpoint, the project trusted."""
+    home = base / "home"
+    codex_home(home, endpoint, project)
+    return codex_env(endpoint, home), {"home": home}
+
+
+rig = rig_fixture(Rig, "codex-turns", OpenAIResponses, codex_setup, _SCRUB, [CODEX_CLI.path.parent])
 
 
 def test_a_request_answered_over_rest_while_nobody_is_at_the_tab(rig: Rig) -> None:
@@ -116,10 +103,7 @@ def test_a_request_answered_over_rest_while_nobody_is_at_the_tab(rig: Rig) -> No
     assert request["falls_back_to_dialog"] is True
     assert rig.attention(sid) == "permission"  # the inbox shows Codex asking
     assert not allowed.exists()
-    status, body = rig.server.request(
-        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
-    )
-    assert status == 200, body
+    rig.allow(request)
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 2, what="the tool's output")
     assert allowed.exists()
     client.wait_for(shows("Created-it"), timeout=60)
@@ -178,8 +162,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     the answer: the session's turn events in that order, with the command and the
     output exact. Codex records neither the question nor the answer, only the call and
     what it printed (after the header of its ``exec_command`` output)."""
-    marker = rig.project / "turn-marker.txt"
-    command = f"printf 'turn-%s\\n' 42 | tee {marker}"
+    marker, command = rig.marker, rig.marker_command
     steps = {"plan": [{"step": "Print the marker", "status": "in_progress"}]}
     agent, client, cid = rig.codex()
     sid = agent["id"]
@@ -193,10 +176,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     request = rig.pending(sid)
     assert (request["tool"], request["command"]) == ("Bash", command)
     assert not marker.exists()
-    status, body = rig.server.request(
-        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
-    )
-    assert status == 200, body
+    rig.allow(request)
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 3, what="the last reply")
     poll(lambda: rig.attention(sid) == "waiting", timeout=120, what="the turn's end")
 
@@ -229,12 +209,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
         "Plan updated",
     )
     call, output = shown[6:8]
-    assert (call["tool_kind"], call["input"]["cmd"]) == ("execute", command)
-    assert call["title"] == f"exec_command: {command}"
-    assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
-    assert output["output"] == "turn-42\n", output
-    assert marker.read_text() == "turn-42\n"
-    rig.notebook_ran(sid, "turn-42")  # its notebook validates and holds the output
+    rig.marker_printed(sid, call, output, "exec_command", "turn-42\n", field="cmd")
     client.close()
 
 

@@ -18,9 +18,6 @@ Skipped, with the reason, where the CLI is not installed.
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,34 +34,14 @@ from model_endpoint import (
 )
 from test_attention import cli
 from test_real_cli import _SCRUB, type_into
-from turn_rig import TurnRig
+from turn_rig import RealCli, TurnRig, realcli_marks, rig_fixture
 from xterm_probe import shows
 
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient, poll
+from jupyter_agents.pytest_plugin import TermClient, poll
 
-COPILOT = Path(os.environ.get("JUPYTER_AGENTS_REAL_COPILOT", "/opt/jupyter-agents-cli/bin/copilot"))
-COPILOT_VERSION = "1.0.102"
-
-
-def copilot_missing() -> str | None:
-    if not os.access(COPILOT, os.X_OK):
-        return f"real GitHub Copilot CLI not installed at {COPILOT}"
-    out = subprocess.run(
-        [str(COPILOT), "--version"], capture_output=True, text=True, timeout=120, check=False
-    ).stdout
-    return (
-        None if COPILOT_VERSION in out else f"{COPILOT} is not Copilot {COPILOT_VERSION}: {out!r}"
-    )
-
-
-_MISSING = copilot_missing()
-
-pytestmark = [
-    pytest.mark.realcli,
-    pytest.mark.timeout(300),
-    pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""),
-    pytest.mark.xdist_group("real_copilot_turns"),  # one server for the module, in order
-]
+#: the version .ci/run installs
+COPILOT = RealCli.pinned("Copilot CLI", "copilot", "JUPYTER_AGENTS_REAL_COPILOT", "1.0.102")
+pytestmark = realcli_marks(COPILOT.missing(), "real_copilot_turns")
 
 #: the sign of Copilot's input box
 PROMPT = "\u276f"
@@ -88,22 +65,14 @@ class Rig(TurnRig):
     session: dict[str, Any] = field(default_factory=dict)
 
 
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    base = tmp_path_factory.mktemp("copilot-turns")
-    project = base / "proj"
-    project.mkdir()
+def _setup(endpoint: ModelEndpoint, base: Path, project: Path) -> tuple[dict[str, str], Any]:
     home = copilot_home(base / "home", project)
-    with pytest.MonkeyPatch.context() as env_of_tests, ModelEndpoint(OpenAIChat()) as ep:
-        for name in (*_SCRUB, *_COPILOT_SCRUB):
-            env_of_tests.delenv(name, raising=False)
-        env = {**copilot_env(ep, home), "PATH": f"{COPILOT.parent}{os.pathsep}{os.environ['PATH']}"}
-        server = ServerProcess(base / "state", base, env=env).start()
-        rig = Rig(server=server, endpoint=ep, project=project, env=env, base=base, home=home)
-        try:
-            yield rig
-        finally:
-            rig.close()
+    return copilot_env(endpoint, home), {"home": home}
+
+
+rig = rig_fixture(
+    Rig, "copilot-turns", OpenAIChat, _setup, (*_SCRUB, *_COPILOT_SCRUB), [COPILOT.path.parent]
+)
 
 
 def _client(rig: Rig, name: str) -> TermClient:
@@ -214,10 +183,7 @@ def test_a_permission_request_answered_over_rest_while_nobody_is_at_the_tab(rig:
     assert request["falls_back_to_dialog"] is True
     assert rig.get(sid)["attention"] == "permission"
     assert not allowed.exists()
-    status, body = rig.server.request(
-        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
-    )
-    assert status == 200, body
+    rig.allow(request)
     rig.attention_becomes(sid, "waiting", "the turn's end")
     assert allowed.exists()
     rig.usage_becomes(sid, rig.endpoint.sent_usage())
@@ -231,8 +197,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     plan tool whose records hold the plan (its todos are rows of its session database,
     written with its ``sql`` tool), so the turn has no plan; and its
     ``assistant.turn_end`` ends each model call, not the turn, so no ``turn_end``."""
-    marker = rig.project / "turn-marker.txt"
-    command = f"printf 'turn-%s\\n' 42 | tee {marker}"
+    marker, command = rig.marker, rig.marker_command
     status, agent = rig.server.request(
         "POST", "/api/agents/sessions", {"kind": "copilot", "cwd": str(rig.project)}
     )
@@ -247,10 +212,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     request = rig.pending(sid)
     assert (request["tool"], request["command"]) == ("bash", command)
     assert not marker.exists()
-    status, body = rig.server.request(
-        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
-    )
-    assert status == 200, body
+    rig.allow(request)
     rig.attention_becomes(sid, "waiting", "the turn's end")
 
     shown = rig.turn_events(sid, "Printed-it")
@@ -264,10 +226,5 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     said = [e["text"] for e in shown if e["type"].endswith("_message")]
     assert said == ["print the marker", "Printing-it", "Printed-it"]
     call, output = shown[2:4]
-    assert (call["tool_kind"], call["input"]["command"]) == ("execute", command)
-    assert call["title"] == f"bash: {command}"
-    assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
-    assert output["output"] == "turn-42", output
-    assert marker.read_text() == "turn-42\n"
-    rig.notebook_ran(sid, "turn-42")  # its notebook validates and holds the output
+    rig.marker_printed(sid, call, output, "bash", "turn-42")
     client.close()

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,30 +43,16 @@ from model_endpoint import (
     gemini_shell,
 )
 from test_real_cli import type_into
-from turn_rig import TurnRig
+from turn_rig import RealCli, TurnRig, realcli_marks, serving
 from xterm_probe import shows
 
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.base import is_uuid
 from jupyter_agents.agents.gemini import accepted_as_system_file
-from jupyter_agents.pytest_plugin import ServerProcess, TermClient
+from jupyter_agents.pytest_plugin import TermClient
 
-GEMINI_VERSION = "0.61.0"
-GEMINI = Path(os.environ.get("JUPYTER_AGENTS_REAL_GEMINI", "/opt/jupyter-agents-cli/bin/gemini"))
-
-
-def gemini_missing() -> str | None:
-    if not os.access(GEMINI, os.X_OK):
-        return f"real Gemini CLI not installed at {GEMINI} (.ci/run installs it)"
-    try:
-        out = subprocess.run(
-            [str(GEMINI), "--version"], capture_output=True, text=True, timeout=60
-        ).stdout
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"{GEMINI} --version failed: {e}"
-    return (
-        None if GEMINI_VERSION in out else f"{GEMINI} is not Gemini CLI {GEMINI_VERSION}: {out!r}"
-    )
+#: the version .ci/run installs
+GEMINI = RealCli.pinned("Gemini CLI", "gemini", "JUPYTER_AGENTS_REAL_GEMINI", "0.61.0")
 
 
 def hooks_missing() -> str | None:
@@ -81,16 +66,10 @@ def hooks_missing() -> str | None:
     return None
 
 
-_MISSING = gemini_missing()
 _NO_HOOKS = hooks_missing()
 needs_hooks = pytest.mark.skipif(_NO_HOOKS is not None, reason=_NO_HOOKS or "")
 
-pytestmark = [
-    pytest.mark.realcli,
-    pytest.mark.timeout(300),
-    pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""),
-    pytest.mark.xdist_group("real_gemini_turns"),  # one server for the module, in order
-]
+pytestmark = realcli_marks(GEMINI.missing(), "real_gemini_turns")
 
 #: the placeholder of Gemini's input box, shown while it waits for a prompt
 PROMPT = "Type your message"
@@ -124,34 +103,23 @@ class Rig(TurnRig):
     cid: str = ""
 
 
+def _setup(endpoint: ModelEndpoint, base: Path, project: Path) -> tuple[dict[str, str], Any]:
+    return gemini_env(endpoint, gemini_home(base / "home", project)), {}
+
+
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     base = tmp_path_factory.mktemp("gemini-turns")
-    project = base / "proj"
-    project.mkdir()
-    home = gemini_home(base / "home", project)
     # where Gemini reads our hooks file (see hooks_missing), else where it would not
     here = Path(os.path.expanduser("~"))
     owned = None if _NO_HOOKS else Path(tempfile.mkdtemp(prefix=".jupyter-agents-", dir=here))
-    state = (owned or base) / "state"
-    with (
-        pytest.MonkeyPatch.context() as env_of_tests,
-        ModelEndpoint(GeminiGenerateContent()) as endpoint,
-    ):
-        for name in _SCRUB:
-            env_of_tests.delenv(name, raising=False)
-        env = {
-            **gemini_env(endpoint, home),
-            "PATH": f"{GEMINI.parent}{os.pathsep}{os.environ['PATH']}",
-        }
-        server = ServerProcess(state, base, env=env).start()
-        rig = Rig(server=server, endpoint=endpoint, project=project, env=env, base=base)
-        try:
-            yield rig
-        finally:
-            rig.close()
-            if owned is not None:
-                shutil.rmtree(owned, ignore_errors=True)
+    try:
+        state = (owned or base) / "state"
+        provider = GeminiGenerateContent()
+        yield from serving(Rig, base, provider, _setup, _SCRUB, [GEMINI.path.parent], state)
+    finally:
+        if owned is not None:
+            shutil.rmtree(owned, ignore_errors=True)
 
 
 def start(rig: Rig) -> tuple[dict[str, Any], TermClient]:
@@ -253,8 +221,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     group). Gemini's hooks cannot answer a request, so both of its dialogs (it asks
     before ``write_todos`` too) are answered in the terminal; and it offers
     ``write_todos`` with a Gemini 2 model only (``-m``)."""
-    marker = rig.project / "turn-marker.txt"
-    command = f"printf 'turn-%s\\n' 42 | tee {marker}"
+    marker, command = rig.marker, rig.marker_command
     todos = {"todos": [{"description": "Print the marker", "status": "in_progress"}]}
     before = len(rig.endpoint.turns())
     rig.endpoint.add(
@@ -301,10 +268,5 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     assert made["entries"] == [{"content": "Print the marker", "status": "in_progress"}]
     assert "partial" not in made  # the whole list each time
     call, output = shown[6:8]
-    assert (call["tool_kind"], call["input"]["command"]) == ("execute", command)
-    assert call["title"] == f"run_shell_command: {command}"
-    assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
-    assert output["output"] == "turn-42", output
-    assert marker.read_text() == "turn-42\n"
-    rig.notebook_ran(sid, "turn-42")  # its notebook validates and holds the output
+    rig.marker_printed(sid, call, output, "run_shell_command", "turn-42")
     client.close()

@@ -22,14 +22,11 @@ module. Skipped, with the reason, where the CLI is not installed.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import pytest
 from model_endpoint import (
     ModelEndpoint,
     OpenAIChat,
@@ -40,36 +37,16 @@ from model_endpoint import (
     opencode_home,
 )
 from test_real_cli import _SCRUB, type_into
-from turn_rig import TurnRig
+from turn_rig import RealCli, TurnRig, realcli_marks, rig_fixture
 from xterm_probe import shows
 
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.opencode import is_conversation_id
-from jupyter_agents.pytest_plugin import ServerProcess, poll
+from jupyter_agents.pytest_plugin import poll
 
-OPENCODE_VERSION = "1.18.33"
-OPENCODE = Path(
-    os.environ.get("JUPYTER_AGENTS_REAL_OPENCODE", "/opt/jupyter-agents-cli/bin/opencode")
-)
-
-
-def opencode_missing() -> str | None:
-    """Why the real OpenCode cannot be used here, or None."""
-    if not os.access(OPENCODE, os.X_OK):
-        return f"real OpenCode not installed at {OPENCODE} (.ci/run installs it)"
-    out = subprocess.run(
-        [str(OPENCODE), "--version"], capture_output=True, text=True, timeout=60, check=False
-    ).stdout
-    return None if OPENCODE_VERSION in out else f"{OPENCODE} is not OpenCode {OPENCODE_VERSION}"
-
-
-_MISSING = opencode_missing()
-pytestmark = [
-    pytest.mark.realcli,
-    pytest.mark.timeout(300),
-    pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""),
-    pytest.mark.xdist_group("real_opencode_turns"),  # one server for the module, in order
-]
+#: the version .ci/run installs
+OPENCODE = RealCli.pinned("OpenCode", "opencode", "JUPYTER_AGENTS_REAL_OPENCODE", "1.18.33")
+pytestmark = realcli_marks(OPENCODE.missing(), "real_opencode_turns")
 
 #: what OpenCode's empty input box says
 PROMPT = "Ask anything"
@@ -92,23 +69,16 @@ class Rig(TurnRig):
             db.close()
 
 
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    base = tmp_path_factory.mktemp("opencode-turns")
-    project = base / "proj"
-    project.mkdir()
-    with pytest.MonkeyPatch.context() as env_of_tests, ModelEndpoint(OpenAIChat()) as ep:
-        for name in (*_SCRUB, "OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR", "OPENCODE_DB"):
-            env_of_tests.delenv(name, raising=False)
-        home = base / "home"
-        opencode_home(home, ep)
-        env = {**opencode_env(home), "PATH": f"{OPENCODE.parent}{os.pathsep}{os.environ['PATH']}"}
-        server = ServerProcess(base / "state", base, env=env).start()
-        rig = Rig(server=server, endpoint=ep, project=project, env=env, base=base, home=home)
-        try:
-            yield rig
-        finally:
-            rig.close()
+def _setup(endpoint: ModelEndpoint, base: Path, project: Path) -> tuple[dict[str, str], Any]:
+    home = base / "home"
+    opencode_home(home, endpoint)
+    return opencode_env(home), {"home": home}
+
+
+_OPENCODE_SCRUB = (*_SCRUB, "OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR", "OPENCODE_DB")
+rig = rig_fixture(
+    Rig, "opencode-turns", OpenAIChat, _setup, _OPENCODE_SCRUB, [OPENCODE.path.parent]
+)
 
 
 def test_turn_permission_usage_and_resume_after_a_reboot(rig: Rig) -> None:
@@ -146,10 +116,7 @@ def test_turn_permission_usage_and_resume_after_a_reboot(rig: Rig) -> None:
     )
     assert request["tool"] == "Bash" and request["command"] == f"touch {made}"
     client.wait_for(shows("Permission required"), timeout=60)  # its dialog meanwhile
-    status, body = rig.server.request(
-        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
-    )
-    assert status == 200, body
+    rig.allow(request)
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == 2, what="the tool's result")
     assert made.exists()
     done = rig.attention_becomes(sid, "waiting", "the turn's end")
@@ -194,8 +161,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     bash call that asks permission, allowed over REST, its output, the answer: the
     session's turn events in that order (each text before the tool call that followed
     it, however soon the call ended), with the command and the output exact."""
-    marker = rig.project / "turn-marker.txt"
-    command = f"printf 'turn-%s\\n' 42 | tee {marker}"
+    marker, command = rig.marker, rig.marker_command
     todo = {"content": "Print the marker", "status": "in_progress", "priority": "high"}
     status, agent = rig.server.request(
         "POST", "/api/agents/sessions", {"kind": "opencode", "cwd": str(rig.project)}
@@ -219,10 +185,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     request = rig.pending(sid)
     assert (request["tool"], request["command"]) == ("Bash", command)
     assert not marker.exists()
-    status, body = rig.server.request(
-        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
-    )
-    assert status == 200, body
+    rig.allow(request)
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == before + 3, what="the answer")
     rig.attention_becomes(sid, "waiting", "the turn's end")
 
@@ -245,10 +208,5 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     assert made["entries"] == [{"content": "Print the marker", "status": "in_progress"}]
     assert "partial" not in made  # the whole list each time
     call, output = shown[6:8]
-    assert (call["tool_kind"], call["input"]["command"]) == ("execute", command)
-    assert call["title"] == f"bash: {command}"
-    assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
-    assert output["output"] == "turn-42\n", output
-    assert marker.read_text() == "turn-42\n"
-    rig.notebook_ran(sid, "turn-42")  # its notebook validates and holds the output
+    rig.marker_printed(sid, call, output, "bash", "turn-42\n")
     client.close()

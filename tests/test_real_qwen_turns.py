@@ -20,14 +20,12 @@ Skipped, with the reason, where the CLI (or Node.js 22) is not installed.
 
 from __future__ import annotations
 
+import functools
 import os
-import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from model_endpoint import (
     ModelEndpoint,
     OpenAIChat,
@@ -40,41 +38,17 @@ from model_endpoint import (
     qwen_side_request,
 )
 from test_real_cli import _SCRUB, type_into
-from turn_rig import TurnRig
+from turn_rig import RealCli, TurnRig, realcli_marks, rig_fixture
 from xterm_probe import shows
 
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.agents.base import is_uuid
-from jupyter_agents.pytest_plugin import ServerProcess
 
-QWEN_VERSION = "0.24.4"
-QWEN = Path(os.environ.get("JUPYTER_AGENTS_REAL_QWEN", "/opt/jupyter-agents-cli/bin/qwen"))
 NODE = Path(os.environ.get("JUPYTER_AGENTS_NODE22", "/opt/jupyter-agents-node22/bin"))
-
-
-def qwen_missing() -> str | None:
-    if not os.access(QWEN, os.X_OK):
-        return f"real Qwen Code not installed at {QWEN} (.ci/run installs it)"
-    if not os.access(NODE / "node", os.X_OK):
-        return f"Node.js 22 (Qwen Code needs it) not installed in {NODE}"
-    env = {**os.environ, "PATH": f"{NODE}{os.pathsep}{os.environ.get('PATH', '')}"}
-    try:
-        out = subprocess.run(
-            [str(QWEN), "--version"], capture_output=True, text=True, timeout=60, env=env
-        ).stdout
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"{QWEN} --version failed: {e}"
-    return None if QWEN_VERSION in out else f"{QWEN} is not Qwen Code {QWEN_VERSION}: {out!r}"
-
-
-_MISSING = qwen_missing()
-
-pytestmark = [
-    pytest.mark.realcli,
-    pytest.mark.timeout(300),
-    pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""),
-    pytest.mark.xdist_group("real_qwen_turns"),
-]
+#: the version .ci/run installs (it needs Node.js 22)
+QWEN = RealCli.pinned("Qwen Code", "qwen", "JUPYTER_AGENTS_REAL_QWEN", "0.24.4", path_first=[NODE])
+_NO_NODE = None if os.access(NODE / "node", os.X_OK) else f"Node.js 22 is not installed in {NODE}"
+pytestmark = realcli_marks(_NO_NODE or QWEN.missing(), "real_qwen_turns")
 
 #: the placeholder of Qwen's input box, shown while it waits for a prompt
 PROMPT = "Type your message"
@@ -96,25 +70,21 @@ class Rig(TurnRig):
         return dict(agent)
 
 
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    base = tmp_path_factory.mktemp("qwen-turns")
-    project = base / "proj"
-    project.mkdir()
+def _setup(endpoint: ModelEndpoint, base: Path, project: Path) -> tuple[dict[str, str], Any]:
     home = base / "home"
     qwen_home(home)
-    provider = OpenAIChat(side=qwen_side_request)
-    with pytest.MonkeyPatch.context() as env_of_tests, ModelEndpoint(provider) as ep:
-        for name in (*_SCRUB, "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "QWEN_HOME"):
-            env_of_tests.delenv(name, raising=False)
-        env = qwen_env(ep, home)
-        env["PATH"] = f"{QWEN.parent}{os.pathsep}{NODE}{os.pathsep}{env['PATH']}"
-        server = ServerProcess(base / "state", base, env=env).start()
-        rig = Rig(server=server, endpoint=ep, project=project, env=env, base=base, home=home)
-        try:
-            yield rig
-        finally:
-            rig.close()
+    return qwen_env(endpoint, home), {"home": home}
+
+
+_QWEN_SCRUB = (*_SCRUB, "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "QWEN_HOME")
+rig = rig_fixture(
+    Rig,
+    "qwen-turns",
+    functools.partial(OpenAIChat, side=qwen_side_request),
+    _setup,
+    _QWEN_SCRUB,
+    [QWEN.path.parent, NODE],
+)
 
 
 def test_permission_allowed_over_rest_then_waiting_and_usage(rig: Rig) -> None:
@@ -141,10 +111,7 @@ def test_permission_allowed_over_rest_then_waiting_and_usage(rig: Rig) -> None:
     assert request["falls_back_to_dialog"] is True
     assert rig.get(sid)["attention"] == "permission"
     assert not written.exists()
-    status, body = rig.server.request(
-        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
-    )
-    assert status == 200, body
+    rig.allow(request)
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == 2, what="the tool's result")
     assert written.read_text() == "scripted\n"
     client.wait_for(shows("Written-it"), timeout=60)
@@ -208,8 +175,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     session's turn events in that order, with the command and the output exact (the
     output as Qwen showed it: the model is sent it framed by the command, folder, exit
     code...)."""
-    marker = rig.project / "turn-marker.txt"
-    command = f"printf 'turn-%s\\n' 42 | tee {marker}"
+    marker, command = rig.marker, rig.marker_command
     todos = {"todos": [{"id": "1", "content": "Print the marker", "status": "in_progress"}]}
     agent = rig.qwen()
     sid = agent["id"]
@@ -226,10 +192,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     request = rig.pending(sid)
     assert (request["tool"], request["command"]) == ("run_shell_command", command)
     assert not marker.exists()
-    status, body = rig.server.request(
-        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
-    )
-    assert status == 200, body
+    rig.allow(request)
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns()) == before + 3, what="the answer")
     rig.attention_becomes(sid, "waiting", "the turn's end")
 
@@ -252,12 +215,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     assert made["entries"] == [{"content": "Print the marker", "status": "in_progress"}]
     assert "partial" not in made  # the whole list each time
     call, output = shown[6:8]
-    assert (call["tool_kind"], call["input"]["command"]) == ("execute", command)
-    assert call["title"] == f"run_shell_command: {command}"
-    assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
-    assert output["output"] == "turn-42", output
-    assert marker.read_text() == "turn-42\n"
-    rig.notebook_ran(sid, "turn-42")  # its notebook validates and holds the output
+    rig.marker_printed(sid, call, output, "run_shell_command", "turn-42")
     client.close()
 
 

@@ -17,13 +17,10 @@ the CLI is not installed.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from model_endpoint import (
     AnthropicMessages,
     ModelEndpoint,
@@ -35,23 +32,17 @@ from model_endpoint import (
     claude_home,
 )
 from test_real_cli import _MISSING, _SCRUB, CLAUDE, conversation_path, type_into
-from turn_rig import TurnRig
+from turn_rig import TurnRig, realcli_marks, rig_fixture
 from xterm_probe import shows
 
 from jupyter_agents.agents.attention import NEEDS_YOU
 from jupyter_agents.pytest_plugin import (
     EventClient,
-    ServerProcess,
     TermClient,
     poll,
 )
 
-pytestmark = [
-    pytest.mark.realcli,
-    pytest.mark.timeout(300),  # generous polls: a cold start of the real CLI can be slow
-    pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""),
-    pytest.mark.xdist_group("real_turns"),  # one server for the module, tests in order
-]
+pytestmark = realcli_marks(_MISSING, "real_turns")
 
 #: the prompt sign of Claude Code's input box (its TUI moves the cursor between the
 #: words it draws, so the scripted replies a test waits to see are one word each)
@@ -88,22 +79,15 @@ class Rig(TurnRig):
         return agent, client
 
 
-@pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    base = tmp_path_factory.mktemp("turns")
-    project = base / "proj"
-    project.mkdir()
+def claude_setup(
+    endpoint: ModelEndpoint, base: Path, project: Path
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """Claude Code's HOME in ``base`` for the endpoint, the project trusted."""
     home = claude_home(base / "home", project)
-    with pytest.MonkeyPatch.context() as env_of_tests, ModelEndpoint(AnthropicMessages()) as ep:
-        for name in _SCRUB:
-            env_of_tests.delenv(name, raising=False)
-        env = {**claude_env(ep, home), "PATH": f"{CLAUDE.parent}{os.pathsep}{os.environ['PATH']}"}
-        server = ServerProcess(base / "state", base, env=env).start()
-        rig = Rig(server=server, endpoint=ep, project=project, env=env, base=base, home=home)
-        try:
-            yield rig
-        finally:
-            rig.close()
+    return claude_env(endpoint, home), {"home": home}
+
+
+rig = rig_fixture(Rig, "turns", AnthropicMessages, claude_setup, _SCRUB, [CLAUDE.parent])
 
 
 def test_fresh_session_is_ready_and_a_finished_turn_needs_you(rig: Rig) -> None:
@@ -230,10 +214,7 @@ def test_a_permission_request_answered_over_rest_with_no_key_pressed(rig: Rig) -
     client.wait_for(shows("proceed?"), timeout=60)  # its own dialog, on screen meanwhile
     client.drain(1)
     # from here until the tool ran, nothing is typed into its terminal
-    status, body = rig.server.request(
-        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
-    )
-    assert status == 200, body
+    rig.allow(request)
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 2, what="the tool's result")
     assert allowed.read_text() == "allowed\n"
     rig.attention_becomes(sid, "waiting", "the turn's end")
@@ -260,8 +241,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     """Issue 56 (the server's part of acceptance 1): a prompt, a plan (TodoWrite), a Bash
     call that asks permission, allowed over REST, its output, the answer: the session's
     turn events in that order, with the command and the output exact."""
-    marker = rig.project / "turn-marker.txt"
-    command = f"printf 'turn-%s\\n' 42 | tee {marker}"
+    command = rig.marker_command
     # Claude Code 2.1's plan is its tasks (TodoWrite is "No such tool" there)
     task = {"subject": "Print the marker", "description": "Print it", "activeForm": "Printing"}
     started = {"taskId": "1", "status": "in_progress"}
@@ -276,10 +256,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     type_into(client, "print the marker")
     request = rig.pending(sid)
     assert request["command"] == command
-    status, body = rig.server.request(
-        "POST", f"/api/agents/requests/{request['id']}", {"decision": "allow"}
-    )
-    assert status == 200, body
+    rig.allow(request)
     rig.endpoint.wait_for(lambda _: len(rig.endpoint.turns(cid)) == 4, what="the last reply")
     rig.attention_becomes(sid, "waiting", "the turn's end")
 
@@ -307,12 +284,7 @@ def test_the_turns_of_a_real_conversation_in_order(rig: Rig) -> None:
     ]
     assert started_plan["entries"] == [{"id": "1", "status": "in_progress"}]
     call, output = shown[-3:-1]
-    assert (call["tool_kind"], call["input"]["command"]) == ("execute", command)
-    assert call["title"] == f"Bash: {command}"
-    assert (output["tool_call_id"], output["status"]) == (call["tool_call_id"], "completed")
-    assert output["output"] == "turn-42", output
-    assert marker.read_text() == "turn-42\n"
-    notebook = rig.notebook_ran(sid, "turn-42")  # it validates and holds the output
+    notebook = rig.marker_printed(sid, call, output, "Bash", "turn-42")
     plans = [c.source for c in notebook.cells if c.source.startswith("**Plan**")]
     # the task made, then started: the second cell shows the whole plan as it is then
     assert [p.split("\n\n", 1)[1] for p in plans] == [

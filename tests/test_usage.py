@@ -246,6 +246,17 @@ def test_codex_token_counts_once_each_as_disjoint_kinds(book):
     assert tokens_of(book.model(session)) == {k: 3 * v for k, v in CODEX_TURN.items()}
 
 
+def test_codex_cache_writes_count_as_cache_creation(book):
+    """Codex 0.171 counts the prompt tokens written to the cache apart
+    (``cache_write_input_tokens``, inside ``input_tokens`` as the cached ones are): they
+    are cache creation, not plain input."""
+    session = book.session("codex")
+    written = {**CODEX_LAST, "cache_write_input_tokens": 500}
+    book.conversation(session).write_text(codex_lines("gpt-5.4", written, [time.time()]))
+    book.update(session)
+    assert tokens_of(book.model(session)) == {**CODEX_TURN, "input": 2500, "cache_creation": 500}
+
+
 def test_clear_starts_a_new_conversation_of_the_same_session(book):
     session = book.session()
     old = book.conversation(session)

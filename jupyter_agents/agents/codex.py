@@ -290,7 +290,9 @@ def parse_usage(line: bytes, cursor: CodexCursor) -> Record | None:
         return None  # counted before (the rollout is being read again)
     given = count(last_usage.get("input_tokens"))
     cached = min(count(last_usage.get("cached_input_tokens")), given)
-    tokens = Tokens(given - cached, count(last_usage.get("output_tokens")), 0, cached)
+    written = min(count(last_usage.get("cache_write_input_tokens")), given - cached)
+    output = count(last_usage.get("output_tokens"))
+    tokens = Tokens(given - cached - written, output, written, cached)
     cursor.total = total
     if when is not None:
         cursor.last = when
@@ -302,12 +304,14 @@ class CodexUsage(UsageReader):
     "event_msg", "payload": {"type": "token_count", "info": {"total_token_usage",
     "last_token_usage", "model_context_window"}, "rate_limits"}}``; openai/codex
     ``codex-rs/protocol/src/protocol.rs`` ``TokenCountEvent``/``TokenUsageInfo``/
-    ``TokenUsage``: ``input_tokens`` includes ``cached_input_tokens``, ``output_tokens``
-    includes ``reasoning_output_tokens``), and the model of each turn in
-    ``turn_context`` records (``payload.model``). :func:`parse_usage` counts
-    ``last_token_usage`` of every event whose cumulative ``total_tokens`` moved (codex
-    repeats an event unchanged, e.g. for a rate-limit update), as ``input - cached``
-    input, ``cached`` cache reads and ``output``; the :class:`CodexCursor` carries."""
+    ``TokenUsage``: ``input_tokens`` includes ``cached_input_tokens`` and
+    ``cache_write_input_tokens``, ``output_tokens`` includes
+    ``reasoning_output_tokens``), and the model of each turn in ``turn_context``
+    records (``payload.model``). :func:`parse_usage` counts ``last_token_usage`` of
+    every event whose cumulative ``total_tokens`` moved (codex repeats an event
+    unchanged, e.g. for a rate-limit update), as ``input - cached - written`` input,
+    ``cached`` cache reads, ``written`` cache creation and ``output``; the
+    :class:`CodexCursor` carries."""
 
     def __init__(self, saved: str | None = None) -> None:
         self.cursor = CodexCursor.load(saved)
