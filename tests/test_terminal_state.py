@@ -38,10 +38,15 @@ FLOOD
 printf 'ALL DONE\r\n'
 exec sleep 600
 """
-#: output enough to push the bytes that set the modes out of every replay buffer
-#: (the broker keeps 0.5-1 MB; the test server's transcripts keep 1 MB in 4 segments),
-#: a refresh of the server after the modes were set (as a TUI sets them at its start)
-FLOOD = "head -c 3000000 /dev/zero | tr '\\0' x | fold -w 70 | sed 's/$/\\r/'"
+#: the test server's transcripts keep 256 KiB (in 64 KiB segments: 320 KiB at most)
+#: and its tmux panes 2,000 lines of history (142 KB of the flood's lines)
+TRANSCRIPT_MAX, HISTORY_LIMIT = 256 * 1024, 2000
+#: output enough to push the bytes that set the modes out of every replay, by backend:
+#: the transcript and the pane's history (tmux) or the broker's raw replay (0.5-1 MB,
+#: broker/replay.py); a refresh of the server after the modes were set (as a TUI sets
+#: them at its start)
+FLOOD_BYTES = {"tmux": 600_000, "broker": 1_200_000}
+FLOOD = "head -c {} /dev/zero | tr '\\0' x | fold -w 70 | sed 's/$/\\r/'"
 
 
 def stdout(client: TermClient, since: int = 0) -> list[bytes]:
@@ -116,6 +121,8 @@ def reconnects_the_same(
     reload = server.ws(name)  # a page reload: a fresh terminal gets the replay
     reload.wait_for(shown)
     settle(reload, watcher)
+    if flood:  # the replay no longer holds the bytes that set the modes
+        assert b"MODES SET" not in b"".join(stdout(reload))
     original, reloaded = render([stdout(watcher), stdout(reload)], COLS, ROWS)
     same(original, reloaded, flood, "after a reload")
 
@@ -132,12 +139,18 @@ def reconnects_the_same(
 
 
 @both_backends
-@pytest.mark.parametrize("flood", [False, True], ids=["modes", "modes-then-3MB"])
-def test_a_reconnected_tab_has_every_mode_of_the_program(agents_server, tmp_path, flood):
+@pytest.mark.parametrize("flood", [False, True], ids=["modes", "modes-then-flood"])
+def test_a_reconnected_tab_has_every_mode_of_the_program(
+    agents_server, agents_backend, tmp_path, flood
+):
     server = agents_server(
-        args=["--AgentsApp.transcript_max_bytes=1048576", "--AgentsApp.refresh_interval=0.5"]
+        args=[
+            f"--AgentsApp.transcript_max_bytes={TRANSCRIPT_MAX}",
+            f"--TmuxBackend.history_limit={HISTORY_LIMIT}",
+            "--AgentsApp.refresh_interval=0.5",
+        ]
     )
-    script = EVERY_MODE.replace("FLOOD", FLOOD if flood else "")
+    script = EVERY_MODE.replace("FLOOD", FLOOD.format(FLOOD_BYTES[agents_backend]) if flood else "")
     name, watcher = start_program(server, tmp_path, script)
     watcher.wait_for("ALL DONE", timeout=60)
     original = reconnects_the_same(server, name, watcher, "ALL DONE", flood)
