@@ -317,6 +317,50 @@ def test_a_restore_that_cannot_resume_says_why(agents_server, agents_state_dir, 
     assert ready["how"] == "new" and ready["sessionId"] == session["conversation_id"]
 
 
+def test_a_new_conversation_is_never_listed_without_why(tmp_path):
+    """The proxy's SessionStart names the new conversation and why the old one did not go
+    on: both are written in one change. Written in two (the id, then the reason), a
+    listing between them showed the new id with no reason (a full run of 2026-12-07);
+    here every change the tracker makes is looked at, which needs no luck."""
+    import logging
+
+    from jupyter_agents.agents.attention import AttentionTracker
+    from jupyter_agents.agents.kinds import make_kinds
+    from jupyter_agents.agents.spool import spool_path
+    from jupyter_agents.core.records import Session
+    from jupyter_agents.core.store import SessionStore
+
+    old, new = "1fe42143-8451-470a-8d0e-64e96fcc3b43", "2ab53254-9562-481b-9e1f-75f07add4c54"
+    store = SessionStore(tmp_path / "sessions.db")
+    store.add(
+        Session(
+            id="s1", name="1", status="running", backend="tmux", kind="claude",
+            mode="acp", conversation_id=old,
+        )
+    )  # fmt: skip
+    note = f"the agent offers neither resume nor load of {old}; a new conversation began"
+    spool = spool_path(tmp_path, "s1")
+    spool.parent.mkdir()
+    line = {"t": 1.0, "event": "SessionStart", "conversation": new, "note": note}
+    spool.write_text(json.dumps(line) + "\n")
+    seen: list[tuple[str | None, str | None]] = []
+
+    def change(session_id: str, action: Any = None, **fields: Any) -> Session | None:
+        fields.pop("was", None)
+        store.update(session_id, **fields)
+        after = store.get(session_id)
+        seen.append((after.conversation_id, after.reason))
+        return after
+
+    tracker = AttentionTracker(
+        tmp_path, store, make_kinds(["bash"], {}), change, logging.getLogger("t")
+    )
+    tracker.apply_spool()
+    assert (new, note) in seen
+    assert all(reason == note for conversation, reason in seen if conversation == new), seen
+    store.close()
+
+
 def test_an_acp_sessions_turns_come_from_its_journal(agents_server, agents_state_dir, tmp_path):
     """Its turns (``/turns``, what the turns view reads) are the journal's, in order: the
     prompt, the streamed reply's chunks, the plan, the tool call, its end with its

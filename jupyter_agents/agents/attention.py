@@ -254,10 +254,11 @@ class AttentionTracker:
             if session.attention_since and record["t"] <= clock.epoch(session.attention_since):
                 continue  # applied before (by this or another process)
             if record.get("event") == "SessionStart":
-                session = self._follow(session, record.get("conversation"))
                 note = record.get("note")  # an ACP proxy's: why it did not go on as asked
-                if isinstance(note, str) and note and note != session.reason:
-                    session = self.change(session_id, "updated", reason=note[:500]) or session
+                why = note[:500] if isinstance(note, str) and note else None
+                session = self._follow(session, record.get("conversation"), why)
+                if why is not None and why != session.reason:
+                    session = self.change(session_id, "updated", reason=why) or session
             state = state_after(record, session.attention)
             if state is None or state == (session.attention, session.attention_reason):
                 continue
@@ -297,9 +298,11 @@ class AttentionTracker:
             self._closing[session_id] = (record["t"], reason, conversation)
         return bool(self.requests.close_before(session_id, record["t"], reason, conversation))
 
-    def _follow(self, session: Session, conversation: object) -> Session:
+    def _follow(self, session: Session, conversation: object, why: str | None) -> Session:
         """SessionStart names the exact conversation id (a new one after ``/clear``),
-        of the shape the session's kind uses (a UUID, or e.g. OpenCode's ``ses_...``)."""
+        of the shape the session's kind uses (a UUID, or e.g. OpenCode's ``ses_...``).
+        ``why`` (an ACP proxy's note: why it did not go on as asked) is written in the
+        same change as the new id, so nobody reads the id without it."""
         kind = self.kinds.get(session.kind)
         valid = kind.is_conversation_id(conversation) if kind else _is_uuid(conversation)
         if not valid or conversation == session.conversation_id:
@@ -311,6 +314,7 @@ class AttentionTracker:
                 conversation_id=conversation,
                 ambiguous=False,
                 was={"conversation_id": session.conversation_id},  # not if a pass moved it
+                **({"reason": why} if why is not None else {}),
             )
             if followed is not None:
                 if session.conversation_id:
