@@ -16,7 +16,14 @@ sent:
   ``children_system`` after minus before, plus the shell's own) and the *websocket
   client* (this process's thread CPU while it reads).
 
-Each is psutil ``cpu_times()`` user + system after minus before. Processes that the
+Each is psutil ``cpu_times()`` user + system after minus before; beside it, each
+process's *wake-ups* per MB: the voluntary context switches of its main thread (the
+thread of the IO loop in the Jupyter server and the broker; tmux and perl have one),
+the times it blocked waiting for something and was woken: what larger reads, fewer
+frames and fewer turns of a loop per MB save, and what CPU figures in clock ticks are
+too coarse to show. The *server side* row adds up every process but the producer and
+the websocket client: the whole cost of a terminal that outlives its server, tmux
+included, against stock's one process. Processes that the
 server, the tmux server or the broker started and reaped meanwhile (e.g. a ``tmux``
 command of the control plane) show up in their parent's ``children_*`` and are
 reported as one row; a process that is still running at the end but was not found at
@@ -71,6 +78,7 @@ REAPED = "short-lived processes reaped meanwhile"
 PRODUCER = "producer (`cat`) and its shell"
 CLIENT = "websocket client (the bench process)"
 LABELS = (SERVER, TMUX_SERVER, WRITER, CONTROL, BROKER, REAPED, PRODUCER, CLIENT)
+SERVER_SIDE = "server side (all but the producer and the client)"
 
 
 def _cmdline(proc: psutil.Process) -> list[str]:
@@ -117,6 +125,12 @@ def parts(srv: BenchServer) -> list[Part]:
     return found
 
 
+def _wakeups(part: Part) -> int:
+    """Voluntary context switches of its main thread (psutil reads ``/proc/<pid>/status``);
+    0 for a part that counts reaped children only."""
+    return 0 if part.children_only else part.proc.num_ctx_switches().voluntary
+
+
 def _seconds(part: Part) -> float:
     t = part.proc.cpu_times()
     own = 0.0 if part.children_only else t.user + t.system
@@ -124,12 +138,22 @@ def _seconds(part: Part) -> float:
     return own + kids
 
 
-def measure(srv: BenchServer, name: str, path: Path) -> tuple[float, dict[str, float]]:
+@dataclasses.dataclass
+class Used:
+    """What one payload cost: seconds, and CPU seconds and wake-ups by part label."""
+
+    seconds: float
+    cpu: dict[str, float]
+    wakeups: dict[str, int]
+
+
+def measure(srv: BenchServer, name: str, path: Path) -> Used:
     """Send ``path`` to a new viewer of terminal ``name`` (:func:`throughput.ws_seconds`'s
-    way): the seconds it took and CPU seconds by part label."""
+    way): the seconds it took, CPU seconds and wake-ups by part label."""
     client = srv.ready_shell(name)
     try:
         found = parts(srv)
+        woken = [_wakeups(p) for p in found]
         before = [_seconds(p) for p in found]
         client_before = time.thread_time()
         t0 = time.perf_counter()
@@ -137,10 +161,13 @@ def measure(srv: BenchServer, name: str, path: Path) -> tuple[float, dict[str, f
         read_until(client, throughput.MARKER, 600)
         seconds = time.perf_counter() - t0
         cpu = {CLIENT: time.thread_time() - client_before}
-        for part, start in zip(found, before, strict=True):
+        wakeups: dict[str, int] = {}
+        for part, start, was in zip(found, before, woken, strict=True):
             with contextlib.suppress(psutil.Error):  # gone: counted 0
                 cpu[part.label] = cpu.get(part.label, 0.0) + _seconds(part) - start
-        return seconds, cpu
+                if not part.children_only and part.label != PRODUCER:
+                    wakeups[part.label] = _wakeups(part) - was
+        return Used(seconds, cpu, wakeups)
     finally:
         client.close()
 
@@ -164,24 +191,31 @@ def run(flavors: list[Flavor], mode: Mode) -> list[Row]:
         names = {name: srv.create_terminal() for name, srv in servers.items()}
         for srv in started:
             srv.verify_flavor()
-        # by payload, flavor: per run MB/s, and per run CPU ms per MB by part
+        # by payload, flavor: per run MB/s, and per run CPU ms and wake-ups per MB by part
         speed: dict[str, dict[str, list[float]]] = {p: {} for p in payloads}
         per_mb: dict[str, dict[str, dict[str, list[float]]]] = {p: {} for p in payloads}
+        woken: dict[str, dict[str, dict[str, list[float]]]] = {p: {} for p in payloads}
         for run_no in range(mode.runs):
             order = list(servers.items())
             if run_no % 2:
                 order.reverse()
             for label, (path, mb) in payloads.items():
                 for name, srv in order:
-                    seconds, cpu = measure(srv, names[name], path)
-                    speed[label].setdefault(name, []).append(mb / seconds)
+                    used = measure(srv, names[name], path)
+                    speed[label].setdefault(name, []).append(mb / used.seconds)
                     by_part = per_mb[label].setdefault(name, {})
-                    for part, used in cpu.items():
-                        by_part.setdefault(part, []).append(1000 * used / mb)
-                    by_part.setdefault("all", []).append(1000 * sum(cpu.values()) / mb)
+                    for part, cpu_s in used.cpu.items():
+                        by_part.setdefault(part, []).append(1000 * cpu_s / mb)
+                    by_part.setdefault("all", []).append(1000 * sum(used.cpu.values()) / mb)
+                    side = sum(v for k, v in used.cpu.items() if k not in (PRODUCER, CLIENT))
+                    by_part.setdefault(SERVER_SIDE, []).append(1000 * side / mb)
+                    by_wake = woken[label].setdefault(name, {})
+                    for part, count in used.wakeups.items():
+                        by_wake.setdefault(part, []).append(count / mb)
     out: list[Row] = []
     for label in payloads:
         out += rows(label, payloads[label][1], speed[label], per_mb[label], ours, mode.runs)
+        out += wakeup_rows(woken[label])
     return out
 
 
@@ -218,10 +252,33 @@ def rows(
         if not any(got.values()) and part == REAPED:
             continue
         out.append(Row("15", f"  {part} CPU per MB", "ms/MB", got))
+    out.append(
+        Row("15", f"  {SERVER_SIDE}, CPU per MB", "ms/MB", values(SERVER_SIDE),
+            note="ours: the Jupyter server, tmux, its writer and control client, or the "
+            "broker; stock: the Jupyter server alone")
+    )  # fmt: skip
     whole = values("all")
     out.append(
         Row("15", "  all of them, CPU per MB", "ms/MB", whole,
             note="CPU ms per MB of payload = CPU-seconds per MB x 1000; psutil cpu_times "
             "user + system, after minus before")
     )  # fmt: skip
+    return out
+
+
+def wakeup_rows(woken: dict[str, dict[str, list[float]]]) -> list[Row]:
+    """Wake-ups per MB by process (module docstring), medians of runs; parts a flavor
+    lacks are left out of it."""
+    out = []
+    for part in LABELS:
+        got: dict[str, float | None] = {
+            f: median(by[part]) for f, by in woken.items() if part in by
+        }
+        if got and part != REAPED:
+            out.append(Row("15", f"  {part} wake-ups per MB", "count", got))
+    if out:
+        out[0].note = (
+            "voluntary context switches of the process's main thread (/proc/<pid>/status), "
+            "after minus before, per MB"
+        )
     return out

@@ -3,6 +3,7 @@ runs over both backends in test_restart.py and test_websocket.py)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import select
@@ -500,3 +501,96 @@ def test_debug_attach_command(broker):
     wait_until(lambda: not client.isalive(), 10, "the attach client to leave")
     assert client.exitstatus == 0
     assert alive(shell.pid)
+
+
+class _Recorder:
+    """A stream listener that records what it is told, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, object]] = []
+
+    def on_output(self, data: str) -> None:
+        self.events.append(("output", data))
+
+    def on_output_lost(self) -> None:
+        self.events.append(("lost", None))
+
+    def on_exit(self, exit_code: int | None) -> None:
+        self.events.append(("exit", exit_code))
+
+
+class _Transport:
+    """Enough of a transport for a :class:`FrameReader` fed by hand."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+_STREAM_FRAMES = [
+    encode({"op": "ok"}),  # the attach reply
+    encode({"op": "output"}, b"a1"),
+    encode({"op": "output"}, b"b2\xe2\x82"),  # a character split across frames
+    encode({"op": "output"}, b"\xac"),
+    encode({"op": "ok"}, b"SNAP"),  # the snapshot's reply, between output
+    encode({"op": "output"}, b"c3"),
+    encode({"op": "output"}, b"d4"),
+    encode({"op": "exit", "exit_code": 3}),
+]
+
+
+def _feed_stream(reads: list[bytes]) -> list[tuple[str, object]]:
+    """A :class:`BrokerStream` whose connection brings ``reads`` (handed to its frame
+    reader by hand, before its own connection is tried): what its listener was told,
+    in order, the snapshot as ``("snapshot", text)``."""
+    import asyncio
+
+    from jupyter_agents.backends.broker.client import BrokerStream
+    from jupyter_agents.backends.broker.protocol import FrameReader
+
+    async def run() -> list[tuple[str, object]]:
+        listener = _Recorder()
+        stream = BrokerStream(Path("/nonexistent/socket"), "s1", listener)
+        stream.snapshot(lambda text: listener.events.append(("snapshot", text)))
+        gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        reader = FrameReader(stream._dispatch, gone, stream._release_output)
+        reader.connection_made(_Transport())  # type: ignore[arg-type]
+        for data in reads:
+            reader.data_received(data)
+        events = list(listener.events)
+        assert stream._task is not None  # its own connection fails: no broker is there
+        await asyncio.wait([stream._task], timeout=30)
+        stream.close()
+        return events
+
+    return asyncio.run(run())
+
+
+def test_broker_output_of_one_read_is_one_piece_in_order():
+    """Output frames that one read brings go on as one piece (one websocket message),
+    never past a reply or the end between them, and no byte is lost or moved."""
+    events = _feed_stream([b"".join(_STREAM_FRAMES)])
+    assert events == [
+        ("output", "a1b2€"),
+        ("snapshot", "SNAP"),
+        ("output", "c3d4"),
+        ("exit", 3),
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=sum(map(len, _STREAM_FRAMES))), max_size=12))
+def test_broker_output_split_into_any_reads_arrives_whole_and_in_order(cuts):
+    whole = b"".join(_STREAM_FRAMES)
+    bounds = sorted({0, len(whole), *cuts})
+    events = _feed_stream([whole[a:b] for a, b in itertools.pairwise(bounds)])
+    snapshot = events.index(("snapshot", "SNAP"))
+    before = "".join(str(d) for kind, d in events[:snapshot] if kind == "output")
+    after = "".join(str(d) for kind, d in events[snapshot + 1 : -1] if kind == "output")
+    assert (before, after, events[-1]) == ("a1b2€", "c3d4", ("exit", 3))
+    assert all(kind == "output" for kind, _ in events[:snapshot] + events[snapshot + 1 : -1])

@@ -223,6 +223,28 @@ def test_every_byte_exactly_once_across_many_joins_while_printing(agents_server)
         viewer.close()
 
 
+def test_a_viewer_gets_every_byte_once_across_new_segments(agents_server):
+    """Output that fills five transcript segments while a viewer watches reaches it
+    whole, each byte once and in order, as the program printed it: reads that end where
+    a segment ends go on in the next one. (The cap keeps all of it: a stream that falls
+    further behind than the cap skips what was dropped, which a smaller one shows under
+    load.)"""
+    server = agents_server(args=["--AgentsApp.transcript_max_bytes=2097152"])  # 256 KiB each
+    client = open_terminal(server)
+    client.stdin("seq -f 'S%06g' 1 130000; echo SEQ-$((6*7))\r")  # 1.17 MB
+    client.wait_for("SEQ-42\r\n", timeout=120)
+    numbers = [int(n) for n in re.findall(r"S(\d{6})\r\n", client.text)]
+    wrong = next((i for i, n in enumerate(numbers) if n != i + 1), len(numbers))
+    assert numbers == list(range(1, 130001)), (
+        f"{len(numbers)} lines; line {wrong + 1} is {numbers[wrong : wrong + 3]}; "
+        f"{[len(m[1]) for m in client.messages[-5:] if len(m) > 1]} last frames; "
+        f"{client.text[-300:]!r}"
+    )
+    first = client.text.index("S000001\r\n")
+    assert client.text[first:].startswith("".join(f"S{i:06d}\r\n" for i in range(1, 130001)))
+    client.close()
+
+
 def test_exit_sends_disconnect_and_records_exit_code(agents_server):
     server = agents_server()
     c = open_terminal(server)

@@ -355,12 +355,19 @@ _Snapshot = Callable[[str], None] | None
 
 class BrokerStream(QueuedStream[_Snapshot]):
     """One connection attached to one session; replies and output share it, so a
-    snapshot's callback runs exactly between the output before and after it."""
+    snapshot's callback runs exactly between the output before and after it.
+
+    The ``output`` frames of one read of the connection (a flood brings several) go to
+    the listener as one piece, after that read's frames, or before the first frame of
+    another op among them: one websocket message per read rather than per frame, in
+    the same order."""
 
     def __init__(self, socket_path: Path, session_id: str, listener: StreamListener) -> None:
         super().__init__(listener)
         self._sid = session_id
         self._transport: asyncio.Transport | None = None
+        #: output payloads of the read being handled, not yet delivered
+        self._held: list[bytes] = []
         # the attach reply is pending as None: an error there means no such session
         self._request({"op": "attach", "sid": session_id}, reply=None, expects_reply=True)
         self._start(self._connect(socket_path))
@@ -419,7 +426,7 @@ class BrokerStream(QueuedStream[_Snapshot]):
             raise
         sock.setblocking(False)
         self._transport, _ = await loop.create_unix_connection(
-            lambda: FrameReader(self._dispatch, gone), sock=sock
+            lambda: FrameReader(self._dispatch, gone, self._release_output), sock=sock
         )
         try:
             if not self._closed:
@@ -434,8 +441,10 @@ class BrokerStream(QueuedStream[_Snapshot]):
         """Handle one frame from the broker; False when the stream is over."""
         op = header["op"]
         if op == "output":
-            self._deliver(payload)
-        elif op == "resync":  # we fell behind and output was dropped: redraw
+            self._held.append(payload)
+            return True
+        self._release_output()
+        if op == "resync":  # we fell behind and output was dropped: redraw
             self._decoder.reset()
             self._listener.on_output(payload.decode("utf-8", "replace"))
         elif op == "exit":
@@ -448,3 +457,10 @@ class BrokerStream(QueuedStream[_Snapshot]):
             if callback is not None and op == "ok":
                 callback(payload.decode("utf-8", "replace"))
         return True
+
+    def _release_output(self) -> None:
+        """Deliver the output held from the read being handled, as one piece."""
+        if self._held:
+            held = self._held
+            self._held = []
+            self._deliver(held[0] if len(held) == 1 else b"".join(held))

@@ -233,12 +233,18 @@ class FrameReader(asyncio.Protocol):
     that received it (no turn of the loop in between, as a task awaiting frames would
     take: measured at 50-70 us a frame); ``on_frame`` returning False hangs up; a
     malformed frame (or ``on_frame`` raising :class:`ProtocolError`) goes to
-    :meth:`refuse`. ``gone`` is set when the connection is closed."""
+    :meth:`refuse`. ``read_done``, if given, is called after the frames of each read
+    (whole or not), so that a reader can hand on what one read brought at once.
+    ``gone`` is set when the connection is closed."""
 
     def __init__(
-        self, on_frame: Callable[[dict[str, Any], bytes], bool], gone: asyncio.Future[None]
+        self,
+        on_frame: Callable[[dict[str, Any], bytes], bool],
+        gone: asyncio.Future[None],
+        read_done: Callable[[], None] | None = None,
     ) -> None:
         self._on_frame = on_frame
+        self._read_done = read_done
         self._gone = gone
         self._received = bytearray()
         self._transport: asyncio.BaseTransport | None = None
@@ -253,12 +259,15 @@ class FrameReader(asyncio.Protocol):
             while not self._transport.is_closing():
                 frame = take_frame(self._received)
                 if frame is None:
-                    return
+                    break
                 if not self._on_frame(*frame):
                     self._transport.close()
         except ProtocolError as e:
             self._received.clear()
             self.refuse(e)
+        finally:
+            if self._read_done is not None:
+                self._read_done()
 
     def refuse(self, error: ProtocolError) -> None:
         """A frame broke the protocol: hang up (a subclass may answer it first)."""
