@@ -307,14 +307,15 @@ class AttentionTracker:
         valid = kind.is_conversation_id(conversation) if kind else _is_uuid(conversation)
         if not valid or conversation == session.conversation_id:
             return session
+        fields: dict[str, Any] = {"conversation_id": conversation, "ambiguous": False}
+        if why is not None:
+            fields["reason"] = why
         try:
             followed = self.change(
                 session.id,
                 "conversation",
-                conversation_id=conversation,
-                ambiguous=False,
                 was={"conversation_id": session.conversation_id},  # not if a pass moved it
-                **({"reason": why} if why is not None else {}),
+                **fields,
             )
             if followed is not None:
                 if session.conversation_id:
