@@ -345,6 +345,33 @@ def test_a_client_that_falls_behind_catches_up_from_the_transcript(broker):
     slow.close()
 
 
+def test_output_is_in_the_transcript_before_a_client_is_sent_it(tmp_path):
+    """The broker records a read before it sends it on, so a SIGKILL at any moment
+    cannot leave a client with bytes the transcript lacks. It sent first (for the
+    echo's sake: a write() of a few microseconds), and the SIGKILL test below once
+    found ``BEFORE-42`` on a client's screen and not in the transcript: the broker,
+    descheduled between the two on a loaded machine, was killed before it wrote. Each
+    send is looked at here, which needs no luck."""
+    from jupyter_agents.backends.broker.fanout import HeldPty
+    from jupyter_agents.backends.broker.recorder import Recorder
+    from jupyter_agents.backends.broker.server import Broker
+
+    broker = Broker(tmp_path)
+    recorder = Recorder("s1", tmp_path / "transcripts" / "s1", 1 << 20)
+    session = HeldPty("s1", None, recorder)  # type: ignore[arg-type]  # no pty is read
+    recorded_at_send: list[bytes] = []
+
+    class Client:
+        def send_output(self, sid: str, frame: bytes, offset: int) -> None:
+            recorded_at_send.append(transcript_bytes(tmp_path, sid))
+
+    session.clients.add(Client())  # type: ignore[arg-type]
+    broker._output(session, b"BEFORE-42\r\n")
+    broker._output(session, b"AFTER-42\r\n")
+    recorder.close()
+    assert recorded_at_send == [b"BEFORE-42\r\n", b"BEFORE-42\r\nAFTER-42\r\n"]
+
+
 def test_sigkilled_broker_is_replaced_and_sessions_interrupted(no_tmux_server, capsys):
     server = no_tmux_server()
     first = server.request("POST", "/api/terminals", {})[1]["name"]

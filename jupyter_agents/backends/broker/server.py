@@ -113,15 +113,16 @@ class Broker:
         return session
 
     def _output(self, session: HeldPty, data: bytes) -> None:
-        """Send output to the attached clients first (an echo waits for nothing else),
-        then record it: the offset each client would lag from is where it is written (a
-        failed write leaves a gap there and the stream goes on: :class:`.Recorder`)."""
-        offset = session.recorder.end
+        """Record output, then send it to the attached clients: a client never has
+        bytes the transcript lacks, whenever the broker is killed (the write is a few
+        microseconds of an echo's hundreds). The offset each client would lag from is
+        where it was written (a failed write leaves a gap there and the stream goes on:
+        :class:`.Recorder`)."""
+        offset = session.recorder.write(data)
         if session.clients:
             frame = encode({"op": "output"}, data)
             for client in list(session.clients):
                 client.send_output(session.sid, frame, offset)
-        session.recorder.write(data)
         session.replay.feed(data)
 
     def _check_exits(self) -> None:
