@@ -9,6 +9,7 @@ import random
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -48,12 +49,14 @@ class Listener:
     def __init__(self) -> None:
         self.ended: list[int | None] = []
         self.output: list[str] = []
+        #: how many times it was told that output was lost
+        self.lost = 0
 
     def on_output(self, data: str) -> None:
         self.output.append(data)
 
     def on_output_lost(self) -> None:
-        pass
+        self.lost += 1
 
     def on_exit(self, exit_code: int | None) -> None:
         self.ended.append(exit_code)
@@ -498,6 +501,75 @@ def test_a_stream_that_joins_while_the_control_client_fails_to_attach_gets_its_s
     screen, ended = asyncio.run(scenario())
     assert ended == [], ended  # its session runs: no end to report
     assert "NEW-54" in screen, screen
+
+
+def test_a_live_stream_whose_client_was_detached_is_told_what_it_missed(backend):
+    """A session without a transcript writer (made outside jupyter_agents, adopted) is
+    streamed through ``%output`` of a control client of its own. When tmux detaches
+    that client (a user's ``attach -d``), what the pane prints until the client is back
+    reaches no one: the listener must be told output was lost (it redraws its viewers
+    from a snapshot), or the viewers never see it (``.ci/hunt`` of 56d3d3a: the output
+    of a command typed then never came). The order is forced: the client's next attach
+    is held until the pane has printed."""
+    backend.spawn(SpawnRequest("keeper", ["sleep", "60"], "/", {}))
+    echo = "import sys\nfor line in sys.stdin: print('GOT-' + line.strip(), flush=True)"
+    tmux = ["tmux", "-S", str(backend.socket_path)]
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-s", "ext", sys.executable, "-c", echo], check=True
+    )
+
+    def printed(text: str) -> bool:
+        screen = subprocess.run(
+            [*tmux, "capture-pane", "-p", "-t", "=ext:"], capture_output=True, text=True
+        ).stdout
+        return text in screen
+
+    async def scenario() -> tuple[Listener, bool, str]:
+        loop = asyncio.get_running_loop()
+        listener = Listener()
+        stream = backend.attach("ext", listener)
+        screen: asyncio.Future[str] = loop.create_future()
+        stream.snapshot(lambda text: screen.done() or screen.set_result(text))
+        try:
+            await asyncio.wait_for(screen, 20)
+            live = stream._live  # type: ignore[attr-defined]
+            assert live is not None  # the premise: streamed through a client of its own
+            real_attach = live._attach
+            held, release = asyncio.Event(), asyncio.Event()
+
+            async def attach() -> bool:
+                held.set()
+                await release.wait()
+                return await real_attach()
+
+            live._attach = attach
+            await asyncio.to_thread(subprocess.run, [*tmux, "detach-client", "-s", "ext"])
+            await asyncio.wait_for(held.wait(), 20)  # gone, and not back until released
+            await asyncio.to_thread(
+                subprocess.run, [*tmux, "send-keys", "-t", "=ext:", "GAP", "Enter"]
+            )
+            await asyncio.to_thread(poll, lambda: printed("GOT-GAP"), 10, "the pane's output")
+            missed = "GOT-GAP" not in "".join(listener.output)
+            release.set()
+            for _ in range(200):
+                if listener.lost:
+                    break
+                await asyncio.sleep(0.05)
+            stream.write("AFTER\r")  # and the output after it comes through that client
+            for _ in range(200):
+                if "GOT-AFTER" in "".join(listener.output):
+                    break
+                await asyncio.sleep(0.05)
+            return listener, missed, "".join(listener.output)
+        finally:
+            stream.close()
+            await backend.detach_streams()
+
+    listener, missed, output = asyncio.run(scenario())
+    assert missed  # the premise: the output came while no client of ours was attached
+    assert listener.lost == 1
+    assert "GOT-AFTER" in output, output
+    assert listener.ended == []
 
 
 def test_a_snapshot_that_raises_is_logged_and_its_stream_reported_lost(

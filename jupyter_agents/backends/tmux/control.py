@@ -90,6 +90,11 @@ class Member(Protocol):
     def on_control_lost(self) -> None:
         """No control client can be started: the tmux server is gone."""
 
+    def on_output_missed(self) -> None:
+        """The client attached again after it went away (tmux detached it: a user's
+        ``attach -d``): the ``%output`` of the member's routed panes in between reached
+        no one."""
+
 
 class TmuxControl:
     """One control-mode client of a tmux server, run by ``tmux`` (the backend's own
@@ -123,6 +128,8 @@ class TmuxControl:
         self._outbox: list[tuple[int, bytes]] = []
         self._lines = itertools.count()
         self._ready = False
+        #: a client of this object attached before (the next one to attach missed output)
+        self._attached_before = False
         self._proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Future[None] | None = None
         #: held by a cut: the client's attached session and a pane's output are its own
@@ -153,6 +160,10 @@ class TmuxControl:
     def route(self, pane: str, member: Member) -> None:
         """Send ``pane``'s ``%output`` (when it is on) to ``member``."""
         self._routes[pane.encode()] = member
+
+    def unroute(self, pane: str) -> None:
+        """Send ``pane``'s ``%output`` to no one (its member gets it from elsewhere)."""
+        self._routes.pop(pane.encode(), None)
 
     # -- commands --------------------------------------------------------------------
 
@@ -390,13 +401,18 @@ class TmuxControl:
             self._gate.release()
 
     def _on_attached(self) -> None:
-        """Attached: the queue goes out."""
+        """Attached: the queue goes out; if a client attached before, the members whose
+        panes are routed here are told that their output in between reached no one."""
         self._open_gate()
         assert self._proc is not None and self._proc.stdin is not None
         queued, self._outbox = self._outbox, []
         self._ready = True
         for _, data in queued:
             self._proc.stdin.write(data)
+        if self._attached_before:
+            for member in set(self._routes.values()):
+                member.on_output_missed()
+        self._attached_before = True
 
     def _pause_session(self, session: bytes) -> None:
         """Pause the panes of ``session`` (``$N``) but :attr:`on_panes`."""

@@ -23,7 +23,10 @@ replies, which tmux orders exactly against that output. What the pane printed be
 the last byte delivered from the transcript and that client's first ``%output`` is in
 neither (all the rest of a command's output, on a busy machine): the listener is told
 that output was lost (:meth:`~.StreamListener.on_output_lost`), and redraws its viewers
-from snapshots.
+from snapshots. So is it when tmux detaches that client (a user's ``attach -d``): what
+the pane printed until the client is back reached no one. The shared client does not
+route the pane then: attached to the session, it had the output too until it paused the
+pane there, and viewers got it twice.
 """
 
 from __future__ import annotations
@@ -202,6 +205,12 @@ class TmuxStream(ListenedStream):
     def on_control_lost(self) -> None:
         self._report_exit(None)  # the tmux server is gone
 
+    def on_output_missed(self) -> None:
+        # only the live client routes a live stream's pane (the shared one's routes are
+        # for cuts, which tell a client's going away themselves)
+        if self._live is not None and not self._closed:
+            self._listener.on_output_lost()
+
     # -- snapshots at a cut ----------------------------------------------------------
 
     async def _cut_snapshot(
@@ -362,6 +371,9 @@ class TmuxStream(ListenedStream):
         self._live.join(self)
         self._live.on_panes.add(pane)
         self._live.route(pane, self)
+        # its output comes from that client alone: one the shared client got while it was
+        # attached to this session and not yet paused there was a second copy
+        self._control.unroute(pane)
         self._live.command(f"refresh-client -A '{pane}:continue'")  # attaches it
         if self._offset is not None:  # output was delivered from the transcript
             self._listener.on_output_lost()
