@@ -275,6 +275,34 @@ def _module_server_log(item: pytest.Item) -> Path | None:
     return path if isinstance(path, Path) else None
 
 
+#: how much of the end of each running session's transcript a failed report quotes
+TRANSCRIPT_QUOTED = 400
+
+
+def _sessions_now(server: Any) -> str:
+    """What the module's server lists, and the end of each running session's transcript:
+    whether a program printed what a tab did not show (the tab's stream lost it) or
+    never printed it (the program did not get that far)."""
+    try:
+        status, sessions = server.request("GET", "/api/agents/sessions")
+        if status != 200:
+            return f"GET /api/agents/sessions: {status} {sessions!r:.300}"
+        lines = []
+        for s in sessions:
+            line = f"{s.get('name')!r} {s.get('id')} {s.get('kind')} {s.get('status')}"
+            line += f" attention={s.get('attention')}"
+            if s.get("status") == "running":
+                got, data = server.request("GET", f"/api/agents/sessions/{s.get('id')}/log")
+                if isinstance(data, bytes):
+                    line += f"; transcript ends {data[-TRANSCRIPT_QUOTED:]!r}"
+                else:
+                    line += f"; transcript: {got} {data!r:.200}"
+            lines.append(line)
+        return "\n".join(lines) or "(none)"
+    except Exception as error:  # the server may be down: say so, lose nothing
+        return f"not readable: {error!r}"
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     """Note where the module server's log was when the test began: a failure quotes
@@ -291,8 +319,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """A browser test that fails reports what the page had: its address, the element
     with the keyboard focus, the widget JupyterLab shows, the console's last lines
     and every main-area tab (CI keeps only the printed report, not the screenshots);
-    and what the module's server logged while it ran (its last
-    :data:`SERVER_LOG_QUOTED` characters)."""
+    what the module's server logged while it ran (its last
+    :data:`SERVER_LOG_QUOTED` characters); and its sessions, each running one with the
+    end of its transcript (:func:`_sessions_now`)."""
     report = yield
     if report.when == "call" and report.failed and _LOG_START in item.stash:
         path, start = item.stash[_LOG_START]
@@ -305,6 +334,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if len(written) > SERVER_LOG_QUOTED:
             written = "[...]\n" + written[-SERVER_LOG_QUOTED:]
         report.sections.append(("server log", written or "(nothing written)"))
+    lab = getattr(item, "funcargs", {}).get("lab")
+    if report.when == "call" and report.failed and getattr(lab, "server", None) is not None:
+        report.sections.append(("sessions", _sessions_now(lab.server)))
     page = getattr(item, "funcargs", {}).get("page")
     if report.when == "call" and report.failed and page is not None:
         lines = [f"url: {page.url}"]
