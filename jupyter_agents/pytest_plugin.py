@@ -80,8 +80,10 @@ def free_ports(count: int) -> list[int]:
 #: server extensions that have nothing to do with terminals: off unless a test needs
 #: JupyterLab (``ServerProcess(lab=True)``); a server starts about 1 s faster without them,
 #: and nbdime's alone costs 0.22 of the 0.81 CPU-s of a start and stop (the worktree
-#: review imports nbdime itself, in a child, and needs none of its handlers)
-NON_TERMINAL_EXTENSIONS = ("jupyterlab", "jupyter_lsp", "notebook_shim", "nbdime")
+#: review imports nbdime itself, in a child, and needs none of its handlers). Notebook
+#: 7's imports jupyterlab_server to list its metadata: 0.13 -> 0.05 CPU-s of a forked
+#: server's ``initialize`` without it
+NON_TERMINAL_EXTENSIONS = ("jupyterlab", "jupyter_lsp", "notebook_shim", "nbdime", "notebook")
 #: this process's fork server, which servers are forked from (started on first use)
 FORK_SERVER = ForkServer()
 
