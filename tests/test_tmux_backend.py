@@ -236,6 +236,43 @@ def test_one_control_client_serves_every_viewed_terminal(agents_server):
     poll(lambda: not tmux_control_clients(server.state_dir), 15, "the control client to detach")
 
 
+def test_a_viewer_left_without_its_screen_is_logged_with_where_its_stream_stands(
+    agents_server,
+):
+    """A tab whose screen never comes shows nothing and says nothing (the ledger's blank
+    tab of a reopened agent: the agent had printed, the tab got none of it, and the log
+    had only the websocket's open). A viewer that waits :data:`SCREEN_LATE` seconds is
+    logged with where its stream stands. The wait is made real: the tmux server is
+    stopped (SIGSTOP) while the viewer connects, and the screen comes once it goes on."""
+    from jupyter_agents.server.streams import SCREEN_LATE
+
+    server = agents_server()
+    name = server.request("POST", "/api/terminals", {})[1]["name"]
+    socket_path = str(server.state_dir / "tmux" / "socket")
+    tmux_pid = int(
+        subprocess.run(
+            ["tmux", "-S", socket_path, "display-message", "-p", "#{pid}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    said = "has had no screen for"
+    os.kill(tmux_pid, signal.SIGSTOP)
+    try:
+        client = server.ws(name)
+        poll(lambda: said in server.log_path.read_text(), SCREEN_LATE + 20, "the wait logged")
+    finally:
+        os.kill(tmux_pid, signal.SIGCONT)
+    client.wait_for(lambda c: len(c.messages) >= 2)  # its screen, once tmux goes on
+    (line,) = [line for line in server.log_path.read_text().splitlines() if said in line]
+    assert f"terminal {name} " in line, line
+    # where it stands: the pane not found, the shared control client not attached yet
+    assert "TmuxStream; its pane not found yet; no snapshot placed yet" in line, line
+    assert "shared control client starting, 1 replies awaited, 1 lines unsent" in line, line
+    client.close()
+
+
 def test_viewers_outlive_their_control_client_being_detached(agents_server):
     """tmux may detach the shared control client at any moment (a user attaching with
     ``attach -d``, ``detach-client``), with a new viewer's lookup and cut and another

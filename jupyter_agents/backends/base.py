@@ -128,6 +128,11 @@ class Stream(ABC):
         """:meth:`close` and wait until the connection is gone (server shutdown)."""
         self.close()
 
+    def describe(self) -> str:
+        """Where the stream stands, in a few words, for a log line when a viewer waits
+        too long for its screen; reads state, changes none."""
+        return type(self).__name__
+
 
 R = TypeVar("R")
 
@@ -153,6 +158,10 @@ class ListenedStream(Stream):
             return
         self._exit_reported = True
         self._listener.on_exit(exit_code)
+
+    def describe(self) -> str:
+        flags = [f for f, on in (("closed", self._closed), ("ended", self._exit_reported)) if on]
+        return ", ".join([type(self).__name__, *flags])
 
 
 class QueuedStream(ListenedStream, Generic[R]):

@@ -50,6 +50,9 @@ WATCH_LAG_BYTES = 1 << 20
 #: seconds after a told viewer's last ``set_size`` before it is told and redrawn again
 #: (a tab being dragged to a new size sends one a frame: one replay, not sixty)
 RETELL_DELAY = 0.25
+#: seconds a viewer may wait for its screen before the wait is logged, with where its
+#: stream stands (the screen normally comes in milliseconds)
+SCREEN_LATE = 10.0
 #: a person who typed into a terminal within this many seconds, its tab still open, is
 #: at it: an agent there that shows no dialog while asking elsewhere (Codex) is told to
 #: show its own at once
@@ -112,13 +115,29 @@ class LiveTerminal:
         """Send ``viewer`` the screen and history (a watcher: the screen only), then
         live output (in stream order)."""
 
+        late = asyncio.get_running_loop().call_later(SCREEN_LATE, self._late, viewer)
+
         def replay(text: str) -> None:
+            late.cancel()
             if viewer in self.viewers:
                 viewer.send(json.dumps(["stdout", text]))
                 self._active.append(viewer)
 
         rows = (self._size or (self.session.rows or 24, 0))[0] if viewer.watch_only else None
         self.stream.snapshot(replay, screen_rows=rows)
+
+    def _late(self, viewer: Viewer) -> None:
+        """A viewer still waits for its screen after :data:`SCREEN_LATE` seconds: say so,
+        with where the stream stands (a tab that shows nothing is otherwise silent)."""
+        if viewer in self.viewers and viewer not in self._active:
+            self.streams.log.warning(
+                "jupyter_agents: a viewer of terminal %s (session %s) has had no screen for"
+                " %g s; its stream: %s",
+                self.session.name,
+                self.session.id,
+                SCREEN_LATE,
+                self.stream.describe(),
+            )
 
     def caught_up(self, viewer: Viewer) -> None:
         """A viewer that fell behind has drained: redraw its screen, then go live."""

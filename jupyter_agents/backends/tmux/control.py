@@ -234,6 +234,13 @@ class TmuxControl:
             for path in paths:
                 path.unlink(missing_ok=True)
 
+    def describe(self) -> str:
+        """The client's state in a few words (for a log line)."""
+        state = "attached" if self._ready else "starting" if self._task else "not running"
+        if self.closed:
+            state = "closed"
+        return f"{state}, {len(self._pending)} replies awaited, {len(self._outbox)} lines unsent"
+
     def close(self) -> None:
         """Detach the client (EOF); its pending replies fail."""
         if self.closed:

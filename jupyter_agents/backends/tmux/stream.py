@@ -190,6 +190,26 @@ class TmuxStream(ListenedStream):
         if self._live is not None:
             await self._live.aclose(timeout)
 
+    def describe(self) -> str:
+        if not self._pane.done():
+            pane = "its pane not found yet"
+        else:
+            pane = f"pane {self._pane.result() or 'gone'}"
+        parts = [super().describe(), pane]
+        if self._offset is None:
+            parts.append("no snapshot placed yet")
+        else:
+            with contextlib.suppress(OSError, AgentsError):
+                parts.append(f"delivered to {self._offset} of {self._transcript.size()} bytes")
+        if self._cutting.locked():
+            parts.append("a cut being taken")
+        if self._early_input:
+            parts.append(f"{len(self._early_input)} inputs held")
+        parts.append(f"shared control client {self._control.describe()}")
+        if self._live is not None:
+            parts.append(f"own control client {self._live.describe()}")
+        return "; ".join(parts)
+
     # -- control client members ------------------------------------------------------
 
     def on_pane_output(self, data: bytes) -> None:
