@@ -422,9 +422,11 @@ class AcpRig(TurnRig):
         else:
             assert plans == []
         assert events[-1]["stop_reason"] == "end_turn"
-        session = self.get(sid)
+        # the turn's end is in the journal the moment the agent answers; the proxy
+        # spools its Stop beside it, which the server applies once woken: waited for
+        session = self.attention_becomes(sid, "waiting", "the session waits for its user")
         assert session["conversation_id"] == self.cid and session["mode"] == "acp"
-        assert session["attention"] == "waiting" and session["attention_source"] == "acp"
+        assert session["attention_source"] == "acp", session
         return AcpTurn(agent, self.cid, request, events)
 
     def acp_resumed_after_a_reboot(self) -> None:
