@@ -599,7 +599,10 @@ def test_a_live_stream_whose_client_was_detached_is_told_what_it_missed(backend)
                 await asyncio.sleep(0.05)
             return listener, missed, "".join(listener.output)
         finally:
-            stream.close()
+            # aclose: its own control client's process is waited for; only closed, the
+            # loop could end before that process's exit was handled, leaving its transport
+            # unclosed, which a later test's garbage collection reported
+            await stream.aclose()
             await backend.detach_streams()
 
     listener, missed, output = asyncio.run(scenario())
